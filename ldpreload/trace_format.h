@@ -1,0 +1,301 @@
+// The memlayout trace format: the one definition shared by the recorder
+// (ldpreload/) and the decoder (inspector/). docs/trace-format.md describes it
+// for users; change both together and bump kTraceVersion on any change a v1
+// reader could misread.
+//
+// Header-only, allocation-free and exception-free so the preload can use it on
+// its hot path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace memlayout::trace {
+
+inline constexpr char kFileMagic[8] = {'M', 'L', 'T', 'R', 'A', 'C', 'E', '\0'};
+inline constexpr uint16_t kTraceVersion = 1;
+// Every record starts with this word so a reader can tell a record boundary
+// from garbage and name the offset where the file stops making sense.
+inline constexpr uint32_t kRecordMagic = 0x43524C4D; // "MLRC" little-endian
+
+// File header: fixed part, then TLV fields up to header_bytes.
+struct FileHeader {
+  char magic[8];
+  uint16_t version;
+  uint16_t header_bytes; // fixed part + all TLV fields
+  uint32_t reserved;
+};
+static_assert(sizeof(FileHeader) == 16);
+
+// TLV tags of the file header. Unknown tags are skipped by readers.
+enum class HeaderTag : uint16_t {
+  kPid = 1,           // u32
+  kParentPid = 2,     // u32
+  kStartRealtimeNs = 3, // u64, CLOCK_REALTIME at trace start
+  kStartTsc = 4,      // u64, TSC at trace start (pairs with kStartMonotonicNs)
+  kStartMonotonicNs = 5, // u64
+  kPageSize = 6,      // u32
+  kAllocator = 7,     // string: "native" or "jemalloc"
+  kUnwind = 8,        // string: unwinder name
+  kStackDepth = 9,    // u32
+  kExecutable = 10,   // string: /proc/self/exe
+  kCommandLine = 11,  // NUL-separated argv
+  kHostname = 12,     // string
+  kKernel = 13,       // string: uname release
+  kTimestampPeriod = 14, // u32: a TSC sample is taken every N events per thread
+  kPointerBits = 15,  // u32 (64)
+};
+
+struct HeaderField {
+  uint16_t tag;
+  uint16_t length; // bytes of value that follow
+};
+static_assert(sizeof(HeaderField) == 4);
+
+enum class RecordType : uint8_t {
+  kEvents = 1,   // one thread's event block (tid set)
+  kStacks = 2,   // stack table entries
+  kStrings = 3,  // string table entries (tags, marks, thread names)
+  kModules = 4,  // loaded / unloaded modules
+  kMemoryMap = 5, // a snapshot of the heap's regions and page frames
+  kThread = 6,   // thread start / exit / name
+  kEnd = 7,      // the process ended cleanly; totals
+};
+
+inline constexpr uint8_t kRecordCompressed = 1; // payload is one zstd frame
+
+// Every record: header, then payload_bytes of payload. raw_bytes is the
+// payload's size once decompressed (== payload_bytes when not compressed).
+struct RecordHeader {
+  uint32_t magic;
+  uint8_t type;
+  uint8_t flags;
+  uint16_t reserved;
+  uint32_t tid;           // producing thread (kernel tid), 0 for process-wide
+  uint32_t payload_bytes;
+  uint32_t raw_bytes;
+  uint32_t count;         // events or entries in the payload
+};
+static_assert(sizeof(RecordHeader) == 24);
+
+// Upper bound a reader accepts for one record (the writer stays far below).
+inline constexpr uint32_t kMaxRecordBytes = 64u << 20;
+
+// ---- Events (payload of kEvents, after decompression) ----------------------
+//
+// payload := varint first_tsc, varint clock_tsc, varint clock_monotonic_ns,
+//            event*
+// (clock_tsc, clock_monotonic_ns) is a pair read together when the block was
+// written: with the header's start pair it converts TSC ticks to nanoseconds
+// even in a truncated trace.
+// event   := u8 head, fields by kind
+// head: bits 0-2 kind, bits 3-7 api (the entry point that made the event).
+//
+// Per block state starts at tsc = first_tsc and prev_ptr = 0; pointers are
+// zigzag deltas against prev_ptr, which every event carrying a pointer updates.
+//
+//   kAlloc   : zz(ptr - prev), size, usable - size, stack_id
+//              [+ log2(alignment) when api is an aligned form]
+//   kFree    : zz(ptr - prev)
+//   kRealloc : zz(old - prev), zz(new - old), size, usable - size, stack_id
+//   kTick    : tsc - previous tsc (events after it happened at about that time)
+//   kMark    : string_id               (memlayout_mark)
+//   kTag     : zz(ptr - prev), string_id (memlayout_tag)
+//   kExt     : varint ext kind, fields (see ExtKind)
+//
+// Events without a kTick since the block start carry first_tsc. The recorder
+// samples the TSC every kHeaderTag::kTimestampPeriod events because reading it
+// costs as much as a malloc here (see docs/recording.md).
+enum class EventKind : uint8_t {
+  kAlloc = 0,
+  kFree = 1,
+  kRealloc = 2,
+  kTick = 3,
+  kMark = 4,
+  kTag = 5,
+  kExt = 7,
+};
+
+enum class ExtKind : uint8_t {
+  kFork = 1,      // varint child pid
+  kSnapshot = 2,  // varint snapshot id (a kMemoryMap record with that id)
+  kLost = 3,      // varint count: events dropped (e.g. allocations made
+                  // from inside the recorder, or from signal handlers)
+};
+
+// Entry points. Values are stored in traces: append only.
+enum class Api : uint8_t {
+  kMalloc = 0,
+  kCalloc,
+  kRealloc,
+  kReallocArray,
+  kPosixMemalign,
+  kAlignedAlloc,
+  kMemalign,
+  kValloc,
+  kPvalloc,
+  kNew,
+  kNewArray,
+  kNewNothrow,
+  kNewArrayNothrow,
+  kNewAligned,
+  kNewArrayAligned,
+  kNewAlignedNothrow,
+  kNewArrayAlignedNothrow,
+  kFree,
+  kCfree,
+  kDelete,
+  kDeleteArray,
+  kDeleteSized,
+  kDeleteArraySized,
+  kDeleteAligned,
+  kDeleteArrayAligned,
+  kDeleteSizedAligned,
+  kDeleteArraySizedAligned,
+  kSegPool, // allocations of memlayout pools (alloc/)
+  kCount
+};
+static_assert(static_cast<int>(Api::kCount) <= 32, "api must fit in 5 bits");
+
+inline constexpr bool api_is_aligned(Api a) {
+  switch (a) {
+  case Api::kPosixMemalign:
+  case Api::kAlignedAlloc:
+  case Api::kMemalign:
+  case Api::kValloc:
+  case Api::kPvalloc:
+  case Api::kNewAligned:
+  case Api::kNewArrayAligned:
+  case Api::kNewAlignedNothrow:
+  case Api::kNewArrayAlignedNothrow:
+    return true;
+  default:
+    return false;
+  }
+}
+
+inline constexpr const char *api_name(Api a) {
+  constexpr const char *names[] = {
+      "malloc",           "calloc",
+      "realloc",          "reallocarray",
+      "posix_memalign",   "aligned_alloc",
+      "memalign",         "valloc",
+      "pvalloc",          "new",
+      "new[]",            "new(nothrow)",
+      "new[](nothrow)",   "new(align)",
+      "new[](align)",     "new(align,nothrow)",
+      "new[](align,nothrow)", "free",
+      "cfree",            "delete",
+      "delete[]",         "delete(sized)",
+      "delete[](sized)",  "delete(align)",
+      "delete[](align)",  "delete(sized,align)",
+      "delete[](sized,align)", "seg_pool"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(Api::kCount));
+  auto i = static_cast<unsigned>(a);
+  return i < static_cast<unsigned>(Api::kCount) ? names[i] : "?";
+}
+
+inline constexpr uint8_t event_head(EventKind k, Api a) {
+  return static_cast<uint8_t>(static_cast<uint8_t>(k) | (static_cast<uint8_t>(a) << 3));
+}
+inline constexpr EventKind head_kind(uint8_t head) { return static_cast<EventKind>(head & 7); }
+inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3); }
+
+// ---- Tables (payloads of kStacks / kStrings / kThread / kModules) ----------
+//
+// kStacks  : { varint id, varint depth, depth x varint frame_address }*
+//            frame 0 is the return address into the caller of the entry point.
+// kStrings : { varint id, varint length, bytes }*
+// kThread  : { u8 what (ThreadEvent), varint tsc, varint tid,
+//              varint name_string_id (0 = none) }*
+// kModules : { u8 what (ModuleEvent), varint tsc, varint load_bias,
+//              varint path_len, path, varint build_id_len, build_id,
+//              varint nsegments, { varint vaddr, varint memsz, u8 flags }* }*
+//            vaddr is the segment's address in the file; the mapped address is
+//            load_bias + vaddr. flags: PF_X=1, PF_W=2, PF_R=4 as in ELF.
+// kMemoryMap: varint snapshot_id, varint tsc, u8 flags (MapFlags),
+//            varint nregions, region*
+//   region := varint start, varint end, u8 prot (1 r, 2 w, 4 x),
+//             u8 kind (RegionKind), varint anon_huge_kib,
+//             varint nruns, { varint page_delta, varint npages, varint pfn }*
+//   runs describe pages resident in RAM: page_delta is the page index (within
+//   the region) minus the end of the previous run; pages npages..+npages map to
+//   frames pfn..pfn+npages. Frames are present only when MapFlags::kPfns is set
+//   (root can read /proc/self/pagemap); otherwise nruns is 0.
+// kEnd     : varint tsc, varint monotonic_ns, varint exit_status (or ~0 when
+//            unknown), varint events, varint allocs, varint frees,
+//            varint bytes_allocated, varint lost_events, varint write_errors
+
+enum class ThreadEvent : uint8_t { kStart = 1, kExit = 2, kName = 3 };
+enum class ModuleEvent : uint8_t { kLoaded = 1, kUnloaded = 2 };
+enum class RegionKind : uint8_t { kHeap = 1, kAnonymous = 2, kStack = 3, kOther = 4 };
+enum MapFlags : uint8_t { kMapPfns = 1, kMapKpageflags = 2 };
+
+// ---- Varint coding ----------------------------------------------------------
+
+inline constexpr size_t kMaxVarintBytes = 10;
+
+inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+
+inline constexpr uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline constexpr int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+// Bounds-checked reading for decoders. A Cursor that runs past its end sets
+// `bad` and returns zeros, so decoders check once per record, not per field.
+struct Cursor {
+  const uint8_t *p;
+  const uint8_t *end;
+  bool bad = false;
+
+  bool at_end() const { return p >= end; }
+  size_t left() const { return p < end ? static_cast<size_t>(end - p) : 0; }
+
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      if (p >= end) {
+        bad = true;
+        return 0;
+      }
+      uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80))
+        return v;
+    }
+    bad = true; // more than 10 bytes: not a varint we wrote
+    return 0;
+  }
+  int64_t svarint() { return unzigzag(varint()); }
+  uint8_t u8() {
+    if (p >= end) {
+      bad = true;
+      return 0;
+    }
+    return *p++;
+  }
+  // Returns a pointer to n bytes in the buffer, or nullptr if fewer remain.
+  const uint8_t *bytes(size_t n) {
+    if (left() < n) {
+      bad = true;
+      p = end;
+      return nullptr;
+    }
+    const uint8_t *q = p;
+    p += n;
+    return q;
+  }
+};
+
+} // namespace memlayout::trace

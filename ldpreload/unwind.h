@@ -1,0 +1,50 @@
+// Call-stack capture for the allocation hot path.
+//
+// An interposed entry point (malloc, operator new, ...) is compiled with frame
+// pointers, so its own frame tells exactly where its caller resumes: the
+// caller's pc (the entry point's return address), the caller's stack pointer
+// after the return, and the caller's frame pointer (saved by the entry point's
+// prologue). Unwinding starts there; frames[0] is always that return address.
+//
+// Every method is allocation-free, never faults (each memory read is checked
+// against the thread's stack bounds) and stops at the first frame it cannot
+// trust. The methods, fastest first:
+//   kFramePointer  follows saved frame pointers; exact only where every
+//                  caller keeps them (Debian's libraries do not).
+//   kCfi           .eh_frame rules cached per return address: exact wherever
+//                  unwind tables exist, a few ns per frame once cached.
+//   kDwarf         libgcc's _Unwind_Backtrace: exact, ~1 us per stack; for
+//                  checking the others.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memlayout::preload {
+
+enum class UnwindMethod : uint8_t { kFramePointer = 1, kCfi = 2, kDwarf = 3 };
+
+struct UnwindStart {
+  uintptr_t pc; // return address of the entry point = frames[0]
+  uintptr_t sp; // caller's stack pointer once the entry point returned
+  uintptr_t fp; // caller's frame pointer register (rbp) at that point
+};
+
+// Reads the calling entry point's frame. A macro, not a function, because it
+// must see the entry point's own frame pointer.
+#define MEMLAYOUT_UNWIND_START()                                                                   \
+  ([](uintptr_t fp_) {                                                                              \
+    return ::memlayout::preload::UnwindStart{reinterpret_cast<uintptr_t *>(fp_)[1], fp_ + 16,      \
+                                             reinterpret_cast<uintptr_t *>(fp_)[0]};               \
+  }(reinterpret_cast<uintptr_t>(__builtin_frame_address(0))))
+
+// Fills frames[0..n) with return addresses, innermost first, and returns n
+// (1 <= n <= max_depth when max_depth >= 1). Safe to call from any thread,
+// inside signal handlers and while the process holds the loader lock.
+size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth);
+
+// Parses "fp", "cfi", "dwarf"; returns false on anything else.
+bool parse_unwind_method(const char *name, UnwindMethod *out);
+const char *unwind_method_name(UnwindMethod method);
+
+} // namespace memlayout::preload

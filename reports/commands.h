@@ -1,0 +1,10 @@
+// The memlayout CLI's subcommands. Each takes the arguments after its name
+// (argv[0] is the subcommand) and returns the process exit status.
+#pragma once
+
+namespace memlayout::cli {
+
+int record_main(int argc, char **argv);
+int dump_main(int argc, char **argv);
+
+} // namespace memlayout::cli

@@ -1,0 +1,49 @@
+// memlayout: record allocations of unmodified programs and report where they
+// landed in the caches and pages. Thin dispatcher over the subcommands.
+#include "commands.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+struct Command {
+  const char *name;
+  int (*main)(int, char **);
+  const char *summary;
+};
+
+constexpr Command kCommands[] = {
+    {"record", memlayout::cli::record_main, "run a program and record its allocations"},
+    {"dump", memlayout::cli::dump_main, "print a trace's events"},
+};
+
+void usage(FILE *out) {
+  std::fprintf(out, "usage: memlayout <command> [options]\n\ncommands:\n");
+  for (const auto &c : kCommands)
+    std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n'memlayout <command> --help' describes a command.\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("memlayout " MEMLAYOUT_VERSION "\n");
+    return 0;
+  }
+  for (const auto &c : kCommands)
+    if (!std::strcmp(argv[1], c.name))
+      return c.main(argc - 1, argv + 1);
+  std::fprintf(stderr, "memlayout: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
