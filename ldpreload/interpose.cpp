@@ -1,1 +1,291 @@
-// (in progress)
+// The interposed allocation entry points. Each one forwards to the real
+// allocator and records what it returned; nested calls (from libc inside the
+// recorder, from signal handlers mid-record) pass straight through.
+//
+// Every entry point of glibc's and the C++ runtime's is defined here: one left
+// out would hand out memory we never saw, or free ours behind our back.
+#include "lifecycle.h"
+#include "real_alloc.h"
+#include "recorder.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dlfcn.h>
+#include <new>
+
+using namespace memlayout::preload;
+using memlayout::trace::Api;
+
+namespace {
+
+bool begin_slow(ThreadState &ts) {
+  if (ts.busy || !initialize())
+    return false;
+  ts.busy = 1;
+  return true;
+}
+
+// Enters the recorder for one event. On true the caller records and then
+// clears ts.busy; on false it only forwards.
+inline bool begin(ThreadState &ts) {
+  if (ML_LIKELY(!ts.busy && g_state.load(std::memory_order_relaxed) == State::kRecording)) {
+    ts.busy = 1;
+    return true;
+  }
+  return begin_slow(ts);
+}
+
+// Before the real allocator is known (inside our own set-up) memory comes from
+// the bootstrap arena.
+bool have_real() {
+  if (ML_LIKELY(g_real.malloc != nullptr))
+    return true;
+  if (!tl_state.busy)
+    initialize();
+  return g_real.malloc != nullptr;
+}
+
+void *forward_malloc(size_t n) { return have_real() ? g_real.malloc(n) : bootstrap_alloc(n, 16); }
+void *forward_memalign(size_t align, size_t n) {
+  return have_real() ? g_real.memalign(align, n) : bootstrap_alloc(n, align);
+}
+
+bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
+
+inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {
+  ThreadState &ts = tl_state;
+  if (!begin(ts))
+    return forward_malloc(n);
+  void *p = g_real.malloc(n);
+  if (ML_LIKELY(p != nullptr))
+    record_alloc(ts, api, p, n, 0, start);
+  ts.busy = 0;
+  return p;
+}
+
+inline void *aligned_impl(Api api, size_t align, size_t n, const UnwindStart &start) {
+  ThreadState &ts = tl_state;
+  if (!begin(ts))
+    return forward_memalign(align, n);
+  void *p = g_real.memalign(align, n);
+  if (p)
+    record_alloc(ts, api, p, n, align, start);
+  ts.busy = 0;
+  return p;
+}
+
+inline void free_impl(Api api, void *p) {
+  if (!p || ML_UNLIKELY(is_bootstrap(p)))
+    return;
+  ThreadState &ts = tl_state;
+  if (begin(ts)) {
+    record_free(ts, api, p);
+    ts.busy = 0;
+  }
+  g_real.free(p);
+}
+
+void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
+  ThreadState &ts = tl_state;
+  if (ML_UNLIKELY(is_bootstrap(old))) {
+    // Moves out of the bootstrap arena; the old block is never reused.
+    void *p = begin(ts) ? g_real.malloc(n ? n : 1) : forward_malloc(n ? n : 1);
+    if (p) {
+      size_t keep = bootstrap_usable(old);
+      memcpy(p, old, keep < n ? keep : n);
+      if (ts.busy)
+        record_alloc(ts, api, p, n, 0, start);
+    }
+    ts.busy = 0;
+    return p;
+  }
+  if (!begin(ts))
+    return have_real() ? g_real.realloc(old, n) : nullptr;
+  void *p = g_real.realloc(old, n);
+  if (p) {
+    if (old)
+      record_realloc(ts, api, old, p, n, start);
+    else
+      record_alloc(ts, api, p, n, 0, start);
+  } else if (old && n == 0) {
+    record_free(ts, api, old); // realloc(p, 0) freed p
+  }
+  ts.busy = 0;
+  return p;
+}
+
+// operator new's failure path belongs to the C++ runtime: new_handler loop
+// and std::bad_alloc. Forward there instead of reimplementing it.
+template <class F> F next_operator(const char *mangled) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, mangled));
+}
+
+[[noreturn]] void no_runtime() { abort(); }
+
+} // namespace
+
+#define ML_START MEMLAYOUT_UNWIND_START()
+
+ML_EXPORT void *malloc(size_t n) { return alloc_impl(Api::kMalloc, n, ML_START); }
+
+ML_EXPORT void free(void *p) { free_impl(Api::kFree, p); }
+ML_EXPORT void cfree(void *p) { free_impl(Api::kCfree, p); }
+
+ML_EXPORT void *calloc(size_t n, size_t size) {
+  size_t total;
+  if (mul_overflows(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ThreadState &ts = tl_state;
+  if (!begin(ts))
+    return have_real() ? g_real.calloc(n, size) : bootstrap_alloc(total, 16); // static: zeroed
+  void *p = g_real.calloc(n, size);
+  if (p)
+    record_alloc(ts, Api::kCalloc, p, total, 0, ML_START);
+  ts.busy = 0;
+  return p;
+}
+
+ML_EXPORT void *realloc(void *old, size_t n) { return realloc_impl(Api::kRealloc, old, n, ML_START); }
+
+ML_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
+  size_t total;
+  if (mul_overflows(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc_impl(Api::kReallocArray, old, total, ML_START);
+}
+
+ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  if (align < sizeof(void *) || (align & (align - 1)))
+    return EINVAL;
+  int saved = errno;
+  void *p = aligned_impl(Api::kPosixMemalign, align, n, ML_START);
+  if (!p)
+    return ENOMEM;
+  errno = saved;
+  *out = p;
+  return 0;
+}
+
+ML_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  if (!align || (align & (align - 1))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned_impl(Api::kAlignedAlloc, align, n, ML_START);
+}
+
+ML_EXPORT void *memalign(size_t align, size_t n) {
+  return aligned_impl(Api::kMemalign, align, n, ML_START);
+}
+
+ML_EXPORT void *valloc(size_t n) {
+  return aligned_impl(Api::kValloc, sys::page_size(), n, ML_START);
+}
+
+ML_EXPORT void *pvalloc(size_t n) {
+  size_t ps = sys::page_size();
+  size_t r = (n + ps - 1) & ~(ps - 1);
+  if (r < n) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return aligned_impl(Api::kPvalloc, ps, r ? r : ps, ML_START);
+}
+
+ML_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p)
+    return 0;
+  if (is_bootstrap(p))
+    return bootstrap_usable(p);
+  return have_real() && g_real.usable_size ? g_real.usable_size(p) : 0;
+}
+
+// ---- C++ ---------------------------------------------------------------------
+
+#define ML_CXX_EXPORT __attribute__((visibility("default")))
+
+ML_CXX_EXPORT void *operator new(size_t n) {
+  if (void *p = alloc_impl(Api::kNew, n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t)>("_Znwm");
+  return next ? next(n) : (no_runtime(), nullptr);
+}
+ML_CXX_EXPORT void *operator new[](size_t n) {
+  if (void *p = alloc_impl(Api::kNewArray, n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t)>("_Znam");
+  return next ? next(n) : (no_runtime(), nullptr);
+}
+ML_CXX_EXPORT void *operator new(size_t n, const std::nothrow_t &nt) noexcept {
+  if (void *p = alloc_impl(Api::kNewNothrow, n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnwmRKSt9nothrow_t");
+  return next ? next(n, nt) : nullptr;
+}
+ML_CXX_EXPORT void *operator new[](size_t n, const std::nothrow_t &nt) noexcept {
+  if (void *p = alloc_impl(Api::kNewArrayNothrow, n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnamRKSt9nothrow_t");
+  return next ? next(n, nt) : nullptr;
+}
+ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a) {
+  if (void *p = aligned_impl(Api::kNewAligned, static_cast<size_t>(a), n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnwmSt11align_val_t");
+  return next ? next(n, a) : (no_runtime(), nullptr);
+}
+ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a) {
+  if (void *p = aligned_impl(Api::kNewArrayAligned, static_cast<size_t>(a), n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnamSt11align_val_t");
+  return next ? next(n, a) : (no_runtime(), nullptr);
+}
+ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
+  if (void *p = aligned_impl(Api::kNewAlignedNothrow, static_cast<size_t>(a), n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
+      "_ZnwmSt11align_val_tRKSt9nothrow_t");
+  return next ? next(n, a, nt) : nullptr;
+}
+ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
+  if (void *p = aligned_impl(Api::kNewArrayAlignedNothrow, static_cast<size_t>(a), n, ML_START))
+    return p;
+  static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
+      "_ZnamSt11align_val_tRKSt9nothrow_t");
+  return next ? next(n, a, nt) : nullptr;
+}
+
+ML_CXX_EXPORT void operator delete(void *p) noexcept { free_impl(Api::kDelete, p); }
+ML_CXX_EXPORT void operator delete[](void *p) noexcept { free_impl(Api::kDeleteArray, p); }
+ML_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
+  free_impl(Api::kDelete, p);
+}
+ML_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
+  free_impl(Api::kDeleteArray, p);
+}
+ML_CXX_EXPORT void operator delete(void *p, size_t) noexcept { free_impl(Api::kDeleteSized, p); }
+ML_CXX_EXPORT void operator delete[](void *p, size_t) noexcept {
+  free_impl(Api::kDeleteArraySized, p);
+}
+ML_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
+  free_impl(Api::kDeleteAligned, p);
+}
+ML_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept {
+  free_impl(Api::kDeleteArrayAligned, p);
+}
+ML_CXX_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept {
+  free_impl(Api::kDeleteSizedAligned, p);
+}
+ML_CXX_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept {
+  free_impl(Api::kDeleteArraySizedAligned, p);
+}
+ML_CXX_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  free_impl(Api::kDeleteAligned, p);
+}
+ML_CXX_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  free_impl(Api::kDeleteArrayAligned, p);
+}

@@ -1,1 +1,596 @@
-// (in progress)
+#include "lifecycle.h"
+
+#include "process_info.h"
+#include "stack_table.h"
+#include "trace_writer.h"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace memlayout::preload {
+
+Options g_options;
+
+namespace {
+
+using trace::HeaderTag;
+
+uint32_t g_pid = 0;
+pthread_key_t g_thread_key;
+bool g_have_key = false;
+SpinLock g_open_lock;
+char g_self_path[4096];
+constexpr uint64_t kUnknownStatus = ~0ull;
+
+// ---- The trace file ------------------------------------------------------------
+
+class HeaderBuilder {
+public:
+  HeaderBuilder() {
+    auto *h = reinterpret_cast<trace::FileHeader *>(buf_);
+    memcpy(h->magic, trace::kFileMagic, sizeof h->magic);
+    h->version = trace::kTraceVersion;
+    n_ = sizeof(trace::FileHeader);
+  }
+  void bytes(HeaderTag tag, const void *p, size_t len) {
+    if (len > 0xffff || n_ + sizeof(trace::HeaderField) + len > sizeof buf_)
+      return;
+    trace::HeaderField f{static_cast<uint16_t>(tag), static_cast<uint16_t>(len)};
+    memcpy(buf_ + n_, &f, sizeof f);
+    memcpy(buf_ + n_ + sizeof f, p, len);
+    n_ += sizeof f + len;
+  }
+  void u32(HeaderTag tag, uint32_t v) { bytes(tag, &v, sizeof v); }
+  void u64(HeaderTag tag, uint64_t v) { bytes(tag, &v, sizeof v); }
+  void str(HeaderTag tag, const char *s) { bytes(tag, s, strlen(s)); }
+  const void *finish() {
+    reinterpret_cast<trace::FileHeader *>(buf_)->header_bytes = static_cast<uint16_t>(n_);
+    return buf_;
+  }
+  size_t size() const { return n_; }
+
+private:
+  unsigned char buf_[32768];
+  size_t n_;
+};
+
+const char *unwind_label() {
+  return g_options.stack_depth == 1 ? "return-address" : unwind_method_name(g_options.unwind);
+}
+
+bool open_trace() {
+  char path[4096];
+  if (!trace_path_for(g_options, g_pid, path, sizeof path)) {
+    sys::warn("trace path too long");
+    return false;
+  }
+  static HeaderBuilder h; // 32 KiB: keep it off small thread stacks
+  h = HeaderBuilder();
+  h.u32(HeaderTag::kPid, g_pid);
+  h.u32(HeaderTag::kParentPid, static_cast<uint32_t>(getppid()));
+  h.u64(HeaderTag::kStartRealtimeNs, sys::realtime_ns());
+  h.u64(HeaderTag::kStartTsc, sys::rdtsc());
+  h.u64(HeaderTag::kStartMonotonicNs, sys::monotonic_ns());
+  h.u32(HeaderTag::kPageSize, static_cast<uint32_t>(sys::page_size()));
+  h.str(HeaderTag::kAllocator, g_options.allocator == AllocatorMode::kJemalloc ? "jemalloc" : "native");
+  h.str(HeaderTag::kUnwind, unwind_label());
+  h.u32(HeaderTag::kStackDepth, g_options.stack_depth);
+  h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period);
+  h.u32(HeaderTag::kPointerBits, 64);
+  char text[8192];
+  ssize_t n = readlink("/proc/self/exe", text, sizeof text - 1);
+  if (n > 0)
+    h.bytes(HeaderTag::kExecutable, text, static_cast<size_t>(n));
+  long len = sys::read_file("/proc/self/cmdline", text, sizeof text);
+  if (len > 0)
+    h.bytes(HeaderTag::kCommandLine, text, static_cast<size_t>(len));
+  if (gethostname(text, 256) == 0) {
+    text[255] = '\0';
+    h.str(HeaderTag::kHostname, text);
+  }
+  static struct utsname u;
+  if (uname(&u) == 0)
+    h.str(HeaderTag::kKernel, u.release);
+  const void *bytes = h.finish();
+  if (!g_writer.open(path, bytes, h.size())) {
+    sys::warn("cannot write the trace; recording stopped", path);
+    return false;
+  }
+  g_writer.set_compression_level(g_options.zstd_level);
+  return true;
+}
+
+// ---- Environment of this process and of its children --------------------------
+
+bool is_self(const char *token, size_t n) {
+  const char *base = strrchr(g_self_path, '/');
+  base = base ? base + 1 : g_self_path;
+  size_t bn = strlen(base);
+  if (n == strlen(g_self_path) && !memcmp(token, g_self_path, n))
+    return true;
+  return n >= bn && !memcmp(token + n - bn, base, bn) && (n == bn || token[n - bn - 1] == '/');
+}
+
+// Removes our library from an LD_PRELOAD value in place.
+void strip_self(char *value) {
+  char *r = value, *w = value;
+  while (*r) {
+    while (*r == ':' || *r == ' ')
+      ++r;
+    char *start = r;
+    while (*r && *r != ':' && *r != ' ')
+      ++r;
+    size_t n = static_cast<size_t>(r - start);
+    if (!n || is_self(start, n))
+      continue;
+    if (w != value)
+      *w++ = ':';
+    memmove(w, start, n);
+    w += n;
+  }
+  *w = '\0';
+}
+
+// Children run unrecorded unless asked: take ourselves out of LD_PRELOAD now,
+// before the program copies its environment anywhere.
+void strip_preload_from_environ() {
+  for (char **e = environ; e && *e; ++e)
+    if (!strncmp(*e, "LD_PRELOAD=", 11)) {
+      strip_self(*e + 11);
+      if (!(*e)[11])
+        unsetenv("LD_PRELOAD");
+      return;
+    }
+}
+
+// The environment a child gets: the caller's, with our library removed from
+// LD_PRELOAD (not following) or with LD_PRELOAD and our settings restored
+// (following) plus the exec generation of this pid.
+char *g_saved_vars[16];
+size_t g_nsaved = 0;
+
+void save_our_vars() {
+  for (char **e = environ; e && *e && g_nsaved < 15; ++e)
+    if (!strncmp(*e, "MEMLAYOUT_", 10) && strncmp(*e, "MEMLAYOUT_EXEC_GEN=", 19)) {
+      size_t n = strlen(*e) + 1;
+      auto *copy = static_cast<char *>(sys::map_pages(n));
+      if (copy) {
+        memcpy(copy, *e, n);
+        g_saved_vars[g_nsaved++] = copy;
+      }
+    }
+}
+
+// Built in its own mapping of *bytes_out bytes (0 when envp is returned as is).
+char **child_environment(char *const *envp, bool same_pid, size_t *bytes_out) {
+  *bytes_out = 0;
+  size_t n = 0;
+  while (envp && envp[n])
+    ++n;
+  size_t strings = 8192 + strlen(g_self_path);
+  for (size_t i = 0; i < n; ++i)
+    if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+      strings += strlen(envp[i]);
+  size_t bytes = (n + g_nsaved + 4) * sizeof(char *) + strings;
+  auto *out = static_cast<char **>(sys::map_pages(bytes));
+  if (!out)
+    return const_cast<char **>(envp);
+  *bytes_out = bytes;
+  char *text = reinterpret_cast<char *>(out + n + g_nsaved + 4);
+  size_t k = 0;
+  bool have_preload = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char *v = envp[i];
+    if (!strncmp(v, "MEMLAYOUT_EXEC_GEN=", 19))
+      continue;
+    if (!strncmp(v, "LD_PRELOAD=", 11)) {
+      char *copy = text;
+      strcpy(copy, v);
+      text += strlen(v) + 1;
+      strip_self(copy + 11);
+      if (g_options.follow_children) {
+        // ours first, as `memlayout record` set it up
+        size_t rest = strlen(copy + 11);
+        memmove(copy + 11 + strlen(g_self_path) + (rest ? 1 : 0), copy + 11, rest + 1);
+        memcpy(copy + 11, g_self_path, strlen(g_self_path));
+        if (rest)
+          copy[11 + strlen(g_self_path)] = ':';
+        text += strlen(g_self_path) + 1;
+      }
+      have_preload = true;
+      if (copy[11])
+        out[k++] = copy;
+      continue;
+    }
+    out[k++] = const_cast<char *>(v);
+  }
+  if (g_options.follow_children) {
+    if (!have_preload) {
+      char *copy = text;
+      strcpy(copy, "LD_PRELOAD=");
+      strcat(copy, g_self_path);
+      text += strlen(copy) + 1;
+      out[k++] = copy;
+    }
+    for (size_t s = 0; s < g_nsaved; ++s) {
+      size_t name_len = static_cast<size_t>(strchr(g_saved_vars[s], '=') - g_saved_vars[s]) + 1;
+      bool present = false;
+      for (size_t i = 0; i < k && !present; ++i)
+        present = !strncmp(out[i], g_saved_vars[s], name_len);
+      if (!present)
+        out[k++] = g_saved_vars[s];
+    }
+    if (same_pid) {
+      char *gen = text;
+      size_t m = 0;
+      memcpy(gen, "MEMLAYOUT_EXEC_GEN=", 19);
+      m = 19;
+      m += sys::format_u64(gen + m, g_pid);
+      gen[m++] = ':';
+      m += sys::format_u64(gen + m, g_options.exec_generation + 1);
+      gen[m++] = '\0';
+      text += m;
+      out[k++] = gen;
+    }
+  }
+  out[k] = nullptr;
+  return out;
+}
+
+// ---- Hooks registered with libc --------------------------------------------------
+
+void on_thread_exit(void *) { thread_exit(tl_state); }
+
+void on_process_exit(int status, void *) { finish_trace(trace::EndReason::kExit, status); }
+
+void before_fork() {
+  tl_state.busy = 1;
+  recorder_prepare_fork();
+  process_info_prepare_fork();
+  g_dictionary.prepare_fork();
+  g_writer.prepare_fork();
+}
+void after_fork_parent() {
+  g_writer.parent_after_fork();
+  g_dictionary.parent_after_fork();
+  process_info_parent_after_fork();
+  recorder_parent_after_fork();
+  tl_state.busy = 0;
+}
+void after_fork_child() {
+  g_pid = sys::getpid();
+  g_options.exec_generation = 0;
+  g_writer.child_after_fork();
+  g_dictionary.child_after_fork();
+  process_info_child_after_fork();
+  recorder_child_after_fork();
+  g_open_lock.reset_after_fork();
+  tl_state.busy = 0;
+}
+
+// A vfork child shares our memory and must not touch the parent's trace.
+bool in_this_process() { return sys::getpid() == g_pid; }
+
+template <class F> F next_symbol(const char *name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+} // namespace
+
+bool ensure_trace_open() {
+  if (g_writer.is_open())
+    return true;
+  State s = g_state.load(std::memory_order_acquire);
+  if (s != State::kRecording && s != State::kInitializing)
+    return false;
+  LockGuard g(g_open_lock);
+  if (g_writer.is_open())
+    return true;
+  if (!open_trace()) {
+    g_state.store(State::kDisabled);
+    return false;
+  }
+  record_module_changes();
+  return true;
+}
+
+void arm_thread_exit(ThreadLog *log) {
+  if (g_have_key)
+    pthread_setspecific(g_thread_key, log);
+}
+
+bool initialize() {
+  State s = g_state.load(std::memory_order_acquire);
+  if (s == State::kRecording)
+    return true;
+  if (s != State::kUninitialized) {
+    // Another thread is setting up: wait for it, unless it is us recursing.
+    if (s == State::kInitializing && !tl_state.busy)
+      while (g_state.load(std::memory_order_acquire) == State::kInitializing)
+        __builtin_ia32_pause();
+    return g_state.load(std::memory_order_acquire) == State::kRecording;
+  }
+  if (!g_state.compare_exchange_strong(s, State::kInitializing))
+    return initialize();
+  uint8_t was_busy = tl_state.busy;
+  tl_state.busy = 1;
+  int saved_errno = errno;
+  load_options(&g_options);
+  resolve_real_allocator(g_options.allocator);
+  if (g_options.allocator == AllocatorMode::kJemalloc)
+    g_real.free(g_real.malloc(1)); // jemalloc's fork handlers must precede ours
+  g_pid = sys::getpid();
+  if (!g_options.output[0]) {
+    // Preloaded by hand without a path: heaptrack-style default name.
+    char *w = g_options.output;
+    memcpy(w, "memlayout.", 10);
+    size_t n = 10 + sys::format_u64(w + 10, g_pid);
+    memcpy(w + n, ".trace", 7);
+    g_options.root_pid = g_pid;
+  }
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&initialize), &info) && info.dli_fname)
+    strncpy(g_self_path, info.dli_fname, sizeof g_self_path - 1);
+  save_our_vars();
+  if (!g_options.follow_children)
+    strip_preload_from_environ();
+  g_have_key = pthread_key_create(&g_thread_key, on_thread_exit) == 0;
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  on_exit(on_process_exit, nullptr);
+  bool ok = open_trace();
+  g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
+  if (ok)
+    record_module_changes();
+  errno = saved_errno;
+  tl_state.busy = was_busy;
+  return ok;
+}
+
+void finish_trace(trace::EndReason reason, int exit_status) {
+  static std::atomic<bool> finishing{false};
+  if (!in_this_process() || g_state.load(std::memory_order_acquire) != State::kRecording ||
+      finishing.exchange(true))
+    return;
+  uint8_t was_busy = tl_state.busy;
+  tl_state.busy = 1;
+  int saved_errno = errno;
+  flush_all_threads(true);
+  if (g_writer.is_open()) { // a forked child that recorded nothing has no file
+    record_module_changes();
+    if (uint32_t id = record_memory_map(); id && tl_state.log) {
+      record_ext(tl_state, trace::ExtKind::kSnapshot, id);
+      flush_log(tl_state.log);
+    }
+    Totals t = totals();
+    uint8_t buf[128], *w = buf;
+    *w++ = static_cast<uint8_t>(reason);
+    w = trace::put_varint(w, sys::rdtsc());
+    w = trace::put_varint(w, sys::monotonic_ns());
+    w = trace::put_varint(w, exit_status < 0 ? kUnknownStatus : static_cast<uint64_t>(exit_status));
+    for (uint64_t v : {t.events, t.allocs, t.frees, t.bytes_allocated, t.lost, g_writer.write_errors()})
+      w = trace::put_varint(w, v);
+    g_writer.write_record(trace::RecordType::kEnd, 0, 1, buf, static_cast<size_t>(w - buf), false);
+  }
+  if (reason == trace::EndReason::kExec) {
+    // Recording goes on if the exec fails; the next kEnd supersedes this one.
+    finishing.store(false);
+  } else {
+    g_state.store(State::kFinished, std::memory_order_release);
+  }
+  errno = saved_errno;
+  tl_state.busy = was_busy;
+}
+
+} // namespace memlayout::preload
+
+// ---- Interposed process-lifecycle functions -------------------------------------
+
+using namespace memlayout::preload;
+
+namespace {
+
+bool recording_process() {
+  return g_state.load(std::memory_order_acquire) == State::kRecording && in_this_process();
+}
+
+// Everything before an exec: the image and its buffers are about to vanish.
+char **prepare_exec(char *const *envp) {
+  if (!recording_process())
+    return const_cast<char **>(envp);
+  tl_state.busy = 1;
+  size_t bytes; // not unmapped: the image is replaced, or it fails rarely
+  char **env = child_environment(envp, true, &bytes);
+  tl_state.busy = 0;
+  finish_trace(memlayout::trace::EndReason::kExec, -1);
+  return env;
+}
+
+// Collects execl-style variadic arguments into an argv on our own memory.
+char **collect_args(const char *first, va_list ap, char ***envp_out) {
+  va_list count;
+  va_copy(count, ap);
+  size_t n = 1;
+  while (va_arg(count, char *))
+    ++n;
+  va_end(count);
+  auto **argv = static_cast<char **>(sys::map_pages((n + 1) * sizeof(char *)));
+  if (!argv)
+    return nullptr;
+  argv[0] = const_cast<char *>(first);
+  for (size_t i = 1; i < n; ++i)
+    argv[i] = va_arg(ap, char *);
+  argv[n] = nullptr;
+  (void)va_arg(ap, char *); // the terminating NULL
+  if (envp_out)
+    *envp_out = va_arg(ap, char **);
+  return argv;
+}
+
+using ExecveFn = int (*)(const char *, char *const[], char *const[]);
+using FexecveFn = int (*)(int, char *const[], char *const[]);
+using ExecveatFn = int (*)(int, const char *, char *const[], char *const[], int);
+
+int do_execve(const char *path, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<ExecveFn>("execve");
+  char **env = prepare_exec(envp);
+  return real(path, argv, env);
+}
+int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<ExecveFn>("execvpe");
+  char **env = prepare_exec(envp);
+  return real(file, argv, env);
+}
+
+} // namespace
+
+ML_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  return do_execve(path, argv, envp);
+}
+ML_EXPORT int execv(const char *path, char *const argv[]) { return do_execve(path, argv, environ); }
+ML_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  return do_execvpe(file, argv, envp);
+}
+ML_EXPORT int execvp(const char *file, char *const argv[]) { return do_execvpe(file, argv, environ); }
+ML_EXPORT int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **argv = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  if (!argv) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return do_execve(path, argv, environ);
+}
+ML_EXPORT int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **argv = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  if (!argv) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return do_execvpe(file, argv, environ);
+}
+ML_EXPORT int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **envp = nullptr;
+  char **argv = collect_args(arg, ap, &envp);
+  va_end(ap);
+  if (!argv) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return do_execve(path, argv, envp);
+}
+ML_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<FexecveFn>("fexecve");
+  char **env = prepare_exec(envp);
+  return real(fd, argv, env);
+}
+ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+  static auto real = next_symbol<ExecveatFn>("execveat");
+  char **env = prepare_exec(envp);
+  return real(dirfd, path, argv, env, flags);
+}
+
+// posix_spawn (and so system() and popen(), which use it inside libc with
+// `environ`) starts a new process without replacing ours: only its
+// environment needs our treatment.
+using SpawnFn = int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
+                      const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                      char *const argv[], char *const envp[]) {
+  char **env = const_cast<char **>(envp);
+  size_t bytes = 0;
+  if (recording_process()) {
+    uint8_t was = tl_state.busy;
+    tl_state.busy = 1;
+    env = child_environment(envp, false, &bytes);
+    tl_state.busy = was;
+  }
+  int r = real(pid, path, fa, attr, argv, env);
+  if (bytes)
+    sys::unmap_pages(env, bytes);
+  return r;
+}
+ML_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<SpawnFn>("posix_spawn");
+  return spawn_with(real, pid, path, fa, attr, argv, envp);
+}
+ML_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<SpawnFn>("posix_spawnp");
+  return spawn_with(real, pid, file, fa, attr, argv, envp);
+}
+
+ML_EXPORT pid_t fork() {
+  using ForkFn = pid_t (*)();
+  static auto real = next_symbol<ForkFn>("fork");
+  pid_t pid = real();
+  if (pid > 0 && recording_process() && !tl_state.busy) {
+    tl_state.busy = 1;
+    record_ext(tl_state, memlayout::trace::ExtKind::kFork, static_cast<uint64_t>(pid));
+    tl_state.busy = 0;
+  }
+  return pid;
+}
+
+ML_EXPORT void _exit(int status) {
+  using ExitFn = void (*)(int);
+  static auto real = next_symbol<ExitFn>("_exit");
+  finish_trace(memlayout::trace::EndReason::kExit, status);
+  real(status);
+  __builtin_unreachable();
+}
+ML_EXPORT void _Exit(int status) { _exit(status); }
+
+ML_EXPORT void abort() {
+  using AbortFn = void (*)();
+  static auto real = next_symbol<AbortFn>("abort");
+  finish_trace(memlayout::trace::EndReason::kAbort, -1);
+  real();
+  __builtin_unreachable();
+}
+
+// RTLD_DEEPBIND would give the library its own malloc lookup, so its
+// allocations bypass us and its frees of our pointers crash (heaptrack strips
+// it the same way).
+ML_EXPORT void *dlopen(const char *file, int flags) {
+  using DlopenFn = void *(*)(const char *, int);
+  static auto real = next_symbol<DlopenFn>("dlopen");
+  void *h = real(file, flags & ~RTLD_DEEPBIND);
+  if (h && recording_process() && !tl_state.busy) {
+    tl_state.busy = 1;
+    record_module_changes();
+    tl_state.busy = 0;
+  }
+  return h;
+}
+ML_EXPORT int dlclose(void *handle) {
+  using DlcloseFn = int (*)(void *);
+  static auto real = next_symbol<DlcloseFn>("dlclose");
+  int r = real(handle);
+  if (recording_process() && !tl_state.busy) {
+    tl_state.busy = 1;
+    record_module_changes();
+    tl_state.busy = 0;
+  }
+  return r;
+}
+
+__attribute__((constructor)) static void memlayout_start() { initialize(); }

@@ -1,1 +1,97 @@
-// (in progress)
+#include "real_alloc.h"
+
+#include "mlje.h"
+#include "sys.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <dlfcn.h>
+
+namespace memlayout::preload {
+
+RealAllocator g_real;
+
+namespace {
+
+alignas(4096) unsigned char g_bootstrap[256 << 10];
+std::atomic<size_t> g_bootstrap_used{0};
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+// glibc's pvalloc and jemalloc's missing one both reduce to this; defining it
+// ourselves keeps pvalloc from handing out memory of another allocator.
+void *pvalloc_via_memalign(size_t n) {
+  size_t ps = sys::page_size();
+  size_t r = round_up(n ? n : 1, ps);
+  if (r < n) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return g_real.memalign(ps, r);
+}
+void *valloc_via_memalign(size_t n) { return g_real.memalign(sys::page_size(), n); }
+
+template <class F> void next(F *slot, const char *name) {
+  *slot = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+} // namespace
+
+void resolve_real_allocator(AllocatorMode mode) {
+  if (mode == AllocatorMode::kJemalloc) {
+    g_real = RealAllocator{mlje_malloc,         mlje_free,          mlje_calloc,
+                           mlje_realloc,        mlje_memalign,      mlje_posix_memalign,
+                           mlje_aligned_alloc,  mlje_valloc,        pvalloc_via_memalign,
+                           mlje_malloc_usable_size};
+    return;
+  }
+  RealAllocator r{};
+  next(&r.malloc, "malloc");
+  next(&r.free, "free");
+  next(&r.calloc, "calloc");
+  next(&r.realloc, "realloc");
+  next(&r.memalign, "memalign");
+  next(&r.posix_memalign, "posix_memalign");
+  next(&r.aligned_alloc, "aligned_alloc");
+  next(&r.valloc, "valloc");
+  next(&r.pvalloc, "pvalloc");
+  next(&r.usable_size, "malloc_usable_size");
+  if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.memalign) {
+    // No allocator after us (a static or freestanding program): use jemalloc
+    // rather than crash.
+    sys::warn("no allocator found after the preload; serving from jemalloc");
+    resolve_real_allocator(AllocatorMode::kJemalloc);
+    return;
+  }
+  g_real = r;
+  if (!g_real.valloc)
+    g_real.valloc = valloc_via_memalign;
+  if (!g_real.pvalloc)
+    g_real.pvalloc = pvalloc_via_memalign;
+}
+
+void *bootstrap_alloc(size_t size, size_t align) {
+  if (align < 16)
+    align = 16;
+  // Each block carries its size just before it for bootstrap_usable/realloc.
+  size_t need = round_up(size + 16, 16) + align;
+  size_t start = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
+  if (start + need > sizeof g_bootstrap)
+    return nullptr;
+  uintptr_t base = reinterpret_cast<uintptr_t>(g_bootstrap) + start + 16;
+  uintptr_t p = round_up(base, align);
+  reinterpret_cast<size_t *>(p)[-1] = size;
+  return reinterpret_cast<void *>(p);
+}
+
+bool is_bootstrap(const void *p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto b = reinterpret_cast<uintptr_t>(g_bootstrap);
+  return a >= b && a < b + sizeof g_bootstrap;
+}
+
+size_t bootstrap_usable(const void *p) { return static_cast<const size_t *>(p)[-1]; }
+
+} // namespace memlayout::preload

@@ -222,15 +222,21 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 //   runs describe pages resident in RAM: page_delta is the page index (within
 //   the region) minus the end of the previous run; pages npages..+npages map to
 //   frames pfn..pfn+npages. Frames are present only when MapFlags::kPfns is set
-//   (root can read /proc/self/pagemap); otherwise nruns is 0.
-// kEnd     : varint tsc, varint monotonic_ns, varint exit_status (or ~0 when
-//            unknown), varint events, varint allocs, varint frees,
-//            varint bytes_allocated, varint lost_events, varint write_errors
+//   (root can read /proc/self/pagemap); otherwise nruns is 0. kMapPartial:
+//   the snapshot hit its size bound and lists only part of the runs.
+// kEnd     : u8 reason (EndReason), varint tsc, varint monotonic_ns,
+//            varint exit_status (~0 when unknown), varint events, varint allocs,
+//            varint frees, varint bytes_allocated, varint lost_events,
+//            varint write_errors
+//            Totals count this process image from its start. A process whose
+//            exec failed goes on recording after a kEnd of reason kExec: the
+//            last kEnd of a file is the one that counts.
 
 enum class ThreadEvent : uint8_t { kStart = 1, kExit = 2, kName = 3 };
+enum class EndReason : uint8_t { kExit = 1, kExec = 2, kAbort = 3 };
 enum class ModuleEvent : uint8_t { kLoaded = 1, kUnloaded = 2 };
 enum class RegionKind : uint8_t { kHeap = 1, kAnonymous = 2, kStack = 3, kOther = 4 };
-enum MapFlags : uint8_t { kMapPfns = 1, kMapKpageflags = 2 };
+enum MapFlags : uint8_t { kMapPfns = 1, kMapKpageflags = 2, kMapPartial = 4 };
 
 // ---- Varint coding ----------------------------------------------------------
 

@@ -1,1 +1,223 @@
-// (in progress)
+#include "trace_writer.h"
+
+#include "spinlock.h"
+#include "sys.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zstd.h>
+
+namespace memlayout::preload {
+
+TraceWriter g_writer;
+
+namespace {
+
+// zstd's working memory, like ours, comes from mmap: nothing of the recorder
+// may land in the heap it is recording. Blocks remember their size in front.
+void *zstd_alloc(void *, size_t n) {
+  size_t total = n + 64;
+  auto *p = static_cast<unsigned char *>(sys::map_pages(total));
+  if (!p)
+    return nullptr;
+  *reinterpret_cast<size_t *>(p) = total;
+  return p + 64;
+}
+void zstd_free(void *, void *q) {
+  if (!q)
+    return;
+  auto *p = static_cast<unsigned char *>(q) - 64;
+  sys::unmap_pages(p, *reinterpret_cast<size_t *>(p));
+}
+
+// A few compression contexts shared by all threads: one per thread would cost
+// about a MiB each in programs with thousands of threads.
+struct Compressor {
+  SpinLock lock;
+  ZSTD_CCtx *cctx = nullptr;
+  int level = 0;
+  unsigned char *out = nullptr;
+  size_t out_cap = 0;
+};
+constexpr int kCompressors = 4;
+Compressor g_compressors[kCompressors];
+
+Compressor &acquire_compressor() {
+  for (;;) {
+    for (auto &c : g_compressors)
+      if (c.lock.try_lock())
+        return c;
+    __builtin_ia32_pause();
+  }
+}
+
+// Compresses into c.out; returns the compressed size or 0 on failure.
+size_t compress(Compressor &c, int level, const void *src, size_t n) {
+  if (!c.cctx) {
+    c.cctx = ZSTD_createCCtx_advanced(ZSTD_customMem{zstd_alloc, zstd_free, nullptr});
+    if (!c.cctx)
+      return 0;
+    c.level = level - 1; // force parameter setup below
+  }
+  if (c.level != level) {
+    ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_checksumFlag, 1);
+    c.level = level;
+  }
+  size_t bound = ZSTD_compressBound(n);
+  if (bound > c.out_cap) {
+    size_t cap = (bound + 0xffff) & ~size_t{0xffff};
+    auto *out = static_cast<unsigned char *>(sys::map_pages(cap));
+    if (!out)
+      return 0;
+    sys::unmap_pages(c.out, c.out_cap);
+    c.out = out;
+    c.out_cap = cap;
+  }
+  size_t r = ZSTD_compress2(c.cctx, c.out, c.out_cap, src, n);
+  return ZSTD_isError(r) ? 0 : r;
+}
+
+// Programs close descriptors they did not open (daemons, test harnesses) and
+// assume the lowest free one is theirs: keep ours out of the way.
+int move_high(int fd) {
+  rlimit rl;
+  int floor = 1000;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      static_cast<long>(rl.rlim_cur) <= floor + 16)
+    floor = static_cast<int>(rl.rlim_cur / 2);
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (high < 0)
+    return fd;
+  close(fd);
+  return high;
+}
+
+} // namespace
+
+bool TraceWriter::open(const char *path, const void *header, size_t n) {
+  size_t len = strlen(path);
+  if (len >= sizeof path_) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return false;
+  fd = move_high(fd);
+  struct stat st;
+  fstat(fd, &st);
+  memcpy(path_, path, len + 1);
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  fd_ = fd;
+  broken_.store(false);
+  bytes_.store(0);
+  errors_.store(0);
+  if (!sys::write_all(fd_, header, n)) {
+    broken_.store(true);
+    errors_.fetch_add(1);
+    return true; // the program still runs; the trace says it is truncated
+  }
+  bytes_.fetch_add(n);
+  return true;
+}
+
+// If the program closed our descriptor, or closed it and opened a file of its
+// own under the same number, reopen ours rather than write into theirs.
+bool TraceWriter::ensure_descriptor() {
+  struct stat st;
+  if (fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
+    return true;
+  int fd = ::open(path_, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  fd = move_high(fd);
+  if (fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+    close(fd);
+    return false;
+  }
+  fd_ = fd;
+  return true;
+}
+
+void TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t count,
+                               const void *payload, size_t n, bool compress_payload) {
+  if (fd_ < 0 || broken_.load(std::memory_order_relaxed))
+    return;
+  int saved_errno = errno;
+  trace::RecordHeader h{};
+  h.magic = trace::kRecordMagic;
+  h.type = static_cast<uint8_t>(type);
+  h.tid = tid;
+  h.raw_bytes = static_cast<uint32_t>(n);
+  h.count = count;
+  Compressor *c = nullptr;
+  const void *body = payload;
+  size_t body_n = n;
+  if (compress_payload && n > 0) {
+    c = &acquire_compressor();
+    size_t z = compress(*c, level_, payload, n);
+    if (z) {
+      body = c->out;
+      body_n = z;
+      h.flags = trace::kRecordCompressed;
+    }
+  }
+  h.payload_bytes = static_cast<uint32_t>(body_n);
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<void *>(body), body_n}};
+  size_t total = sizeof h + body_n;
+  bool ok = ensure_descriptor();
+  if (ok) {
+    ssize_t w;
+    do
+      w = writev(fd_, iov, 2);
+    while (w < 0 && errno == EINTR);
+    if (w >= 0 && static_cast<size_t>(w) < total) {
+      // A short write (disk full, quota) leaves a partial record: try to
+      // finish it, then give up for good.
+      size_t done = static_cast<size_t>(w);
+      ok = done >= sizeof h
+               ? sys::write_all(fd_, static_cast<const char *>(body) + (done - sizeof h), total - done)
+               : sys::write_all(fd_, reinterpret_cast<const char *>(&h) + done, sizeof h - done) &&
+                     sys::write_all(fd_, body, body_n);
+    } else {
+      ok = w >= 0;
+    }
+  }
+  if (c)
+    c->lock.unlock();
+  if (ok) {
+    bytes_.fetch_add(total, std::memory_order_relaxed);
+  } else {
+    broken_.store(true);
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+void TraceWriter::prepare_fork() {
+  for (auto &c : g_compressors)
+    c.lock.lock();
+}
+
+void TraceWriter::parent_after_fork() {
+  for (auto &c : g_compressors)
+    c.lock.unlock();
+}
+
+void TraceWriter::child_after_fork() {
+  for (auto &c : g_compressors)
+    c.lock.unlock();
+  if (fd_ >= 0)
+    close(fd_); // the child's descriptor only; the parent keeps its own
+  fd_ = -1;
+  path_[0] = '\0';
+}
+
+} // namespace memlayout::preload

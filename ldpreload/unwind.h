@@ -43,6 +43,20 @@ struct UnwindStart {
 // inside signal handlers and while the process holds the loader lock.
 size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth);
 
+// Learns the calling thread's stack bounds now. unwind() does this itself on a
+// thread's first call, but for a secondary thread that means
+// pthread_getattr_np, which may malloc: call this from a point where that is
+// harmless (first allocation outside a signal handler, thread start).
+// Idempotent and cheap after the first call.
+void unwind_thread_init();
+
+// Call after dlopen/dlclose returns: cached unwind rules are re-derived, so a
+// rule for an unloaded library cannot serve code later mapped at its address.
+// Without it the unwinder notices unloads by itself, but only when it next
+// walks the module list (on a new return address, or every 64 Ki unwinds per
+// thread).
+void unwind_modules_changed();
+
 // Parses "fp", "cfi", "dwarf"; returns false on anything else.
 bool parse_unwind_method(const char *name, UnwindMethod *out);
 const char *unwind_method_name(UnwindMethod method);

@@ -1,1 +1,351 @@
-// (in progress)
+// memlayout record: run a program under the preload and leave its trace.
+#include "commands.h"
+#include "trace_format.h"
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace memlayout::cli {
+namespace {
+
+constexpr const char *kUsage =
+    "usage: memlayout record [options] [--] COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND with every heap allocation recorded: address, requested and\n"
+    "usable size, thread, time and call stack, plus loaded modules and page\n"
+    "frames. COMMAND's output and exit status are its own.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE        trace file (default memlayout.PROGRAM.PID.trace)\n"
+    "  --allocator MODE         native (default): the program's own allocator;\n"
+    "                           jemalloc: serve it from jemalloc 5.3\n"
+    "  --stack-depth N          frames recorded per call site, 1-64 (default 8)\n"
+    "  --unwind METHOD          cfi (default: exact, cached .eh_frame rules),\n"
+    "                           fp (frame pointers), dwarf (libgcc, slow)\n"
+    "  --follow-children        also record programs COMMAND executes\n"
+    "  --no-page-frames         do not read physical frames at snapshots\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "Forked children write FILE with .PID inserted before the extension; with\n"
+    "--follow-children an image replaced by exec continues in FILE.PID.N.\n";
+
+struct Options {
+  std::string output;
+  std::string allocator = "native";
+  std::string unwind = "cfi";
+  int stack_depth = 8;
+  bool follow_children = false;
+  bool page_frames = true;
+  std::vector<char *> command;
+};
+
+int usage_error(const char *fmt, const char *arg) {
+  std::fprintf(stderr, "memlayout record: ");
+  std::fprintf(stderr, fmt, arg);
+  std::fprintf(stderr, "\n\n%s", kUsage);
+  return 2;
+}
+
+// Returns -1 when parsing succeeded, else the exit status to return.
+int parse(int argc, char **argv, Options &o) {
+  int i = 1;
+  auto value = [&](const char *name) -> const char * {
+    if (i + 1 >= argc)
+      return nullptr;
+    (void)name;
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-')
+      break;
+    std::string name = a, inline_value;
+    bool has_inline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      name = a.substr(0, a.find('='));
+      inline_value = a.substr(a.find('=') + 1);
+      has_inline = true;
+    }
+    auto take = [&]() -> const char * { return has_inline ? inline_value.c_str() : value(name.c_str()); };
+    if (name == "-h" || name == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (name == "-o" || name == "--output") {
+      const char *v = take();
+      if (!v || !*v)
+        return usage_error("%s needs a file name", name.c_str());
+      o.output = v;
+    } else if (name == "--allocator") {
+      const char *v = take();
+      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
+        return usage_error("--allocator takes native or jemalloc, not '%s'", v ? v : "");
+      o.allocator = v;
+    } else if (name == "--unwind") {
+      const char *v = take();
+      if (!v || (std::strcmp(v, "cfi") && std::strcmp(v, "fp") && std::strcmp(v, "dwarf")))
+        return usage_error("--unwind takes cfi, fp or dwarf, not '%s'", v ? v : "");
+      o.unwind = v;
+    } else if (name == "--stack-depth") {
+      const char *v = take();
+      char *end = nullptr;
+      long n = v ? std::strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1 || n > 64)
+        return usage_error("--stack-depth takes a number from 1 to 64, not '%s'", v ? v : "");
+      o.stack_depth = static_cast<int>(n);
+    } else if (name == "--follow-children") {
+      o.follow_children = true;
+    } else if (name == "--no-page-frames") {
+      o.page_frames = false;
+    } else {
+      return usage_error("unknown option '%s'", a.c_str());
+    }
+  }
+  for (; i < argc; ++i)
+    o.command.push_back(argv[i]);
+  if (o.command.empty())
+    return usage_error("%s", "no command to record");
+  o.command.push_back(nullptr);
+  return -1;
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    return ".";
+  buf[n] = '\0';
+  std::string p = buf;
+  return p.substr(0, p.rfind('/'));
+}
+
+// The preload library sits in ../lib beside bin/ in the build tree and in an
+// installed prefix alike.
+std::string find_preload() {
+  if (const char *env = std::getenv("MEMLAYOUT_PRELOAD_LIBRARY"); env && *env)
+    return env;
+  std::string dir = self_dir();
+  for (const char *rel : {"/../lib/libmemlayout_preload.so", "/libmemlayout_preload.so"}) {
+    std::string p = dir + rel;
+    char real[PATH_MAX];
+    if (access(p.c_str(), R_OK) == 0 && realpath(p.c_str(), real))
+      return real;
+  }
+  return {};
+}
+
+std::string absolute(const std::string &path) {
+  if (!path.empty() && path[0] == '/')
+    return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd))
+    return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::string basename_of(const char *path) {
+  const char *s = std::strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+// What the child tells the parent through a close-on-exec pipe when it could
+// not start the program.
+struct ChildFailure {
+  int stage; // 1: trace file, 2: exec
+  int error;
+};
+
+struct TraceSummary {
+  bool complete = false;
+  uint64_t events = 0, allocs = 0, bytes = 0, lost = 0, file_bytes = 0;
+};
+
+// Reads record headers only; the totals come from the kEnd record, or from
+// the blocks' event counts when the program did not finish writing.
+TraceSummary summarize(const std::string &path) {
+  TraceSummary s;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return s;
+  trace::FileHeader fh;
+  if (std::fread(&fh, sizeof fh, 1, f) != 1 || std::memcmp(fh.magic, trace::kFileMagic, 8)) {
+    std::fclose(f);
+    return s;
+  }
+  std::fseek(f, fh.header_bytes, SEEK_SET);
+  uint64_t counted = 0;
+  trace::RecordHeader h;
+  while (std::fread(&h, sizeof h, 1, f) == 1 && h.magic == trace::kRecordMagic) {
+    if (h.type == static_cast<uint8_t>(trace::RecordType::kEnd) && !(h.flags & trace::kRecordCompressed) &&
+        h.payload_bytes < 256) {
+      uint8_t buf[256];
+      if (std::fread(buf, 1, h.payload_bytes, f) != h.payload_bytes)
+        break;
+      trace::Cursor c{buf + 1, buf + h.payload_bytes};
+      c.varint(); // tsc
+      c.varint(); // monotonic
+      c.varint(); // status
+      s.events = c.varint();
+      s.allocs = c.varint();
+      c.varint(); // frees
+      s.bytes = c.varint();
+      s.lost = c.varint();
+      s.complete = !c.bad;
+      continue;
+    }
+    if (h.type == static_cast<uint8_t>(trace::RecordType::kEvents))
+      counted += h.count;
+    if (std::fseek(f, h.payload_bytes, SEEK_CUR))
+      break;
+  }
+  std::fseek(f, 0, SEEK_END);
+  s.file_bytes = static_cast<uint64_t>(std::ftell(f));
+  std::fclose(f);
+  if (!s.complete)
+    s.events = counted;
+  return s;
+}
+
+std::string human(double v, const char *unit) {
+  const char *prefix[] = {"", "k", "M", "G", "T"};
+  int i = 0;
+  while (v >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  char buf[64];
+  const char *sep = (i || *unit) ? " " : "";
+  std::snprintf(buf, sizeof buf, i ? "%.1f%s%s%s" : "%.0f%s%s%s", v, sep, prefix[i], unit);
+  return buf;
+}
+
+void print_summary(const std::string &path) {
+  TraceSummary s = summarize(path);
+  if (!s.file_bytes) {
+    std::fprintf(stderr, "memlayout: no trace was written to %s\n", path.c_str());
+    return;
+  }
+  std::fprintf(stderr, "memlayout: %s events (%s allocations, %s), %s trace, %.2f B/event%s -> %s\n",
+               human(static_cast<double>(s.events), "").c_str(),
+               human(static_cast<double>(s.allocs), "").c_str(),
+               human(static_cast<double>(s.bytes), "B").c_str(),
+               human(static_cast<double>(s.file_bytes), "B").c_str(),
+               s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
+               s.complete ? "" : " (incomplete: the program did not finish writing it)",
+               path.c_str());
+}
+
+} // namespace
+
+int record_main(int argc, char **argv) {
+  Options o;
+  if (int rc = parse(argc, argv, o); rc >= 0)
+    return rc;
+  std::string preload = find_preload();
+  if (preload.empty()) {
+    std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
+                 self_dir().c_str());
+    return 2;
+  }
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    std::perror("memlayout: pipe");
+    return 2;
+  }
+  std::string prog = basename_of(o.command[0]);
+  std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("memlayout: fork");
+    return 2;
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    std::string out = explicit_output.empty()
+                          ? absolute("memlayout." + prog + "." + std::to_string(getpid()) + ".trace")
+                          : explicit_output;
+    auto fail = [&](int stage, int err) {
+      ChildFailure f{stage, err};
+      (void)!write(pipefd[1], &f, sizeof f);
+      _exit(stage == 2 ? (err == ENOENT ? 127 : 126) : 2);
+    };
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      fail(1, errno);
+    close(fd);
+    std::string ld = preload;
+    if (const char *old = std::getenv("LD_PRELOAD"); old && *old)
+      ld += ":" + std::string(old);
+    setenv("LD_PRELOAD", ld.c_str(), 1);
+    setenv("MEMLAYOUT_OUTPUT", out.c_str(), 1);
+    setenv("MEMLAYOUT_ALLOCATOR", o.allocator.c_str(), 1);
+    setenv("MEMLAYOUT_UNWIND", o.unwind.c_str(), 1);
+    setenv("MEMLAYOUT_STACK_DEPTH", std::to_string(o.stack_depth).c_str(), 1);
+    setenv("MEMLAYOUT_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+    setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
+    setenv("MEMLAYOUT_PAGEMAP", o.page_frames ? "1" : "0", 1);
+    unsetenv("MEMLAYOUT_EXEC_GEN");
+    execvp(o.command[0], o.command.data());
+    fail(2, errno);
+  }
+  close(pipefd[1]);
+  // Like system(): the terminal's ^C and ^\ are for the program.
+  struct sigaction ignore{}, old_int{}, old_quit{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  ChildFailure failure{};
+  ssize_t got;
+  do
+    got = read(pipefd[0], &failure, sizeof failure);
+  while (got < 0 && errno == EINTR);
+  close(pipefd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+  std::string out = explicit_output.empty()
+                        ? absolute("memlayout." + prog + "." + std::to_string(pid) + ".trace")
+                        : explicit_output;
+  if (got == static_cast<ssize_t>(sizeof failure)) {
+    if (failure.stage == 1) {
+      std::fprintf(stderr, "memlayout: cannot write the trace '%s': %s\n", out.c_str(),
+                   std::strerror(failure.error));
+      return 2;
+    }
+    std::fprintf(stderr, "memlayout: %s: %s\n", o.command[0],
+                 failure.error == ENOENT ? "command not found" : std::strerror(failure.error));
+    unlink(out.c_str());
+    return failure.error == ENOENT ? 127 : 126;
+  }
+  print_summary(out);
+  if (WIFSIGNALED(status)) {
+    // Die the same way, so a shell or CI sees what the program did.
+    int sig = WTERMSIG(status);
+    std::fflush(nullptr);
+    signal(sig, SIG_DFL);
+    struct rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    raise(sig);
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+} // namespace memlayout::cli

@@ -1,0 +1,37 @@
+// The allocator the recorder forwards to: the program's own (the next
+// definition after us in symbol lookup order, usually glibc) or the jemalloc
+// linked into this library. Every entry point of ours calls through here.
+#pragma once
+
+#include "options.h"
+
+#include <cstddef>
+
+namespace memlayout::preload {
+
+struct RealAllocator {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  void *(*memalign)(size_t, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*usable_size)(void *);
+};
+
+extern RealAllocator g_real;
+
+// Fills g_real for the mode. Called once, early, possibly from inside the
+// first malloc of the process: dlsym must not recurse into us unguarded.
+void resolve_real_allocator(AllocatorMode mode);
+
+// A small static arena for allocations made while g_real is being resolved.
+// free() ignores its pointers.
+void *bootstrap_alloc(size_t size, size_t align);
+bool is_bootstrap(const void *p);
+size_t bootstrap_usable(const void *p);
+
+} // namespace memlayout::preload

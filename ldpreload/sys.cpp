@@ -1,0 +1,119 @@
+#include "sys.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace memlayout::preload::sys {
+
+void *map_pages(size_t bytes) {
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void unmap_pages(void *p, size_t bytes) {
+  if (p)
+    munmap(p, bytes);
+}
+
+long read_file(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t n = 0;
+  while (n + 1 < cap) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    n += static_cast<size_t>(r);
+  }
+  close(fd);
+  buf[n] = '\0';
+  return static_cast<long>(n);
+}
+
+bool write_all(int fd, const void *buf, size_t n) {
+  const char *p = static_cast<const char *>(buf);
+  while (n) {
+    ssize_t r = write(fd, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void warn(const char *msg, const char *detail) {
+  int saved = errno;
+  char line[1024];
+  size_t n = 0;
+  auto put = [&](const char *s) {
+    for (; s && *s && n < sizeof line - 1; ++s)
+      line[n++] = *s;
+  };
+  put("memlayout: ");
+  put(msg);
+  if (detail) {
+    put(": ");
+    put(detail);
+  }
+  line[n++] = '\n';
+  write_all(2, line, n);
+  errno = saved;
+}
+
+size_t format_u64(char *buf, uint64_t v) {
+  char tmp[20];
+  size_t n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; ++i)
+    buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
+bool parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s)
+    return false;
+  uint64_t v = 0;
+  for (; *s; ++s) {
+    if (*s < '0' || *s > '9')
+      return false;
+    uint64_t d = static_cast<uint64_t>(*s - '0');
+    if (v > (UINT64_MAX - d) / 10)
+      return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+uint32_t gettid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+uint32_t getpid() { return static_cast<uint32_t>(::getpid()); }
+
+static uint64_t clock_ns(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+uint64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+uint64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
+
+size_t page_size() {
+  static size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return ps;
+}
+
+} // namespace memlayout::preload::sys

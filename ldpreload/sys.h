@@ -1,0 +1,44 @@
+// System helpers for code that must not allocate: memory straight from mmap,
+// whole-file reads into caller buffers, number formatting, raw messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#define ML_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ML_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define ML_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace memlayout::preload::sys {
+
+// Zeroed, page-granular memory that never comes from the program's allocator.
+void *map_pages(size_t bytes);
+void unmap_pages(void *p, size_t bytes);
+
+// Reads a whole (proc) file into buf, NUL-terminates, returns bytes read or -1.
+long read_file(const char *path, char *buf, size_t cap);
+
+// Writes all of buf to fd, retrying on EINTR and short writes. Returns false
+// on any other error (errno is left as the failing call set it).
+bool write_all(int fd, const void *buf, size_t n);
+
+// "memlayout: <msg>\n" on stderr, for the rare things a user must know
+// (trace unwritable, options invalid). Never allocates.
+void warn(const char *msg, const char *detail = nullptr);
+
+// Unsigned decimal into buf (no NUL); returns chars written.
+size_t format_u64(char *buf, uint64_t v);
+// Parses a decimal; false on garbage or overflow.
+bool parse_u64(const char *s, uint64_t *out);
+
+// Kernel thread id, without glibc's caching games.
+uint32_t gettid();
+uint32_t getpid();
+uint64_t monotonic_ns();
+uint64_t realtime_ns();
+
+inline uint64_t rdtsc() { return __builtin_ia32_rdtsc(); }
+
+size_t page_size();
+
+} // namespace memlayout::preload::sys

@@ -1,0 +1,51 @@
+// Appends records to the trace file. Records are written whole with one
+// writev on an O_APPEND descriptor, so threads flushing at the same time never
+// interleave inside a record and need no global lock for it.
+#pragma once
+
+#include "trace_format.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace memlayout::preload {
+
+class TraceWriter {
+public:
+  // Creates (truncating) path and writes header[0..n). On failure returns
+  // false with errno set and stays closed.
+  bool open(const char *path, const void *header, size_t n);
+  bool is_open() const { return fd_ >= 0; }
+  const char *path() const { return path_; }
+
+  // Writes one record, zstd-compressing the payload when `compress`. Drops the
+  // record (counting it) once a write has failed: a trace with a hole in the
+  // middle would be silently wrong, one cut short is detectably truncated.
+  void write_record(trace::RecordType type, uint32_t tid, uint32_t count, const void *payload,
+                    size_t n, bool compress = true);
+
+  // fork(): no compression may be half done in the child's copy of a context.
+  void prepare_fork();
+  void parent_after_fork();
+  // In the child: also forget the parent's file, without touching it.
+  void child_after_fork();
+
+  void set_compression_level(int level) { level_ = level; }
+  uint64_t bytes_written() const { return bytes_.load(std::memory_order_relaxed); }
+  uint64_t write_errors() const { return errors_.load(std::memory_order_relaxed); }
+
+private:
+  bool ensure_descriptor();
+  int fd_ = -1;
+  uint64_t dev_ = 0, ino_ = 0;
+  int level_ = 1;
+  std::atomic<bool> broken_{false};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> errors_{0};
+  char path_[4096] = {};
+};
+
+extern TraceWriter g_writer;
+
+} // namespace memlayout::preload
