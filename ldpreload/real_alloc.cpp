@@ -12,10 +12,11 @@
 namespace memlayout::preload {
 
 RealAllocator g_real;
+UsableModel g_usable_model = UsableModel::kAsk;
+alignas(4096) unsigned char g_bootstrap[256 << 10];
 
 namespace {
 
-alignas(4096) unsigned char g_bootstrap[256 << 10];
 std::atomic<size_t> g_bootstrap_used{0};
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
@@ -45,6 +46,7 @@ void resolve_real_allocator(AllocatorMode mode) {
                            mlje_realloc,        mlje_memalign,      mlje_posix_memalign,
                            mlje_aligned_alloc,  mlje_valloc,        pvalloc_via_memalign,
                            mlje_malloc_usable_size};
+    g_usable_model = UsableModel::kJemalloc;
     return;
   }
   RealAllocator r{};
@@ -66,6 +68,11 @@ void resolve_real_allocator(AllocatorMode mode) {
     return;
   }
   g_real = r;
+  // The program's allocator is glibc's own when malloc resolves into libc.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(r.malloc), &info) && info.dli_fname &&
+      strstr(info.dli_fname, "/libc.so.6") && dlsym(RTLD_NEXT, "__libc_malloc") == r.malloc)
+    g_usable_model = UsableModel::kGlibc;
   if (!g_real.valloc)
     g_real.valloc = valloc_via_memalign;
   if (!g_real.pvalloc)
@@ -84,12 +91,6 @@ void *bootstrap_alloc(size_t size, size_t align) {
   uintptr_t p = round_up(base, align);
   reinterpret_cast<size_t *>(p)[-1] = size;
   return reinterpret_cast<void *>(p);
-}
-
-bool is_bootstrap(const void *p) {
-  auto a = reinterpret_cast<uintptr_t>(p);
-  auto b = reinterpret_cast<uintptr_t>(g_bootstrap);
-  return a >= b && a < b + sizeof g_bootstrap;
 }
 
 size_t bootstrap_usable(const void *p) { return static_cast<const size_t *>(p)[-1]; }

@@ -6,6 +6,7 @@
 #include "options.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace memlayout::preload {
 
@@ -24,6 +25,11 @@ struct RealAllocator {
 
 extern RealAllocator g_real;
 
+// How the recorder learns an allocation's usable size: from the allocator's
+// own layout where it knows it (no call per allocation), else by asking.
+enum class UsableModel : uint8_t { kAsk, kGlibc, kJemalloc };
+extern UsableModel g_usable_model;
+
 // Fills g_real for the mode. Called once, early, possibly from inside the
 // first malloc of the process: dlsym must not recurse into us unguarded.
 void resolve_real_allocator(AllocatorMode mode);
@@ -31,7 +37,12 @@ void resolve_real_allocator(AllocatorMode mode);
 // A small static arena for allocations made while g_real is being resolved.
 // free() ignores its pointers.
 void *bootstrap_alloc(size_t size, size_t align);
-bool is_bootstrap(const void *p);
 size_t bootstrap_usable(const void *p);
+
+extern unsigned char g_bootstrap[256 << 10];
+// On every free: keep it one compare.
+inline bool is_bootstrap(const void *p) {
+  return static_cast<size_t>(static_cast<const unsigned char *>(p) - g_bootstrap) < sizeof g_bootstrap;
+}
 
 } // namespace memlayout::preload

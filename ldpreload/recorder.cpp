@@ -25,9 +25,8 @@ std::atomic<uint64_t> g_lost{0};
 // Totals of threads that already exited.
 std::atomic<uint64_t> g_retired_events{0}, g_retired_allocs{0}, g_retired_frees{0},
     g_retired_bytes{0};
-std::atomic<int64_t> g_retired_live{0};
-int64_t g_next_snapshot_live = 8 << 20;
-constexpr int64_t kFirstSnapshotLive = 8 << 20;
+constexpr uint64_t kFirstSnapshotRss = 16 << 20;
+std::atomic<uint64_t> g_next_snapshot_rss{kFirstSnapshotRss};
 
 size_t log_bytes() { return sizeof(ThreadLog) + g_options.block_kib * size_t{1024} + kBlockSlack; }
 
@@ -60,21 +59,26 @@ void write_thread_record(trace::ThreadEvent what, uint32_t tid) {
                         false);
 }
 
-// Takes a memory-map snapshot when the live heap has grown a quarter past the
-// last one, so the frames of the peak are known without knowing the peak.
-void maybe_snapshot(ThreadLog *log) {
-  int64_t live = g_retired_live.load(std::memory_order_relaxed);
-  {
-    LockGuard g(g_registry_lock);
-    for (ThreadLog *l = g_logs; l; l = l->next)
-      live += l->live_bytes; // racy reads of other threads: an estimate is enough
-  }
-  if (live < g_next_snapshot_live)
+// Takes a memory-map snapshot each time resident memory has grown a quarter
+// past the last one, so the page frames around the peak are known without
+// knowing when the peak is. Resident size rather than live bytes: it costs
+// one small read per block instead of a malloc_usable_size per free.
+void maybe_snapshot() {
+  char text[128];
+  if (sys::read_file("/proc/self/statm", text, sizeof text) <= 0)
     return;
-  g_next_snapshot_live = live + live / 4;
+  const char *p = text;
+  while (*p && *p != ' ')
+    ++p;
+  uint64_t pages = 0;
+  for (++p; *p >= '0' && *p <= '9'; ++p)
+    pages = pages * 10 + static_cast<uint64_t>(*p - '0');
+  uint64_t rss = pages * sys::page_size();
+  uint64_t next = g_next_snapshot_rss.load(std::memory_order_relaxed);
+  if (rss < next || !g_next_snapshot_rss.compare_exchange_strong(next, rss + rss / 4))
+    return;
   if (uint32_t id = record_memory_map())
     record_ext(tl_state, trace::ExtKind::kSnapshot, id);
-  (void)log;
 }
 
 void unregister(ThreadLog *log) {
@@ -88,7 +92,6 @@ void unregister(ThreadLog *log) {
   g_retired_allocs.fetch_add(log->allocs, std::memory_order_relaxed);
   g_retired_frees.fetch_add(log->frees, std::memory_order_relaxed);
   g_retired_bytes.fetch_add(log->bytes_allocated, std::memory_order_relaxed);
-  g_retired_live.fetch_add(log->live_bytes, std::memory_order_relaxed);
 }
 
 void write_block(ThreadLog *log, size_t bytes, uint32_t events) {
@@ -145,7 +148,7 @@ void flush_log(ThreadLog *log) {
     begin_block(log);
   }
   if (g_state.load(std::memory_order_relaxed) == State::kRecording)
-    maybe_snapshot(log);
+    maybe_snapshot();
 }
 
 uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
@@ -184,7 +187,7 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
   if (!log)
     return count_lost_event();
   uint32_t sid = stack_id(log, start);
-  size_t usable = usable_size_of(p, size);
+  size_t usable = usable_size_of(p, size, api);
   uint8_t *w = begin_event(log);
   *w++ = trace::event_head(trace::EventKind::kRealloc, api);
   w = put_pointer(log, w, old_p);
@@ -192,7 +195,6 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
   w = put_varint(w, size);
   w = put_varint(w, usable >= size ? usable - size : 0);
   w = put_varint(w, sid);
-  log->live_bytes += static_cast<int64_t>(usable);
   ++log->allocs;
   ++log->frees;
   log->bytes_allocated += size;
@@ -305,16 +307,14 @@ void recorder_child_after_fork() {
   }
   g_logs = self;
   g_retired_events = g_retired_allocs = g_retired_frees = g_retired_bytes = 0;
-  g_retired_live = 0;
   g_lost = 0;
-  g_next_snapshot_live = kFirstSnapshotLive;
+  g_next_snapshot_rss = kFirstSnapshotRss;
   if (self) {
     self->next = nullptr;
     self->tid = sys::gettid();
     self->flush_lock.reset_after_fork();
     self->taken_over = false;
     self->allocs = self->frees = self->bytes_allocated = self->total_events = 0;
-    self->live_bytes = 0;
     begin_block(self); // the parent's pending events are the parent's to write
   }
   g_registry_lock.reset_after_fork();

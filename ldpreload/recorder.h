@@ -35,7 +35,6 @@ struct ThreadLog {
   uint64_t last_tsc;
   uint32_t tick_countdown;
   uint32_t events; // in the current block
-  int64_t live_bytes;
   uint64_t allocs, frees, bytes_allocated, total_events;
   uint8_t *data;
   size_t capacity;
@@ -101,19 +100,22 @@ void recorder_child_after_fork();
 
 // ---- Hot path, inline into every entry point --------------------------------
 #include "real_alloc.h"
+#include "size_class.h"
 #include "sys.h"
+
+#define ML_HOT __attribute__((always_inline))
 
 namespace memlayout::preload {
 
 void write_tick(ThreadLog *log);
 
-inline uint8_t *begin_event(ThreadLog *log) {
+ML_HOT inline uint8_t *begin_event(ThreadLog *log) {
   if (ML_UNLIKELY(--log->tick_countdown == 0))
     write_tick(log);
   return log->pos;
 }
 
-inline void commit_event(ThreadLog *log, uint8_t *w) {
+ML_HOT inline void commit_event(ThreadLog *log, uint8_t *w) {
   log->pos = w;
   ++log->events;
   ++log->total_events;
@@ -123,26 +125,36 @@ inline void commit_event(ThreadLog *log, uint8_t *w) {
     flush_log(log);
 }
 
-inline uint8_t *put_pointer(ThreadLog *log, uint8_t *w, const void *p) {
+ML_HOT inline uint8_t *put_pointer(ThreadLog *log, uint8_t *w, const void *p) {
   auto a = reinterpret_cast<uintptr_t>(p);
   w = trace::put_varint(w, trace::zigzag(static_cast<int64_t>(a - log->prev_ptr)));
   log->prev_ptr = a;
   return w;
 }
 
-inline size_t usable_size_of(void *p, size_t fallback) {
+ML_HOT inline size_t usable_size_of(void *p, size_t size, trace::Api api) {
   if (ML_UNLIKELY(is_bootstrap(p)))
     return bootstrap_usable(p);
-  return g_real.usable_size ? g_real.usable_size(p) : fallback;
+  switch (g_usable_model) {
+  case UsableModel::kGlibc:
+    return glibc_usable_from_header(p);
+  case UsableModel::kJemalloc:
+    // Aligned requests may be served from a larger class: ask for those.
+    if (!trace::api_is_aligned(api))
+      return jemalloc_size_class(size);
+    [[fallthrough]];
+  default:
+    return g_real.usable_size ? g_real.usable_size(p) : size;
+  }
 }
 
-inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
+ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
                          const UnwindStart &start) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
     return count_lost_event();
   uint32_t sid = stack_id(log, start);
-  size_t usable = usable_size_of(p, size);
+  size_t usable = usable_size_of(p, size, api);
   uint8_t *w = begin_event(log);
   *w++ = trace::event_head(trace::EventKind::kAlloc, api);
   w = put_pointer(log, w, p);
@@ -151,7 +163,6 @@ inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, 
   w = trace::put_varint(w, sid);
   if (trace::api_is_aligned(api))
     w = trace::put_varint(w, align ? static_cast<uint64_t>(__builtin_ctzll(align)) : 0);
-  log->live_bytes += static_cast<int64_t>(usable);
   ++log->allocs;
   log->bytes_allocated += size;
   commit_event(log, w);
@@ -159,11 +170,10 @@ inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, 
 
 // Called before the real free, while the block is still ours: a thread that
 // gets the same address next cannot have recorded its allocation earlier.
-inline void record_free(ThreadState &ts, trace::Api api, void *p) {
+ML_HOT inline void record_free(ThreadState &ts, trace::Api api, void *p) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
     return count_lost_event();
-  log->live_bytes -= static_cast<int64_t>(usable_size_of(p, 0));
   uint8_t *w = begin_event(log);
   *w++ = trace::event_head(trace::EventKind::kFree, api);
   w = put_pointer(log, w, p);

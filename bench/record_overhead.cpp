@@ -1,0 +1,206 @@
+// record-overhead: what recording costs a program, against the program alone
+// and against heaptrack, in one run on this machine.
+//
+//   record-overhead [--runs N] [--json FILE] [--only NAME] [--no-heaptrack]
+//
+// Every configuration of a workload runs N times, interleaved so that drift
+// of a noisy machine hits all alike; the figure is the median wall time and
+// its ratio to the program alone. memlayout's trace size is reported per
+// recorded event.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Workload {
+  std::string name;
+  std::string description;
+  std::vector<std::string> argv;
+  std::string stdin_file; // empty: /dev/null
+};
+
+struct Config {
+  std::string name;
+  std::vector<std::string> prefix; // prepended to the workload's argv
+  std::string output;              // trace file to measure, if any
+};
+
+struct Sample {
+  double seconds;
+  int status;
+  std::string err;
+};
+
+Sample run(const std::vector<std::string> &argv, const std::string &stdin_file) {
+  std::vector<char *> args;
+  for (auto &a : argv)
+    args.push_back(const_cast<char *>(a.c_str()));
+  args.push_back(nullptr);
+  char errpath[] = "/tmp/record-overhead-XXXXXX";
+  int errfd = mkstemp(errpath);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int in = open(stdin_file.empty() ? "/dev/null" : stdin_file.c_str(), O_RDONLY);
+    int out = open("/dev/null", O_WRONLY);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(errfd, 2);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream e(errpath);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  close(errfd);
+  unlink(errpath);
+  return {s, status, ss.str()};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// "memlayout: 20.0 M events ..." -> events; from the record summary line.
+double events_from_summary(const std::string &err) {
+  auto at = err.rfind("memlayout: ");
+  if (at == std::string::npos)
+    return 0;
+  double v = 0;
+  char unit[8] = {};
+  if (std::sscanf(err.c_str() + at, "memlayout: %lf %7s events", &v, unit) < 1)
+    return 0;
+  if (!std::strcmp(unit, "k"))
+    v *= 1e3;
+  else if (!std::strcmp(unit, "M"))
+    v *= 1e6;
+  else if (!std::strcmp(unit, "G"))
+    v *= 1e9;
+  return v;
+}
+
+bool on_path(const char *prog) {
+  std::string cmd = std::string("command -v ") + prog + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int runs = 5;
+  std::string json_path, only;
+  bool heaptrack = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc)
+      runs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else if (a == "--no-heaptrack")
+      heaptrack = false;
+    else {
+      std::fprintf(stderr, "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] [--no-heaptrack]\n");
+      return 2;
+    }
+  }
+  fs::path bin = fs::canonical("/proc/self/exe").parent_path();
+  fs::path memlayout = bin / "memlayout";
+  fs::path src = MEMLAYOUT_SOURCE_DIR;
+  fs::path tmp = fs::temp_directory_path() / ("record-overhead-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+
+  std::vector<Workload> workloads = {
+      {"churn", "alloc_churn: 2 threads x 2.5 M free+malloc+memset (10 M events)",
+       {(bin / "alloc_churn").string(), "2", "2500000"}, ""},
+  };
+  if (on_path("sqlite3"))
+    workloads.push_back({"sqlite", "sqlite3: build, index and query a 200k-row table",
+                         {"sqlite3", ":memory:"}, (src / "bench/workloads/sqlite.sql").string()});
+  heaptrack = heaptrack && on_path("heaptrack");
+
+  std::FILE *json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+  if (json)
+    std::fprintf(json, "{\"runs\": %d, \"workloads\": [", runs);
+  std::printf("%-8s %-22s %10s %8s %12s %10s\n", "workload", "configuration", "median s", "ratio",
+              "events", "B/event");
+  bool first_workload = true;
+  for (auto &w : workloads) {
+    if (!only.empty() && w.name != only)
+      continue;
+    std::string trace = (tmp / (w.name + ".trace")).string();
+    std::string trace_je = (tmp / (w.name + "-je.trace")).string();
+    std::vector<Config> configs = {
+        {"alone", {}, ""},
+        {"memlayout native", {memlayout.string(), "record", "-o", trace, "--"}, trace},
+        {"memlayout jemalloc",
+         {memlayout.string(), "record", "-o", trace_je, "--allocator", "jemalloc", "--"},
+         trace_je},
+    };
+    if (heaptrack)
+      configs.push_back({"heaptrack", {"heaptrack", "-o", (tmp / (w.name + ".heaptrack")).string()}, ""});
+    std::vector<std::vector<double>> times(configs.size());
+    std::vector<double> events(configs.size(), 0);
+    std::vector<uintmax_t> bytes(configs.size(), 0);
+    for (int r = 0; r < runs; ++r)
+      for (size_t c = 0; c < configs.size(); ++c) {
+        std::vector<std::string> cmd = configs[c].prefix;
+        cmd.insert(cmd.end(), w.argv.begin(), w.argv.end());
+        Sample s = run(cmd, w.stdin_file);
+        if (!WIFEXITED(s.status) || WEXITSTATUS(s.status)) {
+          std::fprintf(stderr, "record-overhead: %s under %s failed:\n%s\n", w.name.c_str(),
+                       configs[c].name.c_str(), s.err.c_str());
+          return 1;
+        }
+        times[c].push_back(s.seconds);
+        if (!configs[c].output.empty()) {
+          events[c] = events_from_summary(s.err);
+          bytes[c] = fs::file_size(configs[c].output);
+        }
+      }
+    double base = median(times[0]);
+    if (json)
+      std::fprintf(json, "%s{\"name\": \"%s\", \"description\": \"%s\", \"configs\": [",
+                   first_workload ? "" : ", ", w.name.c_str(), w.description.c_str());
+    first_workload = false;
+    for (size_t c = 0; c < configs.size(); ++c) {
+      double m = median(times[c]);
+      double bpe = events[c] ? static_cast<double>(bytes[c]) / events[c] : 0;
+      std::printf("%-8s %-22s %10.3f %7.2fx %12.0f %10s\n", w.name.c_str(), configs[c].name.c_str(), m,
+                  m / base, events[c], bpe ? std::to_string(bpe).substr(0, 4).c_str() : "-");
+      if (json)
+        std::fprintf(json,
+                     "%s{\"name\": \"%s\", \"median_s\": %.4f, \"ratio\": %.3f, \"events\": %.0f, "
+                     "\"trace_bytes\": %ju, \"bytes_per_event\": %.3f}",
+                     c ? ", " : "", configs[c].name.c_str(), m, m / base, events[c], bytes[c], bpe);
+    }
+    if (json)
+      std::fprintf(json, "]}");
+  }
+  if (json) {
+    std::fprintf(json, "]}\n");
+    std::fclose(json);
+  }
+  fs::remove_all(tmp);
+  return 0;
+}

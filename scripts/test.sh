@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# README command 2: set up, build and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
