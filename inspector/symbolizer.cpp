@@ -1,1 +1,237 @@
-// (in progress)
+#include "symbolizer.h"
+
+#include <llvm/BinaryFormat/ELF.h>
+#include <llvm/DebugInfo/Symbolize/Symbolize.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+
+#include <string_view>
+#include <unordered_map>
+
+namespace memlayout::inspector {
+
+namespace {
+
+std::string hex_bytes(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+// The GNU build-id note of an ELF file, or "" when it has none or is unreadable.
+std::string read_build_id(const std::string &path) {
+  auto bin = llvm::object::ObjectFile::createObjectFile(path);
+  if (!bin) {
+    llvm::consumeError(bin.takeError());
+    return {};
+  }
+  const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(bin->getBinary());
+  if (!elf)
+    return {};
+  const auto &file = elf->getELFFile();
+  auto phdrs = file.program_headers();
+  if (!phdrs) {
+    llvm::consumeError(phdrs.takeError());
+    return {};
+  }
+  for (const auto &ph : *phdrs) {
+    if (ph.p_type != llvm::ELF::PT_NOTE)
+      continue;
+    llvm::Error err = llvm::Error::success();
+    for (const auto &note : file.notes(ph, err)) {
+      if (note.getType() == llvm::ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
+        auto desc = note.getDesc();
+        llvm::consumeError(std::move(err));
+        return std::string(reinterpret_cast<const char *>(desc.data()), desc.size());
+      }
+    }
+    llvm::consumeError(std::move(err));
+  }
+  return {};
+}
+
+bool starts_with(const std::string &s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+} // namespace
+
+bool is_allocator_frame(const std::string &f) {
+  static constexpr std::string_view kPrefixes[] = {"operator new",
+                                                   "operator delete",
+                                                   "malloc",
+                                                   "calloc",
+                                                   "realloc",
+                                                   "reallocarray",
+                                                   "aligned_alloc",
+                                                   "posix_memalign",
+                                                   "memalign",
+                                                   "valloc",
+                                                   "pvalloc",
+                                                   "__libc_",
+                                                   "std::allocator",
+                                                   "std::allocator_traits",
+                                                   "__gnu_cxx::new_allocator",
+                                                   "std::__new_allocator",
+                                                   "__gnu_cxx::__alloc_traits",
+                                                   "std::__allocate_guarded",
+                                                   "memlayout::",
+                                                   "seg_malloc",
+                                                   "seg_calloc",
+                                                   "seg_aligned_alloc",
+                                                   "seg_realloc",
+                                                   "mlje_",
+                                                   "je_",
+                                                   "mallocx",
+                                                   "rallocx"};
+  for (std::string_view p : kPrefixes) {
+    if (f.compare(0, p.size(), p) != 0)
+      continue;
+    // A whole name or a prefix ending at a scope/template/argument boundary:
+    // "malloc" but not "mallocate_things".
+    if (f.size() == p.size() || p.back() == '_' || p.back() == ':')
+      return true;
+    char next = f[p.size()];
+    if (next == '(' || next == '<' || next == ' ' || next == '[')
+      return true;
+  }
+  return false;
+}
+
+struct Symbolizer::Impl {
+  struct ModuleState {
+    bool checked = false; // build-id compared
+    bool failed = false;  // LLVM could not load it; warned once
+  };
+  struct Key {
+    uint64_t pc;
+    bool ret;
+    bool operator==(const Key &o) const { return pc == o.pc && ret == o.ret; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key &k) const { return std::hash<uint64_t>()(k.pc * 2 + k.ret); }
+  };
+
+  std::vector<ModuleEntry> modules;
+  std::vector<ModuleState> state;
+  Options opts;
+  llvm::symbolize::LLVMSymbolizer llvm;
+  std::unordered_map<Key, SymbolizedAddress, KeyHash> cache; // node-based: references stay valid
+  std::vector<std::string> warnings;
+
+  static llvm::symbolize::LLVMSymbolizer::Options llvm_options(const Options &o) {
+    llvm::symbolize::LLVMSymbolizer::Options l;
+    l.PrintFunctions = llvm::symbolize::FunctionNameKind::LinkageName;
+    l.Demangle = true;
+    l.UseSymbolTable = true; // names without line info for code without DWARF
+    l.DebugFileDirectory = o.debug_dirs;
+    return l;
+  }
+
+  Impl(std::vector<ModuleEntry> m, Options o)
+      : modules(std::move(m)), state(modules.size()), opts(std::move(o)), llvm(llvm_options(opts)) {
+  }
+
+  std::string path_of(const ModuleEntry &m) const {
+    return m.path.empty() ? opts.main_executable : m.path;
+  }
+
+  void check_build_id(size_t i, const std::string &path) {
+    if (state[i].checked)
+      return;
+    state[i].checked = true;
+    if (modules[i].build_id.empty())
+      return;
+    std::string found = read_build_id(path);
+    if (!found.empty() && found != modules[i].build_id)
+      warnings.push_back(path + ": build-id " + hex_bytes(found) + " differs from the trace's " +
+                         hex_bytes(modules[i].build_id) +
+                         "; the file changed since recording, symbols may be wrong");
+  }
+
+  void lookup(SymbolizedAddress &out, bool ret) {
+    SourceFrame unknown{"??", "", 0, 0, false};
+    const ModuleEntry *m = out.module;
+    if (!m) {
+      out.frames.push_back(unknown);
+      return;
+    }
+    size_t i = static_cast<size_t>(m - modules.data());
+    std::string path = path_of(*m);
+    // Pseudo-modules ([vdso], linux-vdso.so.1) have no file to read.
+    if (path.empty() || path[0] == '[' || starts_with(path, "linux-vdso") || state[i].failed) {
+      out.frames.push_back(unknown);
+      return;
+    }
+    check_build_id(i, path);
+    uint64_t offset = out.module_offset - (ret && out.module_offset > 0 ? 1 : 0);
+    auto info =
+        llvm.symbolizeInlinedCode(path, {offset, llvm::object::SectionedAddress::UndefSection});
+    if (!info) {
+      state[i].failed = true;
+      warnings.push_back(path + ": cannot symbolize: " + llvm::toString(info.takeError()));
+      out.frames.push_back(unknown);
+      return;
+    }
+    uint32_t n = info->getNumberOfFrames();
+    for (uint32_t f = 0; f < n; ++f) {
+      const llvm::DILineInfo &li = info->getFrame(f);
+      SourceFrame sf;
+      bool has_fn = li.FunctionName != llvm::DILineInfo::BadString;
+      sf.function = has_fn ? li.FunctionName : "??";
+      sf.file = li.FileName != llvm::DILineInfo::BadString ? li.FileName : "";
+      sf.line = li.Line;
+      sf.column = li.Column;
+      sf.inlined = f + 1 < n;
+      out.resolved |= has_fn;
+      out.frames.push_back(std::move(sf));
+    }
+    if (out.frames.empty())
+      out.frames.push_back(unknown);
+  }
+};
+
+Symbolizer::Symbolizer(std::vector<ModuleEntry> modules, Options opts)
+    : impl_(std::make_unique<Impl>(std::move(modules), std::move(opts))) {}
+
+Symbolizer::~Symbolizer() = default;
+
+const ModuleEntry *Symbolizer::find_module(uint64_t address) const {
+  const auto &mods = impl_->modules;
+  // Latest first: a library unloaded and another loaded at its place must win.
+  for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
+    if (it->what != trace::ModuleEvent::kLoaded)
+      continue;
+    for (const ModuleSegment &s : it->segments) {
+      uint64_t lo = it->load_bias + s.vaddr;
+      if (address >= lo && address - lo < s.memsz)
+        return &*it;
+    }
+  }
+  return nullptr;
+}
+
+const SymbolizedAddress &Symbolizer::symbolize(uint64_t pc, bool return_address) {
+  auto [it, fresh] = impl_->cache.try_emplace(Impl::Key{pc, return_address});
+  SymbolizedAddress &out = it->second;
+  if (!fresh)
+    return out;
+  out.address = pc;
+  out.module = find_module(pc);
+  out.module_offset = out.module ? pc - out.module->load_bias : pc;
+  impl_->lookup(out, return_address);
+  return out;
+}
+
+std::vector<std::string> Symbolizer::take_warnings() {
+  std::vector<std::string> w;
+  w.swap(impl_->warnings);
+  return w;
+}
+
+} // namespace memlayout::inspector

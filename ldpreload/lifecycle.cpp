@@ -1,6 +1,7 @@
 #include "lifecycle.h"
 
 #include "process_info.h"
+#include "real_alloc.h"
 #include "stack_table.h"
 #include "trace_writer.h"
 
@@ -87,6 +88,7 @@ bool open_trace() {
   h.u32(HeaderTag::kStackDepth, g_options.stack_depth);
   h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period);
   h.u32(HeaderTag::kPointerBits, 64);
+  h.u32(HeaderTag::kUsableModel, static_cast<uint32_t>(g_usable_model));
   char text[8192];
   ssize_t n = readlink("/proc/self/exe", text, sizeof text - 1);
   if (n > 0)

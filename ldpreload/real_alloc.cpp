@@ -12,7 +12,7 @@
 namespace memlayout::preload {
 
 RealAllocator g_real;
-UsableModel g_usable_model = UsableModel::kAsk;
+trace::UsableModel g_usable_model = trace::UsableModel::kNone;
 alignas(4096) unsigned char g_bootstrap[256 << 10];
 
 namespace {
@@ -46,7 +46,7 @@ void resolve_real_allocator(AllocatorMode mode) {
                            mlje_realloc,        mlje_memalign,      mlje_posix_memalign,
                            mlje_aligned_alloc,  mlje_valloc,        pvalloc_via_memalign,
                            mlje_malloc_usable_size};
-    g_usable_model = UsableModel::kJemalloc;
+    g_usable_model = trace::UsableModel::kJemalloc;
     return;
   }
   RealAllocator r{};
@@ -72,7 +72,7 @@ void resolve_real_allocator(AllocatorMode mode) {
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(r.malloc), &info) && info.dli_fname &&
       strstr(info.dli_fname, "/libc.so.6") && dlsym(RTLD_NEXT, "__libc_malloc") == r.malloc)
-    g_usable_model = UsableModel::kGlibc;
+    g_usable_model = trace::UsableModel::kGlibc;
   if (!g_real.valloc)
     g_real.valloc = valloc_via_memalign;
   if (!g_real.pvalloc)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "options.h"
+#include "trace_format.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,9 +27,9 @@ struct RealAllocator {
 extern RealAllocator g_real;
 
 // How the recorder learns an allocation's usable size: from the allocator's
-// own layout where it knows it (no call per allocation), else by asking.
-enum class UsableModel : uint8_t { kAsk, kGlibc, kJemalloc };
-extern UsableModel g_usable_model;
+// own layout where it knows it (no call per allocation), else by asking
+// (kNone). The trace stores sizes against the same model.
+extern trace::UsableModel g_usable_model;
 
 // Fills g_real for the mode. Called once, early, possibly from inside the
 // first malloc of the process: dlsym must not recurse into us unguarded.

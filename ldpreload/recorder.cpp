@@ -94,13 +94,25 @@ void unregister(ThreadLog *log) {
   g_retired_bytes.fetch_add(log->bytes_allocated, std::memory_order_relaxed);
 }
 
+// Compression that saves less than a fifth of a block is not worth its CPU on
+// the allocating thread (high-entropy streams: random frees over a large
+// heap): such a thread stores the next kRawBlocks blocks as they are, then
+// tries again.
+constexpr uint8_t kRawBlocks = 15;
+
 void write_block(ThreadLog *log, size_t bytes, uint32_t events) {
   if (!events)
     return;
   if (!ensure_trace_open())
     return;
   g_dictionary.flush_pending();
-  g_writer.write_record(trace::RecordType::kEvents, log->tid, events, log->data, bytes);
+  bool compress = log->compress_skip == 0;
+  if (!compress)
+    --log->compress_skip;
+  size_t stored =
+      g_writer.write_record(trace::RecordType::kEvents, log->tid, events, log->data, bytes, compress);
+  if (compress && stored * 5 > bytes * 4)
+    log->compress_skip = kRawBlocks;
 }
 
 } // namespace
@@ -192,8 +204,7 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
   *w++ = trace::event_head(trace::EventKind::kRealloc, api);
   w = put_pointer(log, w, old_p);
   w = put_pointer(log, w, p);
-  w = put_varint(w, size);
-  w = put_varint(w, usable >= size ? usable - size : 0);
+  w = put_sizes(w, size, usable, api);
   w = put_varint(w, sid);
   ++log->allocs;
   ++log->frees;

@@ -44,6 +44,7 @@ struct ThreadLog {
   std::atomic<uint64_t> committed;
   SpinLock flush_lock;
   bool taken_over; // flushed by another thread at exit; owner's data discarded
+  uint8_t compress_skip; // blocks to store raw before trying zstd again
   ThreadLog *next;
   StackCacheSlot stack_cache[1024];
   StringCacheSlot string_cache[64];
@@ -136,9 +137,9 @@ ML_HOT inline size_t usable_size_of(void *p, size_t size, trace::Api api) {
   if (ML_UNLIKELY(is_bootstrap(p)))
     return bootstrap_usable(p);
   switch (g_usable_model) {
-  case UsableModel::kGlibc:
+  case trace::UsableModel::kGlibc:
     return glibc_usable_from_header(p);
-  case UsableModel::kJemalloc:
+  case trace::UsableModel::kJemalloc:
     // Aligned requests may be served from a larger class: ask for those.
     if (!trace::api_is_aligned(api))
       return jemalloc_size_class(size);
@@ -146,6 +147,16 @@ ML_HOT inline size_t usable_size_of(void *p, size_t size, trace::Api api) {
   default:
     return g_real.usable_size ? g_real.usable_size(p) : size;
   }
+}
+
+// Sizes against the trace's usable model: one varint when the allocator gave
+// what its size classes say.
+ML_HOT inline uint8_t *put_sizes(uint8_t *w, size_t size, size_t usable, trace::Api api) {
+  if (ML_LIKELY(usable == trace::predicted_usable(g_usable_model, size) &&
+                !trace::api_is_aligned(api)))
+    return trace::put_varint(w, static_cast<uint64_t>(size) << 1);
+  w = trace::put_varint(w, static_cast<uint64_t>(size) << 1 | 1);
+  return trace::put_varint(w, usable >= size ? usable - size : 0);
 }
 
 ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
@@ -158,8 +169,7 @@ ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t
   uint8_t *w = begin_event(log);
   *w++ = trace::event_head(trace::EventKind::kAlloc, api);
   w = put_pointer(log, w, p);
-  w = trace::put_varint(w, size);
-  w = trace::put_varint(w, usable >= size ? usable - size : 0);
+  w = put_sizes(w, size, usable, api);
   w = trace::put_varint(w, sid);
   if (trace::api_is_aligned(api))
     w = trace::put_varint(w, align ? static_cast<uint64_t>(__builtin_ctzll(align)) : 0);

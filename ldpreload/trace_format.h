@@ -11,7 +11,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "size_class.h"
+
 namespace memlayout::trace {
+
+using memlayout::glibc_usable_size;
+using memlayout::jemalloc_size_class;
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'T', 'R', 'A', 'C', 'E', '\0'};
 inline constexpr uint16_t kTraceVersion = 1;
@@ -28,7 +33,9 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 16);
 
-// TLV tags of the file header. Unknown tags are skipped by readers.
+// TLV tags of the file header. Unknown tags are skipped by readers. Strings
+// are not NUL-terminated (length is the field's), except kCommandLine whose
+// arguments are each followed by a NUL, as in /proc/self/cmdline.
 enum class HeaderTag : uint16_t {
   kPid = 1,           // u32
   kParentPid = 2,     // u32
@@ -45,7 +52,24 @@ enum class HeaderTag : uint16_t {
   kKernel = 13,       // string: uname release
   kTimestampPeriod = 14, // u32: a TSC sample is taken every N events per thread
   kPointerBits = 15,  // u32 (64)
+  kUsableModel = 16,  // u32 (UsableModel): how usable sizes are predicted
 };
+
+// Usable sizes are stored as a difference from what the allocator's size
+// classes predict, so the common case costs no byte. kNone: no prediction,
+// every event carries its usable size.
+enum class UsableModel : uint8_t { kNone = 0, kGlibc = 1, kJemalloc = 2 };
+
+inline constexpr uint64_t predicted_usable(UsableModel m, uint64_t size) {
+  switch (m) {
+  case UsableModel::kGlibc:
+    return glibc_usable_size(size);
+  case UsableModel::kJemalloc:
+    return jemalloc_size_class(size);
+  default:
+    return size;
+  }
+}
 
 struct HeaderField {
   uint16_t tag;
@@ -95,18 +119,25 @@ inline constexpr uint32_t kMaxRecordBytes = 64u << 20;
 // Per block state starts at tsc = first_tsc and prev_ptr = 0; pointers are
 // zigzag deltas against prev_ptr, which every event carrying a pointer updates.
 //
-//   kAlloc   : zz(ptr - prev), size, usable - size, stack_id
+//   kAlloc   : zz(ptr - prev), sizes, stack_id
 //              [+ log2(alignment) when api is an aligned form]
 //   kFree    : zz(ptr - prev)
-//   kRealloc : zz(old - prev), zz(new - old), size, usable - size, stack_id
+//   kRealloc : zz(old - prev), zz(new - old), sizes, stack_id
+//   sizes    : varint (size << 1 | explicit) [+ varint usable - size if explicit]
+//              explicit == 0: usable == predicted_usable(header's model, size)
 //   kTick    : tsc - previous tsc (events after it happened at about that time)
 //   kMark    : string_id               (memlayout_mark)
 //   kTag     : zz(ptr - prev), string_id (memlayout_tag)
 //   kExt     : varint ext kind, fields (see ExtKind)
 //
 // Events without a kTick since the block start carry first_tsc. The recorder
-// samples the TSC every kHeaderTag::kTimestampPeriod events because reading it
+// samples the TSC every HeaderTag::kTimestampPeriod events because reading it
 // costs as much as a malloc here (see docs/recording.md).
+//
+// RecordHeader::count of a kEvents record counts every event in the payload,
+// kTick included. After a kRealloc prev_ptr is the new pointer. Whether a
+// kAlloc carries the alignment field depends on api_is_aligned(api): adding
+// an aligned Api therefore bumps kTraceVersion.
 enum class EventKind : uint8_t {
   kAlloc = 0,
   kFree = 1,
@@ -206,6 +237,8 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 //
 // kStacks  : { varint id, varint depth, depth x varint frame_address }*
 //            frame 0 is the return address into the caller of the entry point.
+//            Ids start at 1; an event with stack id 0 has no stack (the table
+//            could not grow).
 // kStrings : { varint id, varint length, bytes }*
 // kThread  : { u8 what (ThreadEvent), varint tsc, varint tid,
 //              varint name_string_id (0 = none) }*
@@ -213,7 +246,10 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 //              varint path_len, path, varint build_id_len, build_id,
 //              varint nsegments, { varint vaddr, varint memsz, u8 flags }* }*
 //            vaddr is the segment's address in the file; the mapped address is
-//            load_bias + vaddr. flags: PF_X=1, PF_W=2, PF_R=4 as in ELF.
+//            load_bias + vaddr. flags: PF_X=1, PF_W=2, PF_R=4 as in ELF. The
+//            main program's path is /proc/self/exe's target; a kUnloaded entry
+//            has an empty path and no segments and names the module by
+//            load_bias.
 // kMemoryMap: varint snapshot_id, varint tsc, u8 flags (MapFlags),
 //            varint nregions, region*
 //   region := varint start, varint end, u8 prot (1 r, 2 w, 4 x),
@@ -225,7 +261,8 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 //   (root can read /proc/self/pagemap); otherwise nruns is 0. kMapPartial:
 //   the snapshot hit its size bound and lists only part of the runs.
 // kEnd     : u8 reason (EndReason), varint tsc, varint monotonic_ns,
-//            varint exit_status (~0 when unknown), varint events, varint allocs,
+//            varint exit_status (UINT64_MAX when unknown), varint events (not
+//            counting kTick), varint allocs,
 //            varint frees, varint bytes_allocated, varint lost_events,
 //            varint write_errors
 //            Totals count this process image from its start. A process whose
@@ -234,6 +271,9 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 
 enum class ThreadEvent : uint8_t { kStart = 1, kExit = 2, kName = 3 };
 enum class EndReason : uint8_t { kExit = 1, kExec = 2, kAbort = 3 };
+inline constexpr const char *end_reason_name(EndReason r) {
+  return r == EndReason::kExit ? "exit" : r == EndReason::kExec ? "exec" : r == EndReason::kAbort ? "abort" : "?";
+}
 enum class ModuleEvent : uint8_t { kLoaded = 1, kUnloaded = 2 };
 enum class RegionKind : uint8_t { kHeap = 1, kAnonymous = 2, kStack = 3, kOther = 4 };
 enum MapFlags : uint8_t { kMapPfns = 1, kMapKpageflags = 2, kMapPartial = 4 };

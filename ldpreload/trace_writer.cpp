@@ -146,10 +146,10 @@ bool TraceWriter::ensure_descriptor() {
   return true;
 }
 
-void TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t count,
-                               const void *payload, size_t n, bool compress_payload) {
+size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t count,
+                                 const void *payload, size_t n, bool compress_payload) {
   if (fd_ < 0 || broken_.load(std::memory_order_relaxed))
-    return;
+    return 0;
   int saved_errno = errno;
   trace::RecordHeader h{};
   h.magic = trace::kRecordMagic;
@@ -199,6 +199,7 @@ void TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t co
     errors_.fetch_add(1, std::memory_order_relaxed);
   }
   errno = saved_errno;
+  return ok ? body_n : 0;
 }
 
 void TraceWriter::prepare_fork() {

@@ -22,8 +22,9 @@ public:
   // Writes one record, zstd-compressing the payload when `compress`. Drops the
   // record (counting it) once a write has failed: a trace with a hole in the
   // middle would be silently wrong, one cut short is detectably truncated.
-  void write_record(trace::RecordType type, uint32_t tid, uint32_t count, const void *payload,
-                    size_t n, bool compress = true);
+  // Returns the payload bytes stored (0 when nothing was written).
+  size_t write_record(trace::RecordType type, uint32_t tid, uint32_t count, const void *payload,
+                      size_t n, bool compress = true);
 
   // fork(): no compression may be half done in the child's copy of a context.
   void prepare_fork();

@@ -1,0 +1,124 @@
+#include "symbolizer.h"
+
+#include <catch2/catch.hpp>
+
+#include <elf.h>
+#include <link.h>
+
+using namespace memlayout;
+using namespace memlayout::inspector;
+
+// A function with a distinctive name the symbolizer must find in this binary.
+extern "C" __attribute__((noinline)) int memlayout_symbolizer_probe(int x) {
+  asm volatile("" ::: "memory");
+  return x * 3 + 1;
+}
+
+namespace {
+
+// The module list the recorder would write for this process.
+int collect(struct dl_phdr_info *info, size_t, void *data) {
+  auto *mods = static_cast<std::vector<ModuleEntry> *>(data);
+  ModuleEntry m;
+  m.load_bias = info->dlpi_addr;
+  m.path = info->dlpi_name ? info->dlpi_name : "";
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD)
+      m.segments.push_back(
+          {ph.p_vaddr, ph.p_memsz, static_cast<uint8_t>(ph.p_flags & (PF_X | PF_W | PF_R))});
+    if (ph.p_type == PT_NOTE) {
+      const char *p = reinterpret_cast<const char *>(info->dlpi_addr + ph.p_vaddr);
+      const char *end = p + ph.p_memsz;
+      while (p + sizeof(ElfW(Nhdr)) <= end) {
+        const auto *n = reinterpret_cast<const ElfW(Nhdr) *>(p);
+        const char *name = p + sizeof *n;
+        const char *desc = name + ((n->n_namesz + 3) & ~3u);
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !std::memcmp(name, "GNU", 4))
+          m.build_id.assign(desc, n->n_descsz);
+        p = desc + ((n->n_descsz + 3) & ~3u);
+      }
+    }
+  }
+  mods->push_back(std::move(m));
+  return 0;
+}
+
+std::vector<ModuleEntry> this_process() {
+  std::vector<ModuleEntry> mods;
+  dl_iterate_phdr(collect, &mods);
+  return mods;
+}
+
+} // namespace
+
+TEST_CASE("an address in this test binary names its function and file", "[symbolizer]") {
+  REQUIRE(memlayout_symbolizer_probe(2) == 7);
+  auto mods = this_process();
+  REQUIRE_FALSE(mods.empty());
+  CHECK_FALSE(mods[0].build_id.empty()); // gcc links with --build-id on Debian
+  Symbolizer::Options opts;
+  opts.main_executable = "/proc/self/exe";
+  Symbolizer sym(mods, opts);
+  auto pc = reinterpret_cast<uint64_t>(&memlayout_symbolizer_probe);
+  const SymbolizedAddress &a = sym.symbolize(pc, /*return_address=*/false);
+  REQUIRE(a.module != nullptr);
+  CHECK(a.module->path.empty()); // the main program, found through main_executable
+  CHECK(a.module_offset == pc - mods[0].load_bias);
+  CHECK(a.resolved);
+  REQUIRE_FALSE(a.frames.empty());
+  CHECK(a.frames.back().function == "memlayout_symbolizer_probe");
+  CHECK(a.frames.back().file.find("symbolizer_test.cpp") != std::string::npos);
+  CHECK(a.frames.back().line > 0);
+  CHECK_FALSE(a.frames.back().inlined);
+  CHECK(&sym.symbolize(pc, false) == &a); // cached
+  CHECK(sym.take_warnings().empty());
+
+  SECTION("a return address names the caller's call line") {
+    auto ret = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+    const SymbolizedAddress &r = sym.symbolize(ret);
+    CHECK(r.resolved);
+    CHECK(r.frames.front().function != "??");
+  }
+  SECTION("a changed build-id is reported once and symbols still come") {
+    mods[0].build_id = "not the real id";
+    Symbolizer other(mods, opts);
+    const SymbolizedAddress &b = other.symbolize(pc, false);
+    CHECK(b.frames.back().function == "memlayout_symbolizer_probe");
+    other.symbolize(pc + 1, false);
+    auto w = other.take_warnings();
+    REQUIRE(w.size() == 1);
+    CHECK(w[0].find("build-id") != std::string::npos);
+  }
+}
+
+TEST_CASE("unknown addresses come back as ?? with their module", "[symbolizer]") {
+  ModuleEntry gone;
+  gone.path = "/nonexistent/libgone.so";
+  gone.load_bias = 0x7f0000000000;
+  gone.segments.push_back({0, 0x10000, 5});
+  Symbolizer sym({gone});
+  const SymbolizedAddress &a = sym.symbolize(0x7f0000000123);
+  REQUIRE(a.module != nullptr);
+  CHECK(a.module->path == "/nonexistent/libgone.so");
+  CHECK(a.module_offset == 0x123);
+  CHECK_FALSE(a.resolved);
+  CHECK(a.frames.at(0).function == "??");
+  sym.symbolize(0x7f0000000456);
+  CHECK(sym.take_warnings().size() == 1); // once per module, not per address
+
+  const SymbolizedAddress &b = sym.symbolize(0x1234);
+  CHECK(b.module == nullptr);
+  CHECK(b.frames.at(0).function == "??");
+}
+
+TEST_CASE("allocator frames are told apart from callers", "[symbolizer]") {
+  CHECK(is_allocator_frame("operator new(unsigned long)"));
+  CHECK(is_allocator_frame("malloc"));
+  CHECK(is_allocator_frame("__gnu_cxx::new_allocator<int>::allocate(unsigned long, void const*)"));
+  CHECK(is_allocator_frame("std::__new_allocator<int>::allocate(unsigned long, void const*)"));
+  CHECK(is_allocator_frame("std::allocator_traits<std::allocator<int> >::allocate()"));
+  CHECK_FALSE(is_allocator_frame("mallocate_things()"));
+  CHECK_FALSE(is_allocator_frame("std::_Rb_tree<int, int>::_M_create_node()"));
+  CHECK_FALSE(is_allocator_frame("make_node(int)"));
+}
