@@ -576,6 +576,8 @@ ML_EXPORT void *dlopen(const char *file, int flags) {
   using DlopenFn = void *(*)(const char *, int);
   static auto real = next_symbol<DlopenFn>("dlopen");
   void *h = real(file, flags & ~RTLD_DEEPBIND);
+  if (h)
+    unwind_modules_changed();
   if (h && recording_process() && !tl_state.busy) {
     tl_state.busy = 1;
     record_module_changes();
@@ -587,6 +589,7 @@ ML_EXPORT int dlclose(void *handle) {
   using DlcloseFn = int (*)(void *);
   static auto real = next_symbol<DlcloseFn>("dlclose");
   int r = real(handle);
+  unwind_modules_changed();
   if (recording_process() && !tl_state.busy) {
     tl_state.busy = 1;
     record_module_changes();

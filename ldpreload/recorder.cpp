@@ -139,6 +139,7 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->capacity = g_options.block_kib * size_t{1024};
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
+  unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
   begin_block(log);
   {
     LockGuard g(g_registry_lock);
@@ -298,6 +299,7 @@ void thread_exit(ThreadState &ts) {
   unregister(log);
   ts.log = nullptr;
   ts.retired = 1;
+  unwind_thread_exit();
   {
     // The exit-time flusher may hold this log's lock; wait it out.
     LockGuard g(log->flush_lock);

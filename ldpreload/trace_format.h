@@ -125,6 +125,7 @@ inline constexpr uint32_t kMaxRecordBytes = 64u << 20;
 //   kRealloc : zz(old - prev), zz(new - old), sizes, stack_id
 //   sizes    : varint (size << 1 | explicit) [+ varint usable - size if explicit]
 //              explicit == 0: usable == predicted_usable(header's model, size)
+//              (sizes are below 2^63: no allocator can return more)
 //   kTick    : tsc - previous tsc (events after it happened at about that time)
 //   kMark    : string_id               (memlayout_mark)
 //   kTag     : zz(ptr - prev), string_id (memlayout_tag)

@@ -33,7 +33,7 @@ struct UnwindStart {
 // Reads the calling entry point's frame. A macro, not a function, because it
 // must see the entry point's own frame pointer.
 #define MEMLAYOUT_UNWIND_START()                                                                   \
-  ([](uintptr_t fp_) {                                                                              \
+  ([](uintptr_t fp_) {                                                                             \
     return ::memlayout::preload::UnwindStart{reinterpret_cast<uintptr_t *>(fp_)[1], fp_ + 16,      \
                                              reinterpret_cast<uintptr_t *>(fp_)[0]};               \
   }(reinterpret_cast<uintptr_t>(__builtin_frame_address(0))))
@@ -49,6 +49,11 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
 // harmless (first allocation outside a signal handler, thread start).
 // Idempotent and cheap after the first call.
 void unwind_thread_init();
+
+// Returns the calling thread's stack cache (about 18 KiB, taken on its first
+// kCfi unwind) for reuse by later threads. Call when the thread exits, after
+// its last unwind; without it the block is simply not reused.
+void unwind_thread_exit();
 
 // Call after dlopen/dlclose returns: cached unwind rules are re-derived, so a
 // rule for an unloaded library cannot serve code later mapped at its address.

@@ -7,6 +7,8 @@
 // runs this inside dl_iterate_phdr, which holds off dlclose).
 #pragma once
 
+#include "unwind.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -38,8 +40,23 @@ struct Rule {
 
 // Packing into one word lets the rule cache publish a rule with a single
 // atomic store. `tag` is carried along for the cache's own validation.
-uint64_t pack(const Rule &r, uint16_t tag);
-Rule unpack(uint64_t v);
+// Layout: kind 0-1, cfa_base 2, rbp 3-4, rbp_off/8 8-15, tag 16-31, cfa_off 32-63.
+inline uint64_t pack(const Rule &r, uint16_t tag) {
+  return static_cast<uint64_t>(r.kind) | static_cast<uint64_t>(r.cfa_base) << 2 |
+         static_cast<uint64_t>(r.rbp) << 3 |
+         static_cast<uint64_t>(static_cast<uint8_t>(static_cast<int8_t>(r.rbp_off / 8))) << 8 |
+         static_cast<uint64_t>(tag) << 16 |
+         static_cast<uint64_t>(static_cast<uint32_t>(r.cfa_off)) << 32;
+}
+inline Rule unpack(uint64_t v) {
+  Rule r;
+  r.kind = static_cast<Rule::Kind>(v & 3);
+  r.cfa_base = static_cast<Rule::CfaBase>((v >> 2) & 1);
+  r.rbp = static_cast<Rule::RbpRule>((v >> 3) & 3);
+  r.rbp_off = static_cast<int32_t>(static_cast<int8_t>(static_cast<uint8_t>(v >> 8))) * 8;
+  r.cfa_off = static_cast<int32_t>(static_cast<uint32_t>(v >> 32));
+  return r;
+}
 inline uint16_t packed_tag(uint64_t v) { return static_cast<uint16_t>(v >> 16); }
 inline Rule::Kind packed_kind(uint64_t v) { return static_cast<Rule::Kind>(v & 3); }
 
@@ -68,5 +85,9 @@ Rule rule_for(const ModuleImage &m, uintptr_t ra);
 // raw bytes) up to `target`, with x86-64 alignment factors.
 Rule rule_from_programs(const uint8_t *cie_insns, size_t cie_len, const uint8_t *fde_insns,
                         size_t fde_len, uintptr_t pc_begin, uintptr_t target);
+
+// kCfi without the per-thread whole-stack cache (rule cache only): for tests
+// and unwind-bench, to check and time the path every new stack takes.
+size_t unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_t max_depth);
 
 } // namespace memlayout::preload::cfi

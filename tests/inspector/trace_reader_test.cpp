@@ -162,7 +162,8 @@ TEST_CASE("every event kind and api round-trips", "[reader]") {
 TEST_CASE("negative pointer moves and large varints", "[reader]") {
   Block blk(1000, 1000, 5000);
   const uint64_t big = ~uint64_t{0};
-  blk.alloc(Api::kMalloc, 0xffffffffffff0000, big - 8, big, big);
+  const uint64_t largest_size = (uint64_t{1} << 63) - 1; // sizes carry a flag bit
+  blk.alloc(Api::kMalloc, 0xffffffffffff0000, largest_size - 8, largest_size, big);
   blk.alloc(Api::kMalloc, 0x10, 1, 1, 1);   // a huge downward move
   blk.free(Api::kFree, 0xfffffffffffffff0); // and back up
   blk.free(Api::kFree, 0);
@@ -174,8 +175,8 @@ TEST_CASE("negative pointer moves and large varints", "[reader]") {
   Collected c = read_ok(b, r);
   REQUIRE(c.events.size() == 5);
   CHECK(c.events[0].ptr == 0xffffffffffff0000);
-  CHECK(c.events[0].size == big - 8);
-  CHECK(c.events[0].usable == big);
+  CHECK(c.events[0].size == largest_size - 8);
+  CHECK(c.events[0].usable == largest_size);
   CHECK(c.events[0].stack_id == big);
   CHECK(c.events[1].ptr == 0x10);
   CHECK(c.events[2].ptr == 0xfffffffffffffff0);

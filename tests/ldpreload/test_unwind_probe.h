@@ -1,0 +1,31 @@
+// Shared by the unwinder tests and the call chains they unwind through (some
+// compiled without frame pointers, some in separate libraries).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct UnwindProbe {
+  // Called at the bottom of every chain; the tests point it at a capture
+  // function compiled with frame pointers that runs every method.
+  int (*capture)(UnwindProbe *);
+  // test_unwind_nofp.cpp's chain: 0 leaves rbp alone, 1 loads a constant
+  // into it, 2 points it at a fake frame record on the stack.
+  int rbp_mode = 0;
+  size_t max_depth = 64;
+  static constexpr int kMethods = 4; // indexed by UnwindMethod's value
+  size_t n[kMethods] = {};
+  uintptr_t frames[kMethods][64] = {};
+};
+
+extern "C" {
+// Without frame pointers (test_unwind_nofp.cpp): a -> b -> c -> d -> capture.
+int unwind_nofp_a(UnwindProbe *p);
+int unwind_nofp_b(UnwindProbe *p);
+int unwind_nofp_c(UnwindProbe *p);
+int unwind_nofp_d(UnwindProbe *p);
+// In a shared library without frame pointers: a -> b -> c -> capture.
+int unwind_lib_a(UnwindProbe *p);
+int unwind_lib_b(UnwindProbe *p);
+int unwind_lib_c(UnwindProbe *p);
+}
