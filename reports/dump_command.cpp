@@ -275,6 +275,8 @@ public:
     str("kernel", h.kernel);
     opt("timestamp_period", h.timestamp_period);
     opt("pointer_bits", h.pointer_bits);
+    constexpr const char *kModels[] = {"none", "glibc", "jemalloc"};
+    str("usable_model", kModels[static_cast<int>(h.usable_model)]);
     char tpn[32];
     std::snprintf(tpn, sizeof tpn, "%.9g", r_.ticks_per_ns());
     o_.put(",\"ticks_per_ns\":");
