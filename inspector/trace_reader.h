@@ -203,7 +203,7 @@ public:
                                 static_cast<uint64_t>(origin_ns_offset_));
   }
   double ticks_per_ns() const { return 1.0 / ns_per_tick_; }
-  // False when no two clock pairs were >1 ms apart and 1 tick = 1 ns is assumed.
+  // False when no two clock pairs were >50 us apart and 1 tick = 1 ns is assumed.
   bool clock_calibrated() const { return calibrated_; }
 
   ReadStatus status() const { return status_; }

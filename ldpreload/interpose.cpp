@@ -46,9 +46,6 @@ bool have_real() {
 }
 
 void *forward_malloc(size_t n) { return have_real() ? g_real.malloc(n) : bootstrap_alloc(n, 16); }
-void *forward_memalign(size_t align, size_t n) {
-  return have_real() ? g_real.memalign(align, n) : bootstrap_alloc(n, align);
-}
 
 bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
 
@@ -63,13 +60,18 @@ inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {
   return p;
 }
 
-inline void *aligned_impl(Api api, size_t align, size_t n, const UnwindStart &start) {
+// `allocate` is the real allocator's own entry point, so alignments it
+// accepts or refuses (glibc rounds odd ones up, jemalloc refuses them) come
+// out exactly as without us; `size` is what the program asked for.
+template <class Allocate>
+inline void *aligned_impl(Api api, size_t align, size_t size, Allocate allocate,
+                          const UnwindStart &start) {
   ThreadState &ts = tl_state;
   if (!begin(ts))
-    return forward_memalign(align, n);
-  void *p = g_real.memalign(align, n);
+    return have_real() ? allocate() : bootstrap_alloc(size, align);
+  void *p = allocate();
   if (p)
-    record_alloc(ts, api, p, n, align, start);
+    record_alloc(ts, api, p, size, align, start);
   ts.busy = 0;
   return p;
 }
@@ -159,41 +161,33 @@ ML_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
 }
 
 ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
-  if (align < sizeof(void *) || (align & (align - 1)))
-    return EINVAL;
-  int saved = errno;
-  void *p = aligned_impl(Api::kPosixMemalign, align, n, ML_START);
-  if (!p)
-    return ENOMEM;
-  errno = saved;
-  *out = p;
-  return 0;
+  int rc = EINVAL;
+  aligned_impl(Api::kPosixMemalign, align, n,
+               [&]() -> void * {
+                 void *p = nullptr;
+                 rc = g_real.posix_memalign(&p, align, n);
+                 return rc == 0 ? (*out = p) : nullptr;
+               },
+               ML_START);
+  return rc;
 }
 
 ML_EXPORT void *aligned_alloc(size_t align, size_t n) {
-  if (!align || (align & (align - 1))) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return aligned_impl(Api::kAlignedAlloc, align, n, ML_START);
+  return aligned_impl(Api::kAlignedAlloc, align, n, [&] { return g_real.aligned_alloc(align, n); },
+                      ML_START);
 }
 
 ML_EXPORT void *memalign(size_t align, size_t n) {
-  return aligned_impl(Api::kMemalign, align, n, ML_START);
+  return aligned_impl(Api::kMemalign, align, n, [&] { return g_real.memalign(align, n); }, ML_START);
 }
 
 ML_EXPORT void *valloc(size_t n) {
-  return aligned_impl(Api::kValloc, sys::page_size(), n, ML_START);
+  return aligned_impl(Api::kValloc, sys::page_size(), n, [&] { return g_real.valloc(n); }, ML_START);
 }
 
 ML_EXPORT void *pvalloc(size_t n) {
-  size_t ps = sys::page_size();
-  size_t r = (n + ps - 1) & ~(ps - 1);
-  if (r < n) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return aligned_impl(Api::kPvalloc, ps, r ? r : ps, ML_START);
+  return aligned_impl(Api::kPvalloc, sys::page_size(), n, [&] { return g_real.pvalloc(n); },
+                      ML_START);
 }
 
 ML_EXPORT size_t malloc_usable_size(void *p) {
@@ -233,26 +227,26 @@ ML_CXX_EXPORT void *operator new[](size_t n, const std::nothrow_t &nt) noexcept 
   return next ? next(n, nt) : nullptr;
 }
 ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a) {
-  if (void *p = aligned_impl(Api::kNewAligned, static_cast<size_t>(a), n, ML_START))
+  if (void *p = aligned_impl(Api::kNewAligned, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnwmSt11align_val_t");
   return next ? next(n, a) : (no_runtime(), nullptr);
 }
 ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a) {
-  if (void *p = aligned_impl(Api::kNewArrayAligned, static_cast<size_t>(a), n, ML_START))
+  if (void *p = aligned_impl(Api::kNewArrayAligned, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnamSt11align_val_t");
   return next ? next(n, a) : (no_runtime(), nullptr);
 }
 ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
-  if (void *p = aligned_impl(Api::kNewAlignedNothrow, static_cast<size_t>(a), n, ML_START))
+  if (void *p = aligned_impl(Api::kNewAlignedNothrow, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
       "_ZnwmSt11align_val_tRKSt9nothrow_t");
   return next ? next(n, a, nt) : nullptr;
 }
 ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
-  if (void *p = aligned_impl(Api::kNewArrayAlignedNothrow, static_cast<size_t>(a), n, ML_START))
+  if (void *p = aligned_impl(Api::kNewArrayAlignedNothrow, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
       "_ZnamSt11align_val_tRKSt9nothrow_t");

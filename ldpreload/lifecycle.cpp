@@ -114,6 +114,11 @@ bool open_trace() {
 
 // ---- Environment of this process and of its children --------------------------
 
+// Our MEMLAYOUT_* settings, copied at start: children that are followed get
+// them back even if the program cleared its environment.
+char *g_saved_vars[16];
+size_t g_nsaved = 0;
+
 bool is_self(const char *token, size_t n) {
   const char *base = strrchr(g_self_path, '/');
   base = base ? base + 1 : g_self_path;
@@ -143,24 +148,32 @@ void strip_self(char *value) {
   *w = '\0';
 }
 
-// Children run unrecorded unless asked: take ourselves out of LD_PRELOAD now,
-// before the program copies its environment anywhere.
-void strip_preload_from_environ() {
+// Children run unrecorded unless asked, and the program sees the environment
+// it would have seen without us: take ourselves out of LD_PRELOAD and drop our
+// settings now, before the program reads or copies its environment.
+void strip_our_environment() {
   for (char **e = environ; e && *e; ++e)
     if (!strncmp(*e, "LD_PRELOAD=", 11)) {
       strip_self(*e + 11);
       if (!(*e)[11])
         unsetenv("LD_PRELOAD");
-      return;
+      break;
     }
+  for (size_t i = 0; i < g_nsaved; ++i) {
+    char name[64];
+    size_t n = static_cast<size_t>(strchr(g_saved_vars[i], '=') - g_saved_vars[i]);
+    if (n < sizeof name) {
+      memcpy(name, g_saved_vars[i], n);
+      name[n] = '\0';
+      unsetenv(name);
+    }
+  }
+  unsetenv("MEMLAYOUT_EXEC_GEN");
 }
 
 // The environment a child gets: the caller's, with our library removed from
 // LD_PRELOAD (not following) or with LD_PRELOAD and our settings restored
 // (following) plus the exec generation of this pid.
-char *g_saved_vars[16];
-size_t g_nsaved = 0;
-
 void save_our_vars() {
   for (char **e = environ; e && *e && g_nsaved < 15; ++e)
     if (!strncmp(*e, "MEMLAYOUT_", 10) && strncmp(*e, "MEMLAYOUT_EXEC_GEN=", 19)) {
@@ -345,7 +358,7 @@ bool initialize() {
     strncpy(g_self_path, info.dli_fname, sizeof g_self_path - 1);
   save_our_vars();
   if (!g_options.follow_children)
-    strip_preload_from_environ();
+    strip_our_environment();
   g_have_key = pthread_key_create(&g_thread_key, on_thread_exit) == 0;
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   on_exit(on_process_exit, nullptr);

@@ -60,7 +60,8 @@ void resolve_real_allocator(AllocatorMode mode) {
   next(&r.valloc, "valloc");
   next(&r.pvalloc, "pvalloc");
   next(&r.usable_size, "malloc_usable_size");
-  if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.memalign) {
+  if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.memalign || !r.posix_memalign ||
+      !r.aligned_alloc) {
     // No allocator after us (a static or freestanding program): use jemalloc
     // rather than crash.
     sys::warn("no allocator found after the preload; serving from jemalloc");

@@ -375,9 +375,9 @@ TEST_CASE("clock conversion uses the widest pair", "[reader][clock]") {
     CHECK(ur.ticks_per_ns() == Approx(3.0));
     CHECK(ur.ns_since_start(uc.events[2].tsc) == s);
   }
-  SECTION("pairs closer than 1 ms fall back to 1 tick = 1 ns and say so") {
+  SECTION("pairs closer than 50 us fall back to 1 tick = 1 ns and say so") {
     TraceBuilder u;
-    u.events(1, blk).end(1000 + 3 * 500'000, 5000 + 500'000);
+    u.events(1, blk).end(1000 + 3 * 40'000, 5000 + 40'000);
     Bytes ub = u.bytes();
     TraceReader ur;
     REQUIRE(ur.open_buffer(ub.data(), ub.size()));

@@ -1,0 +1,287 @@
+// Recording a multi-threaded C program that uses every C allocation entry
+// point: each allocation it made is in the trace with its size, usable size,
+// alignment, thread and call site; the trace's story of the heap is
+// consistent; the format round-trips through `memlayout dump`.
+#include "support.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+using namespace mlt;
+
+namespace {
+
+struct CRun {
+  std::string dir, trace, log_path;
+  RunResult direct, recorded;
+  Dump d;
+  ProgramLog log;
+};
+
+// Each test case its own directory: ctest -j runs them side by side.
+CRun record_alloc_threads(const std::string &test, const std::string &mode) {
+  CRun r;
+  r.dir = work_dir("alloc_threads_" + test + "_" + mode);
+  r.trace = r.dir + "/out.trace";
+  r.log_path = r.dir + "/program.log";
+  r.direct = run({program("alloc_threads"), r.log_path});
+  r.recorded = record({"-o", r.trace, "--allocator", mode}, {program("alloc_threads"), r.log_path});
+  r.d = dump(r.trace);
+  r.log = read_log(r.log_path);
+  return r;
+}
+
+bool ours(const Event &e) { return e.innermost().find("mlt_") != std::string::npos; }
+
+} // namespace
+
+// every allocation is recorded with its size, thread and call site
+TEST_CASE("c_threads.every_allocation",
+          "[record][c]") {
+  const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(mode);
+  CRun r = record_alloc_threads("every", mode);
+  REQUIRE(r.direct.exit_code() == 0);
+  INFO("memlayout record stderr:\n" << r.recorded.err);
+  CHECK(behaviour_difference(r.direct, r.recorded) == "");
+  INFO("memlayout dump stderr:\n" << r.d.run.err);
+  REQUIRE(r.d.run.exit_code() == 0);
+  REQUIRE(r.d.error == "");
+  REQUIRE_FALSE(r.log.dropped);
+  REQUIRE(r.log.count('A') > 4000);
+  REQUIRE(r.log.count('R') > 100);
+
+  CHECK(r.d.header_int("pid") == r.log.pid);
+  CHECK(r.d.header_str("allocator") == mode);
+  CHECK(r.d.header_str("executable") == program("alloc_threads"));
+
+  // Every allocation, reallocation and free the program logged, pvalloc aside
+  // (below), with api, pointer, requested size, usable size, alignment,
+  // thread and innermost frame.
+  ProgramLog main_log = r.log, pvalloc_log;
+  main_log.entries.clear();
+  for (const LogEntry &e : r.log.entries)
+    (e.api == "pvalloc" ? pvalloc_log : main_log).entries.push_back(e);
+  std::vector<std::string> missing = missing_from_dump(main_log, r.d);
+  INFO(missing.size() << " of " << main_log.entries.size()
+                      << " logged events not found in the trace:\n" << join(missing));
+  CHECK(missing.empty());
+
+  // pvalloc(n) is a request for n bytes (page-aligned, usable size rounded up
+  // to pages): the trace's "size" is the requested size for every api.
+  REQUIRE(pvalloc_log.count('A') > 10);
+  std::vector<std::string> pv_missing = missing_from_dump(pvalloc_log, r.d);
+  INFO("pvalloc allocations recorded wrongly (size must be the requested one):\n"
+       << join(pv_missing, 5));
+  CHECK(pv_missing.empty());
+
+  // Exactly as many allocations from the program's functions as it made.
+  size_t in_trace = static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [](const Event &e) {
+    return (e.ev == "alloc" || e.ev == "realloc") && ours(e);
+  }));
+  CHECK(in_trace == r.log.count('A') + r.log.count('R'));
+
+  // Every thread the program ran is announced, each with its allocations.
+  std::set<uint64_t> started, exited, allocating;
+  for (const ThreadRecord &t : r.d.threads) {
+    if (t.what == "start")
+      started.insert(t.tid);
+    if (t.what == "exit")
+      exited.insert(t.tid);
+  }
+  for (const Event &e : r.d.events)
+    if (e.ev == "alloc" && ours(e))
+      allocating.insert(e.tid);
+  size_t workers = 0;
+  for (const LogEntry &e : r.log.entries)
+    if (e.kind == 'T') {
+      CAPTURE(e.tid, e.role);
+      CHECK(started.count(e.tid) == 1);
+      workers += e.role == "worker";
+      if (e.role == "worker")
+        CHECK(allocating.count(e.tid) == 1);
+      if (e.role != "main") // joined threads have ended
+        CHECK(exited.count(e.tid) == 1);
+    }
+  CHECK(workers == 4);
+}
+
+// the trace tells a consistent story of the heap
+TEST_CASE("c_threads.heap_consistency", "[record][c]") {
+  const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(mode);
+  CRun r = record_alloc_threads("heap", mode);
+  INFO("memlayout dump stderr:\n" << r.d.run.err);
+  REQUIRE(r.recorded.exit_code() == 0);
+  REQUIRE(r.d.run.exit_code() == 0);
+  REQUIRE(r.d.error == "");
+
+  std::vector<std::string> errors = lifetime_errors(r.d);
+  INFO(errors.size() << " inconsistencies:\n" << join(errors));
+  CHECK(errors.empty());
+
+  // Frees of the program's blocks by the freeing thread are there, with its tid.
+  uint64_t freer = 0;
+  for (const LogEntry &e : r.log.entries)
+    if (e.kind == 'T' && e.role == "freer")
+      freer = e.tid;
+  REQUIRE(freer != 0);
+  size_t cross = static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [&](const Event &e) {
+    return e.ev == "free" && e.tid == freer;
+  }));
+  CHECK(cross >= 300);
+
+  // Aligned allocations are aligned and say so.
+  for (const Event &e : r.d.events) {
+    if (e.ev != "alloc" || !e.align)
+      continue;
+    CAPTURE(e.line, e.api, hex(e.ptr), e.align);
+    CHECK((e.align & (e.align - 1)) == 0);
+    CHECK(e.ptr % e.align == 0);
+    CHECK(e.usable >= e.size);
+  }
+  // Usable sizes never below the requested size.
+  size_t bad_usable = 0;
+  for (const Event &e : r.d.events)
+    if ((e.ev == "alloc" || e.ev == "realloc") && e.usable < e.size)
+      ++bad_usable;
+  CHECK(bad_usable == 0);
+}
+
+// the end record's totals match the events; jsonl, text and --symbolize agree
+TEST_CASE("c_threads.format_round_trip",
+          "[record][c][format]") {
+  CRun r = record_alloc_threads("format", "native");
+  INFO("memlayout dump stderr:\n" << r.d.run.err);
+  REQUIRE(r.recorded.exit_code() == 0);
+  REQUIRE(r.d.run.exit_code() == 0);
+  REQUIRE(r.d.end_lines == 1);
+  size_t allocs = r.d.count("alloc"), frees = r.d.count("free"), reallocs = r.d.count("realloc");
+  uint64_t bytes = 0;
+  for (const Event &e : r.d.events)
+    if (e.ev == "alloc" || e.ev == "realloc")
+      bytes += e.size;
+  CHECK(r.d.end_int("exit_status") == 0);
+  CHECK(r.d.end_int("allocs") == static_cast<int64_t>(allocs + reallocs));
+  CHECK(r.d.end_int("frees") == static_cast<int64_t>(frees + reallocs));
+  CHECK(r.d.end_int("bytes_allocated") == static_cast<int64_t>(bytes));
+  CHECK(r.d.end_int("lost_events") == 0);
+  CHECK(r.d.end_int("write_errors") == 0);
+  CHECK(r.d.end_int("events") >= static_cast<int64_t>(allocs + frees + reallocs));
+
+  // The summary `record` prints agrees with the trace.
+  CHECK(r.recorded.err.find("memlayout: ") != std::string::npos);
+  CHECK(r.recorded.err.find("-> " + r.trace) != std::string::npos);
+  CHECK(r.recorded.err.find("incomplete") == std::string::npos);
+
+  // Timestamps: within a thread they never go back; all fall within the run.
+  std::map<uint64_t, int64_t> last;
+  size_t backwards = 0;
+  for (const Event &e : r.d.events) {
+    auto [it, fresh] = last.emplace(e.tid, e.ts_ns);
+    if (!fresh && e.ts_ns < it->second)
+      ++backwards;
+    it->second = std::max(it->second, e.ts_ns);
+  }
+  CHECK(backwards == 0);
+  for (const Event &e : r.d.events)
+    if (e.ts_ns < 0 || e.ts_ns > 120'000'000'000) {
+      FAIL_CHECK("event at dump line " << e.line << " has ts_ns " << e.ts_ns);
+      break;
+    }
+
+  // Without --symbolize the same events, with raw frame addresses.
+  Dump raw = dump(r.trace, false);
+  REQUIRE(raw.run.exit_code() == 0);
+  REQUIRE(raw.error == "");
+  REQUIRE(raw.events.size() == r.d.events.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < raw.events.size(); ++i) {
+    const Event &a = raw.events[i], &b = r.d.events[i];
+    differing += a.ev != b.ev || a.ptr != b.ptr || a.size != b.size || a.tid != b.tid ||
+                 a.stack != b.stack || a.frames.empty() != b.frames.empty() ||
+                 (!a.frames.empty() && a.frames[0].addr != b.frames[0].addr);
+  }
+  CHECK(differing == 0);
+
+  // The text format has one line per jsonl line.
+  RunResult text = run({memlayout_bin(), "dump", r.trace});
+  CHECK(text.exit_code() == 0);
+  size_t text_lines = static_cast<size_t>(std::count(text.out.begin(), text.out.end(), '\n'));
+  size_t json_lines = static_cast<size_t>(std::count(raw.run.out.begin(), raw.run.out.end(), '\n'));
+  // text has a two-line heading where jsonl has one header line
+  CHECK(text_lines >= json_lines);
+  CHECK(text_lines <= json_lines + 2);
+}
+
+// marks and tags from <memlayout/memlayout.h> are recorded; unrecorded runs are unchanged
+TEST_CASE("annotations",
+          "[record][c][annotate]") {
+  std::string dir = work_dir("annotated");
+  std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
+  // Unrecorded: the header's calls are no-ops and the program runs the same.
+  RunResult direct = run({program("annotated"), log_path});
+  REQUIRE(direct.exit_code() == 0);
+  CHECK(direct.out == "annotated: sum 101362\n");
+  CHECK(direct.err == "");
+  RunResult recorded = record({"-o", trace}, {program("annotated"), log_path});
+  CHECK(behaviour_difference(direct, recorded) == "");
+  Dump d = dump(trace);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  REQUIRE(d.run.exit_code() == 0);
+  REQUIRE(d.error == "");
+
+  std::vector<std::string> marks;
+  std::map<uint64_t, std::string> tags;
+  for (const Event &e : d.events) {
+    if (e.ev == "mark")
+      marks.push_back(e.name);
+    if (e.ev == "tag")
+      tags[e.ptr] = e.name;
+  }
+  CHECK(marks == std::vector<std::string>{"start", "built", "freed"});
+  ProgramLog log = read_log(log_path);
+  REQUIRE(log.count('A') == 200);
+  size_t tagged = 0;
+  for (const LogEntry &e : log.entries)
+    if (e.kind == 'A')
+      tagged += tags.count(e.ptr) && tags[e.ptr] == "TreeNode";
+  CHECK(tagged == 200);
+  std::vector<std::string> missing = missing_from_dump(log, d);
+  INFO(join(missing));
+  CHECK(missing.empty());
+
+  // Marks sit between the allocations of their phase: all 200 nodes are
+  // allocated after "start" and before "built".
+  size_t start_line = 0, built_line = 0, in_phase = 0;
+  for (const Event &e : d.events) {
+    if (e.ev == "mark" && e.name == "start")
+      start_line = e.line;
+    if (e.ev == "mark" && e.name == "built")
+      built_line = e.line;
+  }
+  for (const Event &e : d.events)
+    if (e.ev == "alloc" && same_function(e.innermost(), "mla_make_node"))
+      in_phase += e.line > start_line && e.line < built_line;
+  CHECK(in_phase == 200);
+}
+
+// the corners of the C API (alignment 0 or not a power of two, size 0,
+// overflow, errno) answer as they do without the recorder
+TEST_CASE("c_api.edge_cases", "[record][c]") {
+  std::string dir = work_dir("edge_cases");
+  RunResult direct = run({program("edge_cases")});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", dir + "/out.trace"}, {program("edge_cases")});
+  INFO("FAIL: in native mode the recorder must give the program glibc's own answers");
+  CHECK(behaviour_difference(direct, recorded) == "");
+  // jemalloc mode: a different allocator may answer the corners differently
+  // (memalign(24, n)), but the program runs to its end.
+  RunResult je = record({"-o", dir + "/je.trace", "--allocator", "jemalloc"}, {program("edge_cases")});
+  CHECK(je.exit_code() == 0);
+  CHECK(je.out.find("errno after successful calls") != std::string::npos);
+  Dump d = dump(dir + "/out.trace", false);
+  CHECK(d.run.exit_code() == 0);
+}

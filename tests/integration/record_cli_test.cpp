@@ -1,0 +1,255 @@
+// `memlayout record` given bad input, and when the trace cannot be written:
+// clear errors before the program starts, the shell's conventions for
+// commands that cannot run, and a program that carries on unharmed when the
+// disk fills up under its trace.
+#include "support.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mlt;
+
+namespace {
+
+const char *kTouch = "/usr/bin/touch";
+
+} // namespace
+
+// an unwritable trace path is an error before the program starts
+TEST_CASE("cli.unwritable_output",
+          "[record][cli]") {
+  std::string dir = work_dir("cli_unwritable");
+  std::string marker = dir + "/program-ran";
+  // A directory that does not exist; a path that is a directory.
+  const std::string out = GENERATE(as<std::string>{}, "/nonexistent-memlayout-dir/out.trace", "DIR");
+  std::string path = out == "DIR" ? dir : out;
+  CAPTURE(path);
+  RunResult r = record({"-o", path}, {kTouch, marker});
+  CHECK(r.exit_code() == 2);
+  CHECK_FALSE(file_exists(marker));
+  CHECK(r.out == "");
+  CHECK(r.err.find("memlayout") != std::string::npos);
+  CHECK(r.err.find(path) != std::string::npos);
+}
+
+// usage errors exit 2 without running anything
+TEST_CASE("cli.usage_errors", "[record][cli]") {
+  std::string dir = work_dir("cli_usage");
+  std::string marker = dir + "/program-ran";
+  const std::vector<std::string> args = GENERATE(as<std::vector<std::string>>{},
+      std::vector<std::string>{"--no-such-option", "--", kTouch, "M"},
+      std::vector<std::string>{"--allocator", "tcmalloc", "--", kTouch, "M"},
+      std::vector<std::string>{"--allocator"},
+      std::vector<std::string>{"--stack-depth", "0", "--", kTouch, "M"},
+      std::vector<std::string>{"--stack-depth", "65", "--", kTouch, "M"},
+      std::vector<std::string>{"--unwind", "guess", "--", kTouch, "M"},
+      std::vector<std::string>{"-o"},
+      std::vector<std::string>{},
+      std::vector<std::string>{"--"},
+      std::vector<std::string>{"-o", "x.trace"});
+  std::vector<std::string> argv = {memlayout_bin(), "record"};
+  for (const std::string &a : args)
+    argv.push_back(a == "M" ? marker : a);
+  CAPTURE(argv);
+  RunOptions opts;
+  opts.cwd = dir;
+  RunResult r = run(argv, opts);
+  CHECK(r.exit_code() == 2);
+  CHECK(r.err.find("usage: memlayout record") != std::string::npos);
+  CHECK_FALSE(file_exists(marker));
+  CHECK(list_dir(dir).empty()); // no trace file either
+}
+
+// --help prints the usage on stdout
+TEST_CASE("cli.help", "[record][cli]") {
+  RunResult r = run({memlayout_bin(), "record", "--help"});
+  CHECK(r.exit_code() == 0);
+  CHECK(r.out.find("usage: memlayout record") != std::string::npos);
+  CHECK(r.out.find("--follow-children") != std::string::npos);
+}
+
+// a command that cannot run exits like the shell (127, 126)
+TEST_CASE("cli.cannot_run", "[record][cli]") {
+  std::string dir = work_dir("cli_cannot_run");
+  std::string not_exec = dir + "/not-executable.sh";
+  {
+    FILE *f = std::fopen(not_exec.c_str(), "w");
+    REQUIRE(f);
+    std::fputs("#!/bin/sh\necho hi\n", f);
+    std::fclose(f);
+    chmod(not_exec.c_str(), 0644);
+  }
+  struct Case {
+    std::string command;
+    int status;
+    std::vector<std::string> message; // any of
+  };
+  const Case c = GENERATE_COPY(values<Case>({
+      {"no-such-command-memlayout-test", 127, {"command not found"}},
+      {dir + "/missing/prog", 127, {"No such file", "not found"}},
+      {not_exec, 126, {"Permission denied"}},
+      {dir, 126, {"Permission denied", "Is a directory"}},
+  }));
+  CAPTURE(c.command);
+  std::string trace = dir + "/out.trace";
+  RunResult r = record({"-o", trace}, {c.command, "arg"});
+  // The shell's behaviour: `sh -c 'CMD arg'` gives the same status.
+  RunResult sh = run({"/bin/sh", "-c", "'" + c.command + "' arg"});
+  CHECK(sh.exit_code() == c.status);
+  CHECK(r.exit_code() == c.status);
+  CHECK(r.out == "");
+  CHECK(r.err.find(c.command) != std::string::npos);
+  bool message = std::any_of(c.message.begin(), c.message.end(),
+                             [&](const std::string &m) { return r.err.find(m) != std::string::npos; });
+  INFO(r.err);
+  CHECK(message);
+  CHECK_FALSE(file_exists(trace)); // nothing recorded, nothing left behind
+}
+
+namespace {
+
+// The disk-full checks: the program's output and status as without us, the
+// trace readable up to where it stops and reported truncated.
+void check_write_failure(const RunResult &direct, const RunResult &recorded, const std::string &trace) {
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(direct.exit_code() == 0);
+  CHECK(recorded.out == direct.out);
+  CHECK(recorded.describe() == direct.describe());
+  // The recorder may say on stderr that it stopped; nothing else is added.
+  std::string err = program_stderr(recorded.err);
+  size_t foreign = 0;
+  for (size_t pos = 0; pos < err.size();) {
+    size_t nl = err.find('\n', pos);
+    std::string line = err.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    foreign += line.find("memlayout") == std::string::npos;
+    pos = nl == std::string::npos ? err.size() : nl + 1;
+  }
+  CHECK(foreign == 0);
+  Dump d = dump(trace, false);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  CHECK(d.run.exit_code() == 1); // truncated: printed what it could
+  CHECK(d.header_int("pid").has_value());
+  CHECK(d.run.err.find("truncated") != std::string::npos);
+}
+
+} // namespace
+
+// a write error mid-run (file size limit) leaves the program unharmed
+TEST_CASE("cli.write_error",
+          "[record][cli][diskfull]") {
+  std::string dir = work_dir("cli_fsize");
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("churn"), "300000"};
+  RunResult direct = run(argv);
+  // RLIMIT_FSIZE with SIGXFSZ ignored: write() fails with EFBIG past 64 KiB,
+  // as it would with ENOSPC on a full disk. The program writes no files.
+  RunOptions opts;
+  opts.fsize_limit = 64 * 1024;
+  opts.ignore_sigxfsz = true;
+  RunResult recorded = record({"-o", trace}, argv, opts);
+  check_write_failure(direct, recorded, trace);
+  struct stat st;
+  REQUIRE(stat(trace.c_str(), &st) == 0);
+  CHECK(st.st_size <= 64 * 1024);
+}
+
+// a full file system mid-run (64 KiB tmpfs) leaves the program unharmed
+TEST_CASE("cli.disk_full", "[record][cli][diskfull]") {
+  // a mount left behind by an interrupted run would keep work_dir from emptying
+  umount2((std::string(MLT_WORK_DIR) + "/cli_tmpfs/small").c_str(), MNT_DETACH);
+  std::string dir = work_dir("cli_tmpfs");
+  std::string mnt = dir + "/small";
+  REQUIRE(mkdir(mnt.c_str(), 0755) == 0);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) {
+    WARN("skipped: cannot mount a small tmpfs here (needs root): " << std::strerror(errno));
+    return;
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  std::string trace = mnt + "/out.trace";
+  std::vector<std::string> argv = {program("churn"), "300000"};
+  RunResult direct = run(argv);
+  RunResult recorded = record({"-o", trace}, argv);
+  check_write_failure(direct, recorded, trace);
+}
+
+// the trace lands where -o says, or at a predictable default
+TEST_CASE("cli.trace_name", "[record][cli]") {
+  std::string dir = work_dir("cli_default_name");
+  RunOptions opts;
+  opts.cwd = dir;
+  RunResult r = record({}, {program("churn"), "1000"}, opts);
+  REQUIRE(r.exit_code() == 0);
+  std::vector<std::string> names = list_dir(dir);
+  REQUIRE(names.size() == 1);
+  CHECK(names[0].rfind("memlayout.mlt_churn.", 0) == 0);
+  CHECK(names[0].size() > 6);
+  CHECK(names[0].compare(names[0].size() - 6, 6, ".trace") == 0);
+  CHECK(r.err.find(names[0]) != std::string::npos);
+  // relative -o is relative to the caller's directory
+  RunResult rel = record({"-o", "sub.trace"}, {program("churn"), "1000"}, opts);
+  REQUIRE(rel.exit_code() == 0);
+  CHECK(file_exists(dir + "/sub.trace"));
+}
+
+// every unwind method and stack depth names the allocating function
+TEST_CASE("cli.unwind_methods",
+          "[record][cli][unwind]") {
+  const std::string method = GENERATE(as<std::string>{}, "cfi", "fp", "dwarf");
+  const int depth = GENERATE(1, 8);
+  CAPTURE(method, depth);
+  std::string dir = work_dir("cli_unwind_" + method + "_" + std::to_string(depth));
+  std::string trace = dir + "/out.trace", log_path = dir + "/program.log";
+  RunResult r = record({"-o", trace, "--unwind", method, "--stack-depth", std::to_string(depth)},
+                       {program("exec_child"), log_path, "unwind"});
+  INFO(r.err);
+  REQUIRE(r.exit_code() == 0);
+  Dump d = dump(trace);
+  INFO(d.run.err);
+  REQUIRE(d.run.exit_code() == 0);
+  CHECK(d.header_int("stack_depth") == depth);
+  ProgramLog log = read_log(log_path);
+  std::vector<std::string> missing = missing_from_dump(log, d);
+  INFO(join(missing));
+  CHECK(missing.empty());
+  for (const Event &e : d.events) {
+    if (e.ev != "alloc" || !same_function(e.innermost(), "mlc_child_alloc"))
+      continue;
+    size_t real_frames = static_cast<size_t>(std::count_if(e.frames.begin(), e.frames.end(),
+                                                           [](const Frame &f) { return !f.inlined; }));
+    CHECK(real_frames <= static_cast<size_t>(depth));
+    // The caller's caller: exact unwinders find main without frame pointers.
+    if (depth > 1 && method != "fp") {
+      REQUIRE(e.frames.size() >= 2);
+      CHECK(e.frames[1].function == "main");
+    }
+    break;
+  }
+}
+
+// --no-page-frames: snapshots of the memory map without physical frames
+TEST_CASE("cli.no_page_frames", "[record][cli]") {
+  std::string dir = work_dir("cli_no_page_frames");
+  RunResult r = record({"-o", dir + "/out.trace", "--no-page-frames"}, {program("churn"), "5000"});
+  REQUIRE(r.exit_code() == 0);
+  Dump d = dump(dir + "/out.trace", false);
+  REQUIRE(d.run.exit_code() == 0);
+  REQUIRE_FALSE(d.map_pfns.empty());
+  for (bool pfns : d.map_pfns)
+    CHECK_FALSE(pfns);
+  if (geteuid() == 0) { // only root can read page frames
+    RunResult with = record({"-o", dir + "/with.trace"}, {program("churn"), "5000"});
+    REQUIRE(with.exit_code() == 0);
+    Dump w = dump(dir + "/with.trace", false);
+    REQUIRE_FALSE(w.map_pfns.empty());
+    CHECK(w.map_pfns.back());
+  }
+}

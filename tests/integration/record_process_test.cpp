@@ -1,0 +1,397 @@
+// Process life cycles under `memlayout record`: fork, exec (followed or not),
+// posix_spawn, system(), dlopen (with RTLD_DEEPBIND, with dlclose), and every
+// way of ending: exit, _exit, abort, a fatal signal, signal handlers that
+// allocate, exit from a thread while others run. In each, the program's
+// stdout, stderr and exit status are what they are without memlayout.
+#include "support.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+using namespace mlt;
+
+namespace {
+
+size_t allocs_from(const Dump &d, const std::string &fn) {
+  return static_cast<size_t>(std::count_if(d.events.begin(), d.events.end(), [&](const Event &e) {
+    return (e.ev == "alloc" || e.ev == "realloc") && same_function(e.innermost(), fn);
+  }));
+}
+
+std::vector<std::string> traces_in(const std::string &dir) {
+  std::vector<std::string> out;
+  for (const std::string &n : list_dir(dir))
+    if (n.size() > 6 && n.compare(n.size() - 6, 6, ".trace") == 0)
+      out.push_back(n);
+  return out;
+}
+
+long read_pid(const std::string &path) { return std::atol(read_file(path).c_str()); }
+
+} // namespace
+
+// parent and child each get their own trace, named predictably
+TEST_CASE("fork", "[record][fork]") {
+  const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(mode);
+  std::string dir = work_dir("fork_" + mode);
+  std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
+  RunResult direct = run({program("fork_child"), log_path});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace, "--allocator", mode}, {program("fork_child"), log_path});
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+
+  ProgramLog parent_log = read_log(log_path), child_log = read_log(log_path + ".child");
+  REQUIRE(parent_log.pid > 0);
+  REQUIRE(child_log.pid > 0);
+  REQUIRE(child_log.ppid == parent_log.pid);
+  std::string child_trace = "out." + std::to_string(child_log.pid) + ".trace";
+  CHECK(traces_in(dir) == std::vector<std::string>{child_trace, "out.trace"});
+
+  Dump parent = dump(trace);
+  INFO("dump of the parent's trace:\n" << parent.run.err);
+  REQUIRE(parent.run.exit_code() == 0);
+  REQUIRE(parent.error == "");
+  CHECK(parent.header_int("pid") == parent_log.pid);
+  std::vector<std::string> missing = missing_from_dump(parent_log, parent);
+  INFO("parent's events not in its trace:\n" << join(missing));
+  CHECK(missing.empty());
+  CHECK(allocs_from(parent, "mlf_parent_alloc") == 100);
+  CHECK(allocs_from(parent, "mlf_parent_after_fork") == 30);
+  CHECK(allocs_from(parent, "mlf_child_alloc") == 0);
+  size_t forks = static_cast<size_t>(std::count_if(parent.events.begin(), parent.events.end(), [&](const Event &e) {
+    return e.ev == "fork" && static_cast<long>(e.child) == child_log.pid;
+  }));
+  CHECK(forks == 1);
+  CHECK(parent.end_int("exit_status") == 0);
+  std::vector<std::string> errors = lifetime_errors(parent);
+  INFO(join(errors));
+  CHECK(errors.empty());
+
+  Dump child = dump(dir + "/" + child_trace);
+  INFO("dump of the child's trace:\n" << child.run.err);
+  REQUIRE(child.run.exit_code() == 0);
+  REQUIRE(child.error == "");
+  CHECK(child.header_int("pid") == child_log.pid);
+  CHECK(child.header_int("parent_pid") == parent_log.pid);
+  std::vector<std::string> child_missing = missing_from_dump(child_log, child);
+  INFO("child's events not in its trace:\n" << join(child_missing));
+  CHECK(child_missing.empty());
+  CHECK(allocs_from(child, "mlf_child_alloc") == 50);
+  // What the parent did before the fork is the parent's trace's, not repeated.
+  CHECK(allocs_from(child, "mlf_parent_alloc") == 0);
+  CHECK(allocs_from(child, "mlf_parent_after_fork") == 0);
+  CHECK(child.end_int("exit_status") == 3);
+}
+
+// without --follow-children only the first program is recorded
+TEST_CASE("exec.no_follow", "[record][exec]") {
+  const std::string mode = GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
+  CAPTURE(mode);
+  std::string dir = work_dir("exec_nofollow_" + mode);
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("exec_parent"), mode, program("exec_child"), dir};
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
+
+  Dump d = dump(trace);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  REQUIRE(d.run.exit_code() == 0);
+  CHECK(allocs_from(d, "mle_parent_alloc") == 10);
+  CHECK(allocs_from(d, "mlc_child_alloc") == 0);
+  CHECK(d.end_lines >= 1);
+  if (mode != "exec" && mode != "echo")
+    CHECK(d.end_int("exit_status") == 0);
+  // The child ran without the recorder in its environment.
+  if (mode != "echo") {
+    ProgramLog child = read_log(dir + "/" + mode + ".log");
+    CHECK(child.count('A') == 20);
+  }
+}
+
+// with --follow-children every program started is recorded
+TEST_CASE("exec.follow", "[record][exec]") {
+  const std::string mode = GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
+  CAPTURE(mode);
+  std::string dir = work_dir("exec_follow_" + mode);
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("exec_parent"), mode, program("exec_child"), dir};
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace, "--follow-children"}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+
+  ProgramLog parent_log = read_log(dir + "/parent.log");
+  REQUIRE(parent_log.pid > 0);
+  std::vector<std::string> traces = traces_in(dir);
+  CAPTURE(traces);
+  Dump first = dump(trace);
+  REQUIRE(first.run.exit_code() == 0);
+  CHECK(first.header_int("pid") == parent_log.pid);
+  CHECK(allocs_from(first, "mle_parent_alloc") == 10);
+  CHECK(allocs_from(first, "mlc_child_alloc") == 0);
+
+  // Where the exec'd program's trace must be.
+  std::vector<std::string> expected;
+  std::string pid = std::to_string(parent_log.pid);
+  if (mode == "exec" || mode == "echo") {
+    expected = {"out." + pid + ".1.trace"}; // the same pid's first exec
+  } else if (mode == "forkexec" || mode == "spawn") {
+    std::string child = std::to_string(read_pid(dir + "/" + mode + ".pid"));
+    REQUIRE(child != "0");
+    // docs/recording.md: a spawned program records into FILE.PID; a forked
+    // child that execs is an image replacing a recorded process: FILE.PID.1
+    expected = {mode == "spawn" ? "out." + child + ".trace" : "out." + child + ".1.trace"};
+  }
+  std::string child_trace;
+  if (mode == "system") {
+    // /bin/sh is recorded too; the child's trace is the one with its allocations
+    for (const std::string &t : traces)
+      if (t != "out.trace" && allocs_from(dump(dir + "/" + t), "mlc_child_alloc") > 0)
+        child_trace = t;
+  } else {
+    for (const std::string &t : expected)
+      if (std::find(traces.begin(), traces.end(), t) != traces.end())
+        child_trace = t;
+  }
+  INFO("expected one of: " << join(expected));
+  REQUIRE(child_trace != "");
+
+  Dump child = dump(dir + "/" + child_trace);
+  INFO("dump of " << child_trace << ":\n" << child.run.err);
+  REQUIRE(child.run.exit_code() == 0);
+  REQUIRE(child.error == "");
+  CHECK(child.end_int("exit_status") == 0);
+  if (mode == "echo") {
+    std::string exe = child.header_str("executable");
+    CHECK(exe.find("echo") != std::string::npos);
+    CHECK(child.count("alloc") > 0);
+    CHECK(child.header_int("pid") == parent_log.pid);
+  } else {
+    ProgramLog child_log = read_log(dir + "/" + mode + ".log");
+    CHECK(child.header_int("pid") == child_log.pid);
+    std::vector<std::string> missing = missing_from_dump(child_log, child);
+    INFO(join(missing));
+    CHECK(missing.empty());
+    CHECK(allocs_from(child, "mlc_child_alloc") == 20);
+    CHECK(allocs_from(child, "mle_parent_alloc") == 0);
+  }
+  if (mode == "exec")
+    CHECK(child.header_int("pid") == parent_log.pid);
+  // Every trace left is complete.
+  for (const std::string &t : traces) {
+    Dump any = dump(dir + "/" + t, false);
+    CAPTURE(t, any.run.err);
+    CHECK(any.run.exit_code() == 0);
+  }
+}
+
+// a plugin's allocations are attributed to its functions
+TEST_CASE("dlopen", "[record][dlopen]") {
+  const std::string variant = GENERATE(as<std::string>{}, "plain", "deepbind", "close", "deepbind+close");
+  const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(variant, mode);
+  std::string dir = work_dir("dlopen_" + std::string(variant == "deepbind+close" ? "deepbind_close" : variant) +
+                             "_" + mode);
+  std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("dlopen_main"), plugin_path(), log_path};
+  if (variant.find("deepbind") != std::string::npos)
+    argv.push_back("deepbind");
+  if (variant.find("close") != std::string::npos)
+    argv.push_back("close");
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace, "--allocator", mode}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+
+  Dump d = dump(trace);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  REQUIRE(d.run.exit_code() == 0);
+  REQUIRE(d.error == "");
+  size_t loaded = 0, unloaded = 0;
+  uint64_t base = 0;
+  for (const Module &m : d.modules)
+    if (m.path == plugin_path() && m.what == "loaded") {
+      ++loaded;
+      base = m.base;
+    }
+  for (const Module &m : d.modules) // named by path, or by its base alone
+    unloaded += m.what == "unloaded" && (m.path == plugin_path() || (m.path.empty() && m.base == base));
+  CHECK(loaded == 1);
+  if (variant.find("close") != std::string::npos)
+    CHECK(unloaded == 1);
+  ProgramLog log = read_log(log_path);
+  REQUIRE(log.count('A') == 16);
+  std::vector<std::string> missing = missing_from_dump(log, d);
+  INFO(join(missing));
+  CHECK(missing.empty());
+  // The call site is in the plugin's source file.
+  for (const Event &e : d.events)
+    if (e.ev == "alloc" && same_function(e.innermost(), "mlp_plugin_make")) {
+      CHECK(e.frames.front().file.find("plugin.c") != std::string::npos);
+      break;
+    }
+}
+
+// output, status and a readable trace however the program ends
+TEST_CASE("exit_paths",
+          "[record][exit]") {
+  const std::string mode = GENERATE(as<std::string>{}, "exit", "_exit", "abort", "segv", "signal",
+                                    "thread_exit");
+  const std::string allocator = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(mode, allocator);
+  std::string dir = work_dir("exit_" + mode + "_" + allocator);
+  std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("exit_paths"), mode, log_path};
+  RunResult direct = run(argv);
+  RunResult recorded = record({"-o", trace, "--allocator", allocator}, argv);
+  INFO("direct: " << direct.describe() << ", recorded: " << recorded.describe());
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  static const std::map<std::string, std::string> expected_status = {
+      {"exit", "exit 4"},       {"_exit", "exit 5"},       {"abort", "signal 6 (Aborted)"},
+      {"segv", "signal 11 (Segmentation fault)"}, {"signal", "exit 0"}, {"thread_exit", "exit 7"}};
+  CHECK(direct.describe() == expected_status.at(mode));
+  if (mode == "_exit")
+    CHECK(direct.out == "_exit: written directly\n");
+  if (mode == "abort") {
+    // What a shell or CI sees: 128 + SIGABRT.
+    RunResult sh = run({"/bin/sh", "-c", "\"$0\" record -o \"$1\" -- \"$2\" abort \"$3\" 2>/dev/null; echo $?",
+                        memlayout_bin(), dir + "/sh.trace", program("exit_paths"), dir + "/sh.log"});
+    CHECK(sh.out == "134\n"); // abort() flushes no stdio buffers
+  }
+
+  Dump d = dump(trace);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  REQUIRE(d.error == "");
+  ProgramLog log = read_log(log_path);
+  if (mode == "segv") {
+    // No exit path to write the end: the trace is readable, marked truncated
+    // if the recorder did not finish it.
+    CHECK((d.run.exit_code() == 0 || d.run.exit_code() == 1));
+    CHECK(d.header_int("pid") == log.pid);
+    return;
+  }
+  CHECK(d.run.exit_code() == 0);
+  CHECK(d.end_lines >= 1);
+  if (recorded.exited())
+    CHECK(d.end_int("exit_status") == recorded.exit_code());
+  std::vector<std::string> missing = missing_from_dump(log, d);
+  INFO(join(missing));
+  CHECK(missing.empty());
+  size_t expected_allocs = mode == "thread_exit" ? 150 : 50;
+  CHECK(allocs_from(d, "mlx_exit_alloc") == expected_allocs);
+  if (mode == "signal")
+    CHECK(allocs_from(d, "mls_handler_alloc") == 10);
+  std::vector<std::string> errors = lifetime_errors(d);
+  INFO(join(errors));
+  CHECK(errors.empty());
+}
+
+// The environment the program and its (unfollowed) children see is the one
+// they would see without memlayout: the user's own LD_PRELOAD kept, ours gone.
+TEST_CASE("environment", "[record][exec][env]") {
+  std::string dir = work_dir("environment");
+  const std::string who = GENERATE(as<std::string>{}, "program", "child");
+  CAPTURE(who);
+  // The plugin is a harmless library to preload: no constructors.
+  RunOptions opts;
+  opts.setenv = {{"LD_PRELOAD", plugin_path()}};
+  std::vector<std::string> argv = who == "program" ? std::vector<std::string>{"/usr/bin/env"}
+                                                   : std::vector<std::string>{"/bin/sh", "-c", "/usr/bin/env"};
+  RunResult direct = run(argv, opts);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", dir + "/out.trace"}, argv, opts);
+  REQUIRE(recorded.exit_code() == 0);
+  auto lines_with = [](const std::string &text, const std::string &prefix) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(prefix, 0) == 0)
+        out.push_back(line);
+    return out;
+  };
+  CHECK(lines_with(recorded.out, "LD_PRELOAD=") == std::vector<std::string>{"LD_PRELOAD=" + plugin_path()});
+  std::vector<std::string> ours = lines_with(recorded.out, "MEMLAYOUT_");
+  INFO("FAIL: memlayout's settings leak into the environment the program "
+       << (who == "program" ? "prints" : "passes to children it starts unrecorded") << ":\n"
+       << join(ours));
+  CHECK(ours.empty());
+  // Nothing else differs.
+  auto without_ours = [](const std::string &text) {
+    std::string kept;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("MEMLAYOUT_", 0) != 0)
+        kept += line + "\n";
+    return kept;
+  };
+  CHECK((without_ours(recorded.out) == direct.out));
+}
+
+// fork while other threads are inside malloc and the recorder: no deadlock,
+// every child its own complete trace
+TEST_CASE("fork.threaded", "[record][fork]") {
+  const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(mode);
+  std::string dir = work_dir("fork_threaded_" + mode);
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("fork_child"), dir + "/unused.log", "threaded"};
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunOptions opts;
+  opts.timeout_s = 60; // a deadlock shows up as a timeout
+  RunResult recorded = record({"-o", trace, "--allocator", mode}, argv, opts);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  REQUIRE_FALSE(recorded.timed_out);
+  CHECK(behaviour_difference(direct, recorded) == "");
+
+  Dump parent = dump(trace, false);
+  REQUIRE(parent.run.exit_code() == 0);
+  std::vector<uint64_t> children;
+  for (const Event &e : parent.events)
+    if (e.ev == "fork")
+      children.push_back(e.child);
+  REQUIRE(children.size() == 20);
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::string name = "out." + std::to_string(children[i]) + ".trace";
+    CAPTURE(name);
+    REQUIRE(file_exists(dir + "/" + name));
+    Dump child = dump(dir + "/" + name);
+    INFO("dump stderr:\n" << child.run.err);
+    CHECK(child.run.exit_code() == 0);
+    CHECK(child.end_int("exit_status") == static_cast<int64_t>(i % 5));
+    CHECK(allocs_from(child, "mlf_child_alloc") == 100);
+    CHECK(child.header_int("parent_pid") == parent.header_int("pid"));
+  }
+  CHECK(traces_in(dir).size() == 21);
+}
+
+// A program that closes every descriptor it did not open (daemons do) and
+// reuses the numbers: the trace goes on, complete.
+TEST_CASE("closed_descriptors", "[record][fd]") {
+  std::string dir = work_dir("closed_descriptors");
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {program("churn"), "40000", "close-fds"};
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  Dump d = dump(trace);
+  INFO("memlayout dump stderr:\n" << d.run.err);
+  REQUIRE(d.run.exit_code() == 0);
+  CHECK(allocs_from(d, "mlk_churn_alloc") == 40000);
+  CHECK(d.end_int("lost_events") == 0);
+  CHECK(d.end_int("write_errors") == 0);
+}
