@@ -821,7 +821,7 @@ bool TraceReader::decode_end(Cursor c) {
   EndRecord e;
   uint8_t reason = c.u8();
   if (reason < static_cast<uint8_t>(trace::EndReason::kExit) ||
-      reason > static_cast<uint8_t>(trace::EndReason::kAbort))
+      reason > static_cast<uint8_t>(trace::EndReason::kSignal))
     return false;
   e.reason = static_cast<trace::EndReason>(reason);
   e.tsc = c.varint();

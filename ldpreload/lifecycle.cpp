@@ -6,6 +6,7 @@
 #include "trace_writer.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
@@ -268,6 +269,34 @@ void on_thread_exit(void *) { thread_exit(tl_state); }
 
 void on_process_exit(int status, void *) { finish_trace(trace::EndReason::kExit, status); }
 
+// Signals whose default action ends the process. Where the program left that
+// default in place, a handler of ours writes what was recorded and then lets
+// the signal do what it would have done: Ctrl-C on a recorded server or a
+// crash no longer loses the last block of every thread.
+constexpr int kDeadlySignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
+                                  SIGBUS,  SIGFPE,  SIGSEGV, SIGTERM, SIGSYS,  SIGXCPU,
+                                  SIGALRM, SIGUSR1, SIGUSR2, SIGPIPE};
+
+void on_deadly_signal(int sig) {
+  // SA_RESETHAND has put the default action back.
+  finish_trace(trace::EndReason::kSignal, sig);
+  raise(sig); // delivered on return from this handler (SA_NODEFER): dies as it would have
+}
+
+void install_signal_handlers() {
+  for (int sig : kDeadlySignals) {
+    struct sigaction old{};
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+        (old.sa_flags & SA_SIGINFO))
+      continue;
+    struct sigaction sa{};
+    sa.sa_handler = on_deadly_signal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
 void before_fork() {
   tl_state.busy = 1;
   recorder_prepare_fork();
@@ -363,6 +392,8 @@ bool initialize() {
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   on_exit(on_process_exit, nullptr);
   bool ok = open_trace();
+  if (ok)
+    install_signal_handlers();
   g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
   if (ok)
     record_module_changes();
@@ -376,17 +407,24 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   if (!in_this_process() || g_state.load(std::memory_order_acquire) != State::kRecording ||
       finishing.exchange(true))
     return;
+  bool from_signal = reason == trace::EndReason::kSignal;
   uint8_t was_busy = tl_state.busy;
   tl_state.busy = 1;
   int saved_errno = errno;
-  flush_all_threads(true);
+  if (from_signal) {
+    g_writer.stop_compressing();
+    flush_all_threads_from_signal();
+  } else {
+    flush_all_threads();
+  }
   if (g_writer.is_open()) { // a forked child that recorded nothing has no file
-    record_module_changes();
-    if (uint32_t id = record_memory_map(); id && tl_state.log) {
+    if (!from_signal) // dl_iterate_phdr takes the loader lock
+      record_module_changes();
+    if (uint32_t id = record_memory_map(); id && tl_state.log && !from_signal) {
       record_ext(tl_state, trace::ExtKind::kSnapshot, id);
       flush_log(tl_state.log);
     }
-    Totals t = totals();
+    Totals t = totals(from_signal);
     uint8_t buf[128], *w = buf;
     *w++ = static_cast<uint8_t>(reason);
     w = trace::put_varint(w, sys::rdtsc());

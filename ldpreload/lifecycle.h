@@ -19,7 +19,8 @@ bool ensure_trace_open();
 void arm_thread_exit(ThreadLog *log);
 
 // Writes everything and a kEnd record. Once per process image, except that a
-// failed exec resumes recording.
+// failed exec resumes recording. kSignal comes from a signal handler: it
+// takes only locks that are free and compresses nothing.
 void finish_trace(trace::EndReason reason, int exit_status);
 
 } // namespace memlayout::preload

@@ -100,12 +100,15 @@ void unregister(ThreadLog *log) {
 // tries again.
 constexpr uint8_t kRawBlocks = 15;
 
-void write_block(ThreadLog *log, size_t bytes, uint32_t events) {
+void write_block(ThreadLog *log, size_t bytes, uint32_t events, bool from_signal = false) {
   if (!events)
     return;
-  if (!ensure_trace_open())
+  if (from_signal ? !g_writer.is_open() : !ensure_trace_open())
     return;
-  g_dictionary.flush_pending();
+  if (from_signal)
+    g_dictionary.flush_pending_if_unlocked();
+  else
+    g_dictionary.flush_pending();
   bool compress = log->compress_skip == 0;
   if (!compress)
     --log->compress_skip;
@@ -250,34 +253,61 @@ void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value) {
 
 void count_lost_event() { g_lost.fetch_add(1, std::memory_order_relaxed); }
 
-void flush_all_threads(bool final) {
-  ThreadLog *self = tl_state.log;
-  if (self)
-    flush_log(self);
-  LockGuard g(g_registry_lock);
-  for (ThreadLog *l = g_logs; l; l = l->next) {
-    if (l == self)
-      continue;
-    LockGuard lg(l->flush_lock);
-    if (l->taken_over)
-      continue;
-    uint64_t c = l->committed.load(std::memory_order_acquire);
-    write_block(l, static_cast<size_t>(c >> 32), static_cast<uint32_t>(c));
-    if (final)
-      l->taken_over = true;
-  }
+namespace {
+
+enum class Waiting { kWait, kFromSignal };
+
+bool take(SpinLock &l, Waiting w) {
+  if (w == Waiting::kFromSignal)
+    return l.try_lock();
+  l.lock();
+  return true;
 }
 
-Totals totals() {
+// Writes a log's complete events (its committed prefix) and takes it over.
+void take_over(ThreadLog *l, Waiting w) {
+  if (!take(l->flush_lock, w))
+    return;
+  if (!l->taken_over) {
+    uint64_t c = l->committed.load(std::memory_order_acquire);
+    write_block(l, static_cast<size_t>(c >> 32), static_cast<uint32_t>(c),
+                w == Waiting::kFromSignal);
+    l->taken_over = true;
+  }
+  l->flush_lock.unlock();
+}
+
+void flush_everything(Waiting w) {
+  ThreadLog *self = tl_state.log;
+  if (self && w == Waiting::kWait)
+    flush_log(self);
+  else if (self)
+    take_over(self, w); // interrupted mid-event perhaps: committed events only
+  if (!take(g_registry_lock, w))
+    return;
+  for (ThreadLog *l = g_logs; l; l = l->next)
+    if (l != self)
+      take_over(l, w);
+  g_registry_lock.unlock();
+}
+
+} // namespace
+
+void flush_all_threads() { flush_everything(Waiting::kWait); }
+void flush_all_threads_from_signal() { flush_everything(Waiting::kFromSignal); }
+
+Totals totals(bool from_signal) {
   Totals t{g_retired_events.load(), g_retired_allocs.load(), g_retired_frees.load(),
            g_retired_bytes.load(), g_lost.load()};
-  LockGuard g(g_registry_lock);
+  if (!take(g_registry_lock, from_signal ? Waiting::kFromSignal : Waiting::kWait))
+    return t;
   for (ThreadLog *l = g_logs; l; l = l->next) {
     t.events += l->total_events;
     t.allocs += l->allocs;
     t.frees += l->frees;
     t.bytes_allocated += l->bytes_allocated;
   }
+  g_registry_lock.unlock();
   return t;
 }
 

@@ -81,14 +81,18 @@ void record_tag(ThreadState &ts, const void *p, const char *name);
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value);
 void count_lost_event();
 
-// Flushes every thread's complete events. The calling thread's log stays
-// usable; other threads' logs are taken over when `final`.
-void flush_all_threads(bool final);
+// Writes every thread's complete events, the process is ending: the calling
+// thread's log stays usable, other threads' logs are taken over (whatever
+// they record afterwards is dropped).
+void flush_all_threads();
+// The same from a signal handler: only what can be had without waiting for a
+// lock the interrupted code may hold.
+void flush_all_threads_from_signal();
 
 struct Totals {
   uint64_t events, allocs, frees, bytes_allocated, lost;
 };
-Totals totals();
+Totals totals(bool from_signal = false);
 
 // Thread exit: flushes and, on the last destructor round, retires the log.
 void thread_exit(ThreadState &ts);

@@ -119,6 +119,13 @@ void Dictionary::flush_pending() {
   flush_locked();
 }
 
+void Dictionary::flush_pending_if_unlocked() {
+  if (!has_pending() || !lock_.try_lock())
+    return;
+  flush_locked();
+  lock_.unlock();
+}
+
 // Serialises entries [written_, arena_used_) into kStacks and kStrings records
 // of at most kRecordChunk bytes each.
 void Dictionary::flush_locked() {

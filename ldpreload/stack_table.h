@@ -33,6 +33,8 @@ public:
 
   // Writes every entry the trace does not have yet.
   void flush_pending();
+  // From a signal handler: the interrupted code may hold the lock.
+  void flush_pending_if_unlocked();
   bool has_pending() const { return pending_.load(std::memory_order_acquire); }
 
   void prepare_fork() { lock_.lock(); }

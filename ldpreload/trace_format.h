@@ -271,9 +271,21 @@ inline constexpr Api head_api(uint8_t head) { return static_cast<Api>(head >> 3)
 //            last kEnd of a file is the one that counts.
 
 enum class ThreadEvent : uint8_t { kStart = 1, kExit = 2, kName = 3 };
-enum class EndReason : uint8_t { kExit = 1, kExec = 2, kAbort = 3 };
+// kSignal: killed by a signal whose action was the default (exit_status holds
+// the signal number); what was complete when it arrived was written.
+enum class EndReason : uint8_t { kExit = 1, kExec = 2, kAbort = 3, kSignal = 4 };
 inline constexpr const char *end_reason_name(EndReason r) {
-  return r == EndReason::kExit ? "exit" : r == EndReason::kExec ? "exec" : r == EndReason::kAbort ? "abort" : "?";
+  switch (r) {
+  case EndReason::kExit:
+    return "exit";
+  case EndReason::kExec:
+    return "exec";
+  case EndReason::kAbort:
+    return "abort";
+  case EndReason::kSignal:
+    return "signal";
+  }
+  return "?";
 }
 enum class ModuleEvent : uint8_t { kLoaded = 1, kUnloaded = 2 };
 enum class RegionKind : uint8_t { kHeap = 1, kAnonymous = 2, kStack = 3, kOther = 4 };

@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <csignal>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -160,7 +162,7 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
   Compressor *c = nullptr;
   const void *body = payload;
   size_t body_n = n;
-  if (compress_payload && n > 0) {
+  if (compress_payload && n > 0 && !raw_only_.load(std::memory_order_relaxed)) {
     c = &acquire_compressor();
     size_t z = compress(*c, level_, payload, n);
     if (z) {
@@ -172,6 +174,12 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
   h.payload_bytes = static_cast<uint32_t>(body_n);
   iovec iov[2] = {{&h, sizeof h}, {const_cast<void *>(body), body_n}};
   size_t total = sizeof h + body_n;
+  // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action would
+  // kill the program for our write: keep it blocked and take it back.
+  sigset_t xfsz, old_mask;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old_mask);
   bool ok = ensure_descriptor();
   if (ok) {
     ssize_t w;
@@ -190,6 +198,11 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
       ok = w >= 0;
     }
   }
+  if (!ok && errno == EFBIG && !sigismember(&old_mask, SIGXFSZ)) {
+    timespec now{};
+    sigtimedwait(&xfsz, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (c)
     c->lock.unlock();
   if (ok) {

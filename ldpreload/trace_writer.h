@@ -33,6 +33,9 @@ public:
   void child_after_fork();
 
   void set_compression_level(int level) { level_ = level; }
+  // From a signal handler: no zstd (its contexts sit behind locks the
+  // interrupted code may hold), records go out as they are.
+  void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }
   uint64_t bytes_written() const { return bytes_.load(std::memory_order_relaxed); }
   uint64_t write_errors() const { return errors_.load(std::memory_order_relaxed); }
 
@@ -42,6 +45,7 @@ private:
   uint64_t dev_ = 0, ino_ = 0;
   int level_ = 1;
   std::atomic<bool> broken_{false};
+  std::atomic<bool> raw_only_{false};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   char path_[4096] = {};

@@ -5,7 +5,8 @@
  * exit         allocations, buffered stdout, exit(4)
  * _exit        buffered stdout that is never flushed, _exit(5)
  * abort        abort() (dies of SIGABRT)
- * segv         dies of SIGSEGV (default action)
+ * segv         dies of SIGSEGV (a store through a null pointer)
+ * term         dies of SIGTERM sent to itself (as from kill or a supervisor)
  * signal       handlers that allocate: SIGUSR1 raised 10 times, SIGALRM from
  *              a 100 us timer during an allocation loop; exit 0
  * thread_exit  exit(7) from a thread while three others keep allocating */
@@ -144,7 +145,7 @@ static int run_thread_exit(void) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s exit|_exit|abort|segv|signal|thread_exit LOG\n", argv[0]);
+    fprintf(stderr, "usage: %s exit|_exit|abort|segv|term|signal|thread_exit LOG\n", argv[0]);
     return 2;
   }
   const char *mode = argv[1];
@@ -177,9 +178,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "segv: faulting\n");
     if (ml_log_write(g_log) != 0)
       return 1;
-    signal(SIGSEGV, SIG_DFL);
-    raise(SIGSEGV);
+    volatile int *nowhere = NULL;
+    *nowhere = 1;
     return 98;
+  }
+  if (!strcmp(mode, "term")) {
+    fprintf(stderr, "term: terminating\n");
+    if (ml_log_write(g_log) != 0)
+      return 1;
+    kill(getpid(), SIGTERM);
+    pause();
+    return 97;
   }
   if (!strcmp(mode, "signal"))
     return run_signal();
