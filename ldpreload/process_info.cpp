@@ -138,6 +138,8 @@ size_t g_map_cap = 0;
 uint64_t *g_pagemap_buf = nullptr;
 constexpr size_t kPagemapChunk = 1 << 16; // pages per pread
 constexpr size_t kMaxMapPayload = 48u << 20;
+constexpr size_t kMaxOwnCopy = 4096;
+sys::Range g_own[kMaxOwnCopy]; // under g_map_lock
 
 struct Region {
   uintptr_t start, end;
@@ -208,7 +210,10 @@ bool parse_header(const char *line, Region *r) {
     ++p;
   const char *path = p;
   r->anon_huge_kib = 0;
-  if (*path == '\n' || *path == '\0')
+  if (!strncmp(path, "[anon:", 6) &&
+      !strncmp(path + 6, sys::kMappingName, strlen(sys::kMappingName)))
+    return false; // the recorder's own memory
+  if (*path == '\n' || *path == '\0' || !strncmp(path, "[anon:", 6))
     r->kind = trace::RegionKind::kAnonymous;
   else if (!strncmp(path, "[heap]", 6))
     r->kind = trace::RegionKind::kHeap;
@@ -348,27 +353,55 @@ uint32_t record_memory_map() {
     bool have_pfns = false, partial = false;
     Region cur{};
     bool in_region = false;
-    auto finish = [&]() {
-      if (!in_region)
-        return;
-      in_region = false;
+    auto emit = [&](const Region &piece) {
       if (w + 64 > limit) {
         partial = true;
         return;
       }
-      w = put_varint(w, cur.start);
-      w = put_varint(w, cur.end);
-      *w++ = cur.prot;
-      *w++ = static_cast<uint8_t>(cur.kind);
-      w = put_varint(w, cur.anon_huge_kib);
+      w = put_varint(w, piece.start);
+      w = put_varint(w, piece.end);
+      *w++ = piece.prot;
+      *w++ = static_cast<uint8_t>(piece.kind);
+      w = put_varint(w, piece.anon_huge_kib);
       uint32_t nruns = 0;
       unsigned char *nruns_at = w;
       w += 5; // fixed 5-byte varint
       if (pagemap >= 0 && g_options.page_frames)
-        w = put_frames(w, cur, pagemap, &have_pfns, &partial, &nruns, limit);
+        w = put_frames(w, piece, pagemap, &have_pfns, &partial, &nruns, limit);
       for (int i = 0; i < 5; ++i)
         nruns_at[i] = static_cast<uint8_t>(((nruns >> (7 * i)) & 0x7f) | (i < 4 ? 0x80 : 0));
       ++nregions;
+    };
+    // The kernel merges adjacent anonymous mappings, ours with the program's:
+    // emit what is left of a region once the recorder's memory is cut out.
+    size_t nown = sys::own_mappings(g_own, kMaxOwnCopy);
+    nown = nown < kMaxOwnCopy ? nown : kMaxOwnCopy;
+    auto finish = [&]() {
+      if (!in_region)
+        return;
+      in_region = false;
+      uintptr_t at = cur.start;
+      bool first = true;
+      auto piece_until = [&](uintptr_t end) {
+        Region piece = cur;
+        piece.start = at;
+        piece.end = end;
+        if (!first)
+          piece.anon_huge_kib = 0; // smaps counts it per region: keep it once
+        first = false;
+        emit(piece);
+      };
+      for (size_t i = 0; i < nown && at < cur.end; ++i) {
+        if (g_own[i].end <= at)
+          continue;
+        if (g_own[i].start >= cur.end)
+          break;
+        if (g_own[i].start > at)
+          piece_until(g_own[i].start);
+        at = g_own[i].end;
+      }
+      if (at < cur.end)
+        piece_until(cur.end);
     };
     for (const char *line = g_maps_text; *line;) {
       const char *nl = strchr(line, '\n');

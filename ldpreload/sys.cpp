@@ -1,24 +1,72 @@
 #include "sys.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 namespace memlayout::preload::sys {
 
+namespace {
+// Few and long-lived (tables, thread logs): a small array is enough; past it
+// mappings go untracked and merely show up in snapshots.
+constexpr size_t kMaxOwn = 4096;
+Range g_own[kMaxOwn];
+size_t g_nown = 0;
+std::atomic<bool> g_own_lock{false};
+
+struct OwnGuard {
+  OwnGuard() {
+    while (g_own_lock.exchange(true, std::memory_order_acquire))
+      __builtin_ia32_pause();
+  }
+  ~OwnGuard() { g_own_lock.store(false, std::memory_order_release); }
+};
+} // namespace
+
 void *map_pages(size_t bytes) {
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+  if (p == MAP_FAILED)
+    return nullptr;
+  prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, bytes, kMappingName); // where supported
+  auto start = reinterpret_cast<uintptr_t>(p);
+  Range r{start, start + ((bytes + page_size() - 1) & ~(page_size() - 1))};
+  OwnGuard g;
+  if (g_nown < kMaxOwn) {
+    size_t i = g_nown++;
+    for (; i > 0 && g_own[i - 1].start > r.start; --i)
+      g_own[i] = g_own[i - 1];
+    g_own[i] = r;
+  }
+  return p;
 }
 
 void unmap_pages(void *p, size_t bytes) {
-  if (p)
-    munmap(p, bytes);
+  if (!p)
+    return;
+  munmap(p, bytes);
+  auto start = reinterpret_cast<uintptr_t>(p);
+  OwnGuard g;
+  for (size_t i = 0; i < g_nown; ++i)
+    if (g_own[i].start == start) {
+      for (; i + 1 < g_nown; ++i)
+        g_own[i] = g_own[i + 1];
+      --g_nown;
+      break;
+    }
+}
+
+size_t own_mappings(Range *out, size_t cap) {
+  OwnGuard g;
+  for (size_t i = 0; i < g_nown && i < cap; ++i)
+    out[i] = g_own[i];
+  return g_nown;
 }
 
 long read_file(const char *path, char *buf, size_t cap) {

@@ -12,7 +12,18 @@
 namespace memlayout::preload::sys {
 
 // Zeroed, page-granular memory that never comes from the program's allocator.
+// Each mapping is remembered (and, where the kernel can, named
+// "[anon:memlayout]") so memory-map snapshots leave the recorder's own memory
+// out of the program's.
 void *map_pages(size_t bytes);
+inline constexpr char kMappingName[] = "memlayout";
+
+struct Range {
+  uintptr_t start, end;
+};
+// Copies the recorder's mappings, sorted by address, into out[0..cap);
+// returns how many there are (may exceed cap).
+size_t own_mappings(Range *out, size_t cap);
 void unmap_pages(void *p, size_t bytes);
 
 // Reads a whole (proc) file into buf, NUL-terminates, returns bytes read or -1.

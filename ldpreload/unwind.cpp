@@ -1,5 +1,6 @@
 #include "unwind.h"
 
+#include "sys.h"
 #include "unwind_cfi.h"
 
 #include <algorithm>
@@ -394,13 +395,12 @@ Slot *tables() {
   Slot *t = g_tables.load(std::memory_order_acquire);
   if (t) [[likely]]
     return t;
-  void *p = mmap(nullptr, 2 * kCacheSlots * sizeof(Slot), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
+  void *p = sys::map_pages(2 * kCacheSlots * sizeof(Slot));
+  if (!p)
     return nullptr;
   Slot *expected = nullptr;
   if (!g_tables.compare_exchange_strong(expected, static_cast<Slot *>(p))) {
-    munmap(p, 2 * kCacheSlots * sizeof(Slot));
+    sys::unmap_pages(p, 2 * kCacheSlots * sizeof(Slot));
     return expected;
   }
   return static_cast<Slot *>(p);
@@ -612,9 +612,7 @@ StackCache *acquire_stack_cache() {
       return c;
     }
   }
-  void *p =
-      mmap(nullptr, sizeof(StackCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<StackCache *>(p);
+  return static_cast<StackCache *>(sys::map_pages(sizeof(StackCache)));
 }
 
 void release_stack_cache(StackCache *c) {
