@@ -174,7 +174,7 @@ uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
   if (g_options.stack_depth > 1)
     n = unwind(g_options.unwind, start, frames, g_options.stack_depth);
   uint64_t h = hash_frames(frames, n);
-  StackCacheSlot &slot = log->stack_cache[(h ^ (h >> 23)) & 1023];
+  StackCacheSlot &slot = log->stack_cache[(h ^ (h >> 23)) & (kStackCacheSlots - 1)];
   if (slot.hash == h)
     return slot.id;
   uint32_t id = g_dictionary.intern_stack(frames, n, h);

@@ -17,6 +17,8 @@
 
 namespace memlayout::preload {
 
+inline constexpr size_t kStackCacheSlots = 256;
+
 struct StackCacheSlot {
   uint64_t hash;
   uint32_t id;
@@ -46,7 +48,7 @@ struct ThreadLog {
   bool taken_over; // flushed by another thread at exit; owner's data discarded
   uint8_t compress_skip; // blocks to store raw before trying zstd again
   ThreadLog *next;
-  StackCacheSlot stack_cache[1024];
+  StackCacheSlot stack_cache[kStackCacheSlots];
   StringCacheSlot string_cache[64];
 };
 
