@@ -80,7 +80,8 @@ int main(int argc, char **argv) {
     pthread_join(w[t].thread, NULL);
     sum += w[t].checksum;
   }
-  printf("alloc_churn: %d threads x %ld ops, checksum %llu\n", threads, ops, (unsigned long long)sum);
+  printf("alloc_churn: %d threads x %ld ops, checksum %llu\n", threads, ops,
+         (unsigned long long)sum);
   free(w);
   return 0;
 }

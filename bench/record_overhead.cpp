@@ -120,7 +120,9 @@ int main(int argc, char **argv) {
     else if (a == "--no-heaptrack")
       heaptrack = false;
     else {
-      std::fprintf(stderr, "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] [--no-heaptrack]\n");
+      std::fprintf(
+          stderr,
+          "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] [--no-heaptrack]\n");
       return 2;
     }
   }
@@ -131,12 +133,16 @@ int main(int argc, char **argv) {
   fs::create_directories(tmp);
 
   std::vector<Workload> workloads = {
-      {"churn", "alloc_churn: 2 threads x 2.5 M free+malloc+memset (10 M events)",
-       {(bin / "alloc_churn").string(), "2", "2500000"}, ""},
+      {"churn",
+       "alloc_churn: 2 threads x 2.5 M free+malloc+memset (10 M events)",
+       {(bin / "alloc_churn").string(), "2", "2500000"},
+       ""},
   };
   if (on_path("sqlite3"))
-    workloads.push_back({"sqlite", "sqlite3: build, index and query a 200k-row table",
-                         {"sqlite3", ":memory:"}, (src / "bench/workloads/sqlite.sql").string()});
+    workloads.push_back({"sqlite",
+                         "sqlite3: build, index and query a 200k-row table",
+                         {"sqlite3", ":memory:"},
+                         (src / "bench/workloads/sqlite.sql").string()});
   heaptrack = heaptrack && on_path("heaptrack");
 
   std::FILE *json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
@@ -158,7 +164,8 @@ int main(int argc, char **argv) {
          trace_je},
     };
     if (heaptrack)
-      configs.push_back({"heaptrack", {"heaptrack", "-o", (tmp / (w.name + ".heaptrack")).string()}, ""});
+      configs.push_back(
+          {"heaptrack", {"heaptrack", "-o", (tmp / (w.name + ".heaptrack")).string()}, ""});
     std::vector<std::vector<double>> times(configs.size());
     std::vector<double> events(configs.size(), 0);
     std::vector<uintmax_t> bytes(configs.size(), 0);
@@ -186,8 +193,8 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < configs.size(); ++c) {
       double m = median(times[c]);
       double bpe = events[c] ? static_cast<double>(bytes[c]) / events[c] : 0;
-      std::printf("%-8s %-22s %10.3f %7.2fx %12.0f %10s\n", w.name.c_str(), configs[c].name.c_str(), m,
-                  m / base, events[c], bpe ? std::to_string(bpe).substr(0, 4).c_str() : "-");
+      std::printf("%-8s %-22s %10.3f %7.2fx %12.0f %10s\n", w.name.c_str(), configs[c].name.c_str(),
+                  m, m / base, events[c], bpe ? std::to_string(bpe).substr(0, 4).c_str() : "-");
       if (json)
         std::fprintf(json,
                      "%s{\"name\": \"%s\", \"median_s\": %.4f, \"ratio\": %.3f, \"events\": %.0f, "

@@ -234,7 +234,8 @@ private:
   void decode_sizes(trace::Cursor &c, Event &e) const {
     uint64_t v = c.varint();
     e.size = v >> 1;
-    e.usable = (v & 1) ? e.size + c.varint() : trace::predicted_usable(header_.usable_model, e.size);
+    e.usable =
+        (v & 1) ? e.size + c.varint() : trace::predicted_usable(header_.usable_model, e.size);
   }
   bool decode_record(uint64_t offset, const trace::RecordHeader &h, trace::Cursor c,
                      bool add_to_tables, Item &item);

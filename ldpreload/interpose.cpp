@@ -149,7 +149,9 @@ ML_EXPORT void *calloc(size_t n, size_t size) {
   return p;
 }
 
-ML_EXPORT void *realloc(void *old, size_t n) { return realloc_impl(Api::kRealloc, old, n, ML_START); }
+ML_EXPORT void *realloc(void *old, size_t n) {
+  return realloc_impl(Api::kRealloc, old, n, ML_START);
+}
 
 ML_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
   size_t total;
@@ -162,32 +164,35 @@ ML_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
 
 ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   int rc = EINVAL;
-  aligned_impl(Api::kPosixMemalign, align, n,
-               [&]() -> void * {
-                 void *p = nullptr;
-                 rc = g_real.posix_memalign(&p, align, n);
-                 return rc == 0 ? (*out = p) : nullptr;
-               },
-               ML_START);
+  aligned_impl(
+      Api::kPosixMemalign, align, n,
+      [&]() -> void * {
+        void *p = nullptr;
+        rc = g_real.posix_memalign(&p, align, n);
+        return rc == 0 ? (*out = p) : nullptr;
+      },
+      ML_START);
   return rc;
 }
 
 ML_EXPORT void *aligned_alloc(size_t align, size_t n) {
-  return aligned_impl(Api::kAlignedAlloc, align, n, [&] { return g_real.aligned_alloc(align, n); },
-                      ML_START);
+  return aligned_impl(
+      Api::kAlignedAlloc, align, n, [&] { return g_real.aligned_alloc(align, n); }, ML_START);
 }
 
 ML_EXPORT void *memalign(size_t align, size_t n) {
-  return aligned_impl(Api::kMemalign, align, n, [&] { return g_real.memalign(align, n); }, ML_START);
+  return aligned_impl(
+      Api::kMemalign, align, n, [&] { return g_real.memalign(align, n); }, ML_START);
 }
 
 ML_EXPORT void *valloc(size_t n) {
-  return aligned_impl(Api::kValloc, sys::page_size(), n, [&] { return g_real.valloc(n); }, ML_START);
+  return aligned_impl(
+      Api::kValloc, sys::page_size(), n, [&] { return g_real.valloc(n); }, ML_START);
 }
 
 ML_EXPORT void *pvalloc(size_t n) {
-  return aligned_impl(Api::kPvalloc, sys::page_size(), n, [&] { return g_real.pvalloc(n); },
-                      ML_START);
+  return aligned_impl(
+      Api::kPvalloc, sys::page_size(), n, [&] { return g_real.pvalloc(n); }, ML_START);
 }
 
 ML_EXPORT size_t malloc_usable_size(void *p) {
@@ -217,36 +222,47 @@ ML_CXX_EXPORT void *operator new[](size_t n) {
 ML_CXX_EXPORT void *operator new(size_t n, const std::nothrow_t &nt) noexcept {
   if (void *p = alloc_impl(Api::kNewNothrow, n, ML_START))
     return p;
-  static auto next = next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnwmRKSt9nothrow_t");
+  static auto next =
+      next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnwmRKSt9nothrow_t");
   return next ? next(n, nt) : nullptr;
 }
 ML_CXX_EXPORT void *operator new[](size_t n, const std::nothrow_t &nt) noexcept {
   if (void *p = alloc_impl(Api::kNewArrayNothrow, n, ML_START))
     return p;
-  static auto next = next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnamRKSt9nothrow_t");
+  static auto next =
+      next_operator<void *(*)(size_t, const std::nothrow_t &)>("_ZnamRKSt9nothrow_t");
   return next ? next(n, nt) : nullptr;
 }
 ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a) {
-  if (void *p = aligned_impl(Api::kNewAligned, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
+  if (void *p = aligned_impl(
+          Api::kNewAligned, static_cast<size_t>(a), n,
+          [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnwmSt11align_val_t");
   return next ? next(n, a) : (no_runtime(), nullptr);
 }
 ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a) {
-  if (void *p = aligned_impl(Api::kNewArrayAligned, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
+  if (void *p = aligned_impl(
+          Api::kNewArrayAligned, static_cast<size_t>(a), n,
+          [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t)>("_ZnamSt11align_val_t");
   return next ? next(n, a) : (no_runtime(), nullptr);
 }
 ML_CXX_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
-  if (void *p = aligned_impl(Api::kNewAlignedNothrow, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
+  if (void *p = aligned_impl(
+          Api::kNewAlignedNothrow, static_cast<size_t>(a), n,
+          [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
       "_ZnwmSt11align_val_tRKSt9nothrow_t");
   return next ? next(n, a, nt) : nullptr;
 }
-ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &nt) noexcept {
-  if (void *p = aligned_impl(Api::kNewArrayAlignedNothrow, static_cast<size_t>(a), n, [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
+ML_CXX_EXPORT void *operator new[](size_t n, std::align_val_t a,
+                                   const std::nothrow_t &nt) noexcept {
+  if (void *p = aligned_impl(
+          Api::kNewArrayAlignedNothrow, static_cast<size_t>(a), n,
+          [&] { return g_real.memalign(static_cast<size_t>(a), n); }, ML_START))
     return p;
   static auto next = next_operator<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(
       "_ZnamSt11align_val_tRKSt9nothrow_t");

@@ -84,7 +84,8 @@ bool open_trace() {
   h.u64(HeaderTag::kStartTsc, sys::rdtsc());
   h.u64(HeaderTag::kStartMonotonicNs, sys::monotonic_ns());
   h.u32(HeaderTag::kPageSize, static_cast<uint32_t>(sys::page_size()));
-  h.str(HeaderTag::kAllocator, g_options.allocator == AllocatorMode::kJemalloc ? "jemalloc" : "native");
+  h.str(HeaderTag::kAllocator,
+        g_options.allocator == AllocatorMode::kJemalloc ? "jemalloc" : "native");
   h.str(HeaderTag::kUnwind, unwind_label());
   h.u32(HeaderTag::kStackDepth, g_options.stack_depth);
   h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period);
@@ -285,11 +286,11 @@ void on_deadly_signal(int sig) {
 
 void install_signal_handlers() {
   for (int sig : kDeadlySignals) {
-    struct sigaction old{};
+    struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
         (old.sa_flags & SA_SIGINFO))
       continue;
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_deadly_signal;
     sigfillset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK | SA_RESTART;
@@ -418,7 +419,7 @@ void finish_trace(trace::EndReason reason, int exit_status) {
     flush_all_threads();
   }
   if (g_writer.is_open()) { // a forked child that recorded nothing has no file
-    if (!from_signal) // dl_iterate_phdr takes the loader lock
+    if (!from_signal)       // dl_iterate_phdr takes the loader lock
       record_module_changes();
     if (uint32_t id = record_memory_map(); id && tl_state.log && !from_signal) {
       record_ext(tl_state, trace::ExtKind::kSnapshot, id);
@@ -430,7 +431,8 @@ void finish_trace(trace::EndReason reason, int exit_status) {
     w = trace::put_varint(w, sys::rdtsc());
     w = trace::put_varint(w, sys::monotonic_ns());
     w = trace::put_varint(w, exit_status < 0 ? kUnknownStatus : static_cast<uint64_t>(exit_status));
-    for (uint64_t v : {t.events, t.allocs, t.frees, t.bytes_allocated, t.lost, g_writer.write_errors()})
+    for (uint64_t v :
+         {t.events, t.allocs, t.frees, t.bytes_allocated, t.lost, g_writer.write_errors()})
       w = trace::put_varint(w, v);
     g_writer.write_record(trace::RecordType::kEnd, 0, 1, buf, static_cast<size_t>(w - buf), false);
   }
@@ -513,7 +515,9 @@ ML_EXPORT int execv(const char *path, char *const argv[]) { return do_execve(pat
 ML_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   return do_execvpe(file, argv, envp);
 }
-ML_EXPORT int execvp(const char *file, char *const argv[]) { return do_execvpe(file, argv, environ); }
+ML_EXPORT int execvp(const char *file, char *const argv[]) {
+  return do_execvpe(file, argv, environ);
+}
 ML_EXPORT int execl(const char *path, const char *arg, ...) {
   va_list ap;
   va_start(ap, arg);
@@ -553,7 +557,8 @@ ML_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   char **env = prepare_exec(envp);
   return real(fd, argv, env);
 }
-ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                       int flags) {
   static auto real = next_symbol<ExecveatFn>("execveat");
   char **env = prepare_exec(envp);
   return real(dirfd, path, argv, env, flags);

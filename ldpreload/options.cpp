@@ -79,7 +79,8 @@ void load_options(Options *o) {
   int64_t flag = 0;
   if (const char *v = getenv("MEMLAYOUT_FOLLOW_CHILDREN"); v && *v)
     o->follow_children = parse_int("MEMLAYOUT_FOLLOW_CHILDREN", v, {0, 1}, &flag) && flag;
-  if (const char *v = getenv("MEMLAYOUT_PAGEMAP"); v && *v && parse_int("MEMLAYOUT_PAGEMAP", v, {0, 1}, &flag))
+  if (const char *v = getenv("MEMLAYOUT_PAGEMAP");
+      v && *v && parse_int("MEMLAYOUT_PAGEMAP", v, {0, 1}, &flag))
     o->page_frames = flag != 0;
 }
 

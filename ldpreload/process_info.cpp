@@ -43,7 +43,9 @@ uint64_t hash_str(const char *s) {
   return h;
 }
 
-bool same(const Module &a, const Module &b) { return a.bias == b.bias && a.name_hash == b.name_hash; }
+bool same(const Module &a, const Module &b) {
+  return a.bias == b.bias && a.name_hash == b.name_hash;
+}
 
 const char *module_path(const char *name, char *buf, size_t cap) {
   if (name && *name)

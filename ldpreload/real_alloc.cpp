@@ -42,10 +42,11 @@ template <class F> void next(F *slot, const char *name) {
 
 void resolve_real_allocator(AllocatorMode mode) {
   if (mode == AllocatorMode::kJemalloc) {
-    g_real = RealAllocator{mlje_malloc,         mlje_free,          mlje_calloc,
-                           mlje_realloc,        mlje_memalign,      mlje_posix_memalign,
-                           mlje_aligned_alloc,  mlje_valloc,        pvalloc_via_memalign,
-                           mlje_malloc_usable_size};
+    g_real = RealAllocator{mlje_malloc,          mlje_free,
+                           mlje_calloc,          mlje_realloc,
+                           mlje_memalign,        mlje_posix_memalign,
+                           mlje_aligned_alloc,   mlje_valloc,
+                           pvalloc_via_memalign, mlje_malloc_usable_size};
     g_usable_model = trace::UsableModel::kJemalloc;
     return;
   }

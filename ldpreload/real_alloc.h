@@ -43,7 +43,8 @@ size_t bootstrap_usable(const void *p);
 extern unsigned char g_bootstrap[256 << 10];
 // On every free: keep it one compare.
 inline bool is_bootstrap(const void *p) {
-  return static_cast<size_t>(static_cast<const unsigned char *>(p) - g_bootstrap) < sizeof g_bootstrap;
+  return static_cast<size_t>(static_cast<const unsigned char *>(p) - g_bootstrap) <
+         sizeof g_bootstrap;
 }
 
 } // namespace memlayout::preload

@@ -112,8 +112,8 @@ void write_block(ThreadLog *log, size_t bytes, uint32_t events, bool from_signal
   bool compress = log->compress_skip == 0;
   if (!compress)
     --log->compress_skip;
-  size_t stored =
-      g_writer.write_record(trace::RecordType::kEvents, log->tid, events, log->data, bytes, compress);
+  size_t stored = g_writer.write_record(trace::RecordType::kEvents, log->tid, events, log->data,
+                                        bytes, compress);
   if (compress && stored * 5 > bytes * 4)
     log->compress_skip = kRawBlocks;
 }

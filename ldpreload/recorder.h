@@ -45,7 +45,7 @@ struct ThreadLog {
   // thread that flushes everybody at exit while the owner may still run.
   std::atomic<uint64_t> committed;
   SpinLock flush_lock;
-  bool taken_over; // flushed by another thread at exit; owner's data discarded
+  bool taken_over;       // flushed by another thread at exit; owner's data discarded
   uint8_t compress_skip; // blocks to store raw before trying zstd again
   ThreadLog *next;
   StackCacheSlot stack_cache[kStackCacheSlots];
@@ -166,7 +166,7 @@ ML_HOT inline uint8_t *put_sizes(uint8_t *w, size_t size, size_t usable, trace::
 }
 
 ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
-                         const UnwindStart &start) {
+                                const UnwindStart &start) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
     return count_lost_event();

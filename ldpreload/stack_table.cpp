@@ -67,8 +67,8 @@ bool Dictionary::grow_table() {
   return true;
 }
 
-Dictionary::Entry *Dictionary::find_or_add(uint8_t kind, const void *data, size_t len, uint64_t hash,
-                                           bool *added) {
+Dictionary::Entry *Dictionary::find_or_add(uint8_t kind, const void *data, size_t len,
+                                           uint64_t hash, bool *added) {
   *added = false;
   if ((nentries_ + 1) * 4 > nslots_ * 3 && !grow_table())
     return nullptr;

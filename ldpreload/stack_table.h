@@ -55,7 +55,7 @@ private:
   std::atomic<bool> pending_{false};
   unsigned char *arena_ = nullptr; // entries, in id order
   size_t arena_used_ = 0, arena_cap_ = 0;
-  size_t written_ = 0; // arena bytes already in the trace
+  size_t written_ = 0;        // arena bytes already in the trace
   uint64_t *slots_ = nullptr; // open addressing: arena offset + 1, 0 = empty
   size_t nslots_ = 0, nentries_ = 0;
   uint32_t next_id_ = 1;

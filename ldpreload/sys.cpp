@@ -30,8 +30,8 @@ struct OwnGuard {
 } // namespace
 
 void *map_pages(size_t bytes) {
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return nullptr;
   prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, bytes, kMappingName); // where supported

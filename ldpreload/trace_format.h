@@ -37,22 +37,22 @@ static_assert(sizeof(FileHeader) == 16);
 // are not NUL-terminated (length is the field's), except kCommandLine whose
 // arguments are each followed by a NUL, as in /proc/self/cmdline.
 enum class HeaderTag : uint16_t {
-  kPid = 1,           // u32
-  kParentPid = 2,     // u32
-  kStartRealtimeNs = 3, // u64, CLOCK_REALTIME at trace start
-  kStartTsc = 4,      // u64, TSC at trace start (pairs with kStartMonotonicNs)
+  kPid = 1,              // u32
+  kParentPid = 2,        // u32
+  kStartRealtimeNs = 3,  // u64, CLOCK_REALTIME at trace start
+  kStartTsc = 4,         // u64, TSC at trace start (pairs with kStartMonotonicNs)
   kStartMonotonicNs = 5, // u64
-  kPageSize = 6,      // u32
-  kAllocator = 7,     // string: "native" or "jemalloc"
-  kUnwind = 8,        // string: unwinder name
-  kStackDepth = 9,    // u32
-  kExecutable = 10,   // string: /proc/self/exe
-  kCommandLine = 11,  // NUL-separated argv
-  kHostname = 12,     // string
-  kKernel = 13,       // string: uname release
+  kPageSize = 6,         // u32
+  kAllocator = 7,        // string: "native" or "jemalloc"
+  kUnwind = 8,           // string: unwinder name
+  kStackDepth = 9,       // u32
+  kExecutable = 10,      // string: /proc/self/exe
+  kCommandLine = 11,     // NUL-separated argv
+  kHostname = 12,        // string
+  kKernel = 13,          // string: uname release
   kTimestampPeriod = 14, // u32: a TSC sample is taken every N events per thread
-  kPointerBits = 15,  // u32 (64)
-  kUsableModel = 16,  // u32 (UsableModel): how usable sizes are predicted
+  kPointerBits = 15,     // u32 (64)
+  kUsableModel = 16,     // u32 (UsableModel): how usable sizes are predicted
 };
 
 // Usable sizes are stored as a difference from what the allocator's size
@@ -78,13 +78,13 @@ struct HeaderField {
 static_assert(sizeof(HeaderField) == 4);
 
 enum class RecordType : uint8_t {
-  kEvents = 1,   // one thread's event block (tid set)
-  kStacks = 2,   // stack table entries
-  kStrings = 3,  // string table entries (tags, marks, thread names)
-  kModules = 4,  // loaded / unloaded modules
+  kEvents = 1,    // one thread's event block (tid set)
+  kStacks = 2,    // stack table entries
+  kStrings = 3,   // string table entries (tags, marks, thread names)
+  kModules = 4,   // loaded / unloaded modules
   kMemoryMap = 5, // a snapshot of the heap's regions and page frames
-  kThread = 6,   // thread start / exit / name
-  kEnd = 7,      // the process ended cleanly; totals
+  kThread = 6,    // thread start / exit / name
+  kEnd = 7,       // the process ended cleanly; totals
 };
 
 inline constexpr uint8_t kRecordCompressed = 1; // payload is one zstd frame
@@ -96,10 +96,10 @@ struct RecordHeader {
   uint8_t type;
   uint8_t flags;
   uint16_t reserved;
-  uint32_t tid;           // producing thread (kernel tid), 0 for process-wide
+  uint32_t tid; // producing thread (kernel tid), 0 for process-wide
   uint32_t payload_bytes;
   uint32_t raw_bytes;
-  uint32_t count;         // events or entries in the payload
+  uint32_t count; // events or entries in the payload
 };
 static_assert(sizeof(RecordHeader) == 24);
 
@@ -150,10 +150,10 @@ enum class EventKind : uint8_t {
 };
 
 enum class ExtKind : uint8_t {
-  kFork = 1,      // varint child pid
-  kSnapshot = 2,  // varint snapshot id (a kMemoryMap record with that id)
-  kLost = 3,      // varint count: events dropped (e.g. allocations made
-                  // from inside the recorder, or from signal handlers)
+  kFork = 1,     // varint child pid
+  kSnapshot = 2, // varint snapshot id (a kMemoryMap record with that id)
+  kLost = 3,     // varint count: events dropped (e.g. allocations made
+                 // from inside the recorder, or from signal handlers)
 };
 
 // Entry points. Values are stored in traces: append only.
@@ -208,21 +208,34 @@ inline constexpr bool api_is_aligned(Api a) {
 }
 
 inline constexpr const char *api_name(Api a) {
-  constexpr const char *names[] = {
-      "malloc",           "calloc",
-      "realloc",          "reallocarray",
-      "posix_memalign",   "aligned_alloc",
-      "memalign",         "valloc",
-      "pvalloc",          "new",
-      "new[]",            "new(nothrow)",
-      "new[](nothrow)",   "new(align)",
-      "new[](align)",     "new(align,nothrow)",
-      "new[](align,nothrow)", "free",
-      "cfree",            "delete",
-      "delete[]",         "delete(sized)",
-      "delete[](sized)",  "delete(align)",
-      "delete[](align)",  "delete(sized,align)",
-      "delete[](sized,align)", "seg_pool"};
+  constexpr const char *names[] = {"malloc",
+                                   "calloc",
+                                   "realloc",
+                                   "reallocarray",
+                                   "posix_memalign",
+                                   "aligned_alloc",
+                                   "memalign",
+                                   "valloc",
+                                   "pvalloc",
+                                   "new",
+                                   "new[]",
+                                   "new(nothrow)",
+                                   "new[](nothrow)",
+                                   "new(align)",
+                                   "new[](align)",
+                                   "new(align,nothrow)",
+                                   "new[](align,nothrow)",
+                                   "free",
+                                   "cfree",
+                                   "delete",
+                                   "delete[]",
+                                   "delete(sized)",
+                                   "delete[](sized)",
+                                   "delete(align)",
+                                   "delete[](align)",
+                                   "delete(sized,align)",
+                                   "delete[](sized,align)",
+                                   "seg_pool"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(Api::kCount));
   auto i = static_cast<unsigned>(a);
   return i < static_cast<unsigned>(Api::kCount) ? names[i] : "?";

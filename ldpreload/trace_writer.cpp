@@ -4,8 +4,8 @@
 #include "sys.h"
 
 #include <cerrno>
-#include <cstring>
 #include <csignal>
+#include <cstring>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -191,7 +191,8 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
       // finish it, then give up for good.
       size_t done = static_cast<size_t>(w);
       ok = done >= sizeof h
-               ? sys::write_all(fd_, static_cast<const char *>(body) + (done - sizeof h), total - done)
+               ? sys::write_all(fd_, static_cast<const char *>(body) + (done - sizeof h),
+                                total - done)
                : sys::write_all(fd_, reinterpret_cast<const char *>(&h) + done, sizeof h - done) &&
                      sys::write_all(fd_, body, body_n);
     } else {

@@ -32,7 +32,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
     usage(stdout);
     return 0;
   }

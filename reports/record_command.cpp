@@ -81,7 +81,9 @@ int parse(int argc, char **argv, Options &o) {
       inline_value = a.substr(a.find('=') + 1);
       has_inline = true;
     }
-    auto take = [&]() -> const char * { return has_inline ? inline_value.c_str() : value(name.c_str()); };
+    auto take = [&]() -> const char * {
+      return has_inline ? inline_value.c_str() : value(name.c_str());
+    };
     if (name == "-h" || name == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -190,8 +192,8 @@ TraceSummary summarize(const std::string &path) {
   uint64_t counted = 0;
   trace::RecordHeader h;
   while (std::fread(&h, sizeof h, 1, f) == 1 && h.magic == trace::kRecordMagic) {
-    if (h.type == static_cast<uint8_t>(trace::RecordType::kEnd) && !(h.flags & trace::kRecordCompressed) &&
-        h.payload_bytes < 256) {
+    if (h.type == static_cast<uint8_t>(trace::RecordType::kEnd) &&
+        !(h.flags & trace::kRecordCompressed) && h.payload_bytes < 256) {
       uint8_t buf[256];
       if (std::fread(buf, 1, h.payload_bytes, f) != h.payload_bytes)
         break;
@@ -239,14 +241,14 @@ void print_summary(const std::string &path) {
     std::fprintf(stderr, "memlayout: no trace was written to %s\n", path.c_str());
     return;
   }
-  std::fprintf(stderr, "memlayout: %s events (%s allocations, %s), %s trace, %.2f B/event%s -> %s\n",
-               human(static_cast<double>(s.events), "").c_str(),
-               human(static_cast<double>(s.allocs), "").c_str(),
-               human(static_cast<double>(s.bytes), "B").c_str(),
-               human(static_cast<double>(s.file_bytes), "B").c_str(),
-               s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
-               s.complete ? "" : " (incomplete: the program did not finish writing it)",
-               path.c_str());
+  std::fprintf(
+      stderr, "memlayout: %s events (%s allocations, %s), %s trace, %.2f B/event%s -> %s\n",
+      human(static_cast<double>(s.events), "").c_str(),
+      human(static_cast<double>(s.allocs), "").c_str(),
+      human(static_cast<double>(s.bytes), "B").c_str(),
+      human(static_cast<double>(s.file_bytes), "B").c_str(),
+      s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
+      s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
 }
 
 } // namespace
@@ -276,9 +278,10 @@ int record_main(int argc, char **argv) {
   }
   if (pid == 0) {
     close(pipefd[0]);
-    std::string out = explicit_output.empty()
-                          ? absolute("memlayout." + prog + "." + std::to_string(getpid()) + ".trace")
-                          : explicit_output;
+    std::string out =
+        explicit_output.empty()
+            ? absolute("memlayout." + prog + "." + std::to_string(getpid()) + ".trace")
+            : explicit_output;
     auto fail = [&](int stage, int err) {
       ChildFailure f{stage, err};
       (void)!write(pipefd[1], &f, sizeof f);
@@ -305,7 +308,8 @@ int record_main(int argc, char **argv) {
   }
   close(pipefd[1]);
   // Like system(): the terminal's ^C and ^\ are for the program.
-  struct sigaction ignore{}, old_int{}, old_quit{};
+  struct sigaction ignore {
+  }, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
@@ -340,7 +344,9 @@ int record_main(int argc, char **argv) {
     int sig = WTERMSIG(status);
     std::fflush(nullptr);
     signal(sig, SIG_DFL);
-    struct rlimit no_core{0, 0};
+    struct rlimit no_core {
+      0, 0
+    };
     setrlimit(RLIMIT_CORE, &no_core);
     raise(sig);
     return 128 + sig;

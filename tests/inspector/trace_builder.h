@@ -235,7 +235,16 @@ public:
   TraceBuilder &end(uint64_t tsc, uint64_t ns, uint64_t exit_status = 0, uint64_t events = 0,
                     trace::EndReason reason = trace::EndReason::kExit) {
     Payload p;
-    p.u8(static_cast<uint8_t>(reason)).v(tsc).v(ns).v(exit_status).v(events).v(1).v(2).v(3).v(4).v(5);
+    p.u8(static_cast<uint8_t>(reason))
+        .v(tsc)
+        .v(ns)
+        .v(exit_status)
+        .v(events)
+        .v(1)
+        .v(2)
+        .v(3)
+        .v(4)
+        .v(5);
     return record(trace::RecordType::kEnd, 0, 1, p.b);
   }
 

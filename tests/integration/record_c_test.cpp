@@ -38,8 +38,7 @@ bool ours(const Event &e) { return e.innermost().find("mlt_") != std::string::np
 } // namespace
 
 // every allocation is recorded with its size, thread and call site
-TEST_CASE("c_threads.every_allocation",
-          "[record][c]") {
+TEST_CASE("c_threads.every_allocation", "[record][c]") {
   const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
   CAPTURE(mode);
   CRun r = record_alloc_threads("every", mode);
@@ -66,7 +65,8 @@ TEST_CASE("c_threads.every_allocation",
     (e.api == "pvalloc" ? pvalloc_log : main_log).entries.push_back(e);
   std::vector<std::string> missing = missing_from_dump(main_log, r.d);
   INFO(missing.size() << " of " << main_log.entries.size()
-                      << " logged events not found in the trace:\n" << join(missing));
+                      << " logged events not found in the trace:\n"
+                      << join(missing));
   CHECK(missing.empty());
 
   // pvalloc(n) is a request for n bytes (page-aligned, usable size rounded up
@@ -78,9 +78,10 @@ TEST_CASE("c_threads.every_allocation",
   CHECK(pv_missing.empty());
 
   // Exactly as many allocations from the program's functions as it made.
-  size_t in_trace = static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [](const Event &e) {
-    return (e.ev == "alloc" || e.ev == "realloc") && ours(e);
-  }));
+  size_t in_trace =
+      static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [](const Event &e) {
+        return (e.ev == "alloc" || e.ev == "realloc") && ours(e);
+      }));
   CHECK(in_trace == r.log.count('A') + r.log.count('R'));
 
   // Every thread the program ran is announced, each with its allocations.
@@ -128,9 +129,10 @@ TEST_CASE("c_threads.heap_consistency", "[record][c]") {
     if (e.kind == 'T' && e.role == "freer")
       freer = e.tid;
   REQUIRE(freer != 0);
-  size_t cross = static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [&](const Event &e) {
-    return e.ev == "free" && e.tid == freer;
-  }));
+  size_t cross =
+      static_cast<size_t>(std::count_if(r.d.events.begin(), r.d.events.end(), [&](const Event &e) {
+        return e.ev == "free" && e.tid == freer;
+      }));
   CHECK(cross >= 300);
 
   // Aligned allocations are aligned and say so.
@@ -151,8 +153,7 @@ TEST_CASE("c_threads.heap_consistency", "[record][c]") {
 }
 
 // the end record's totals match the events; jsonl, text and --symbolize agree
-TEST_CASE("c_threads.format_round_trip",
-          "[record][c][format]") {
+TEST_CASE("c_threads.format_round_trip", "[record][c][format]") {
   CRun r = record_alloc_threads("format", "native");
   INFO("memlayout dump stderr:\n" << r.d.run.err);
   REQUIRE(r.recorded.exit_code() == 0);
@@ -217,8 +218,7 @@ TEST_CASE("c_threads.format_round_trip",
 }
 
 // marks and tags from <memlayout/memlayout.h> are recorded; unrecorded runs are unchanged
-TEST_CASE("annotations",
-          "[record][c][annotate]") {
+TEST_CASE("annotations", "[record][c][annotate]") {
   std::string dir = work_dir("annotated");
   std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
   // Unrecorded: the header's calls are no-ops and the program runs the same.
@@ -279,7 +279,8 @@ TEST_CASE("c_api.edge_cases", "[record][c]") {
   CHECK(behaviour_difference(direct, recorded) == "");
   // jemalloc mode: a different allocator may answer the corners differently
   // (memalign(24, n)), but the program runs to its end.
-  RunResult je = record({"-o", dir + "/je.trace", "--allocator", "jemalloc"}, {program("edge_cases")});
+  RunResult je =
+      record({"-o", dir + "/je.trace", "--allocator", "jemalloc"}, {program("edge_cases")});
   CHECK(je.exit_code() == 0);
   CHECK(je.out.find("errno after successful calls") != std::string::npos);
   Dump d = dump(dir + "/out.trace", false);

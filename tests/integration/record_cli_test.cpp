@@ -22,12 +22,12 @@ const char *kTouch = "/usr/bin/touch";
 } // namespace
 
 // an unwritable trace path is an error before the program starts
-TEST_CASE("cli.unwritable_output",
-          "[record][cli]") {
+TEST_CASE("cli.unwritable_output", "[record][cli]") {
   std::string dir = work_dir("cli_unwritable");
   std::string marker = dir + "/program-ran";
   // A directory that does not exist; a path that is a directory.
-  const std::string out = GENERATE(as<std::string>{}, "/nonexistent-memlayout-dir/out.trace", "DIR");
+  const std::string out =
+      GENERATE(as<std::string>{}, "/nonexistent-memlayout-dir/out.trace", "DIR");
   std::string path = out == "DIR" ? dir : out;
   CAPTURE(path);
   RunResult r = record({"-o", path}, {kTouch, marker});
@@ -42,17 +42,16 @@ TEST_CASE("cli.unwritable_output",
 TEST_CASE("cli.usage_errors", "[record][cli]") {
   std::string dir = work_dir("cli_usage");
   std::string marker = dir + "/program-ran";
-  const std::vector<std::string> args = GENERATE(as<std::vector<std::string>>{},
-      std::vector<std::string>{"--no-such-option", "--", kTouch, "M"},
-      std::vector<std::string>{"--allocator", "tcmalloc", "--", kTouch, "M"},
-      std::vector<std::string>{"--allocator"},
-      std::vector<std::string>{"--stack-depth", "0", "--", kTouch, "M"},
-      std::vector<std::string>{"--stack-depth", "65", "--", kTouch, "M"},
-      std::vector<std::string>{"--unwind", "guess", "--", kTouch, "M"},
-      std::vector<std::string>{"-o"},
-      std::vector<std::string>{},
-      std::vector<std::string>{"--"},
-      std::vector<std::string>{"-o", "x.trace"});
+  const std::vector<std::string> args =
+      GENERATE(as<std::vector<std::string>>{},
+               std::vector<std::string>{"--no-such-option", "--", kTouch, "M"},
+               std::vector<std::string>{"--allocator", "tcmalloc", "--", kTouch, "M"},
+               std::vector<std::string>{"--allocator"},
+               std::vector<std::string>{"--stack-depth", "0", "--", kTouch, "M"},
+               std::vector<std::string>{"--stack-depth", "65", "--", kTouch, "M"},
+               std::vector<std::string>{"--unwind", "guess", "--", kTouch, "M"},
+               std::vector<std::string>{"-o"}, std::vector<std::string>{},
+               std::vector<std::string>{"--"}, std::vector<std::string>{"-o", "x.trace"});
   std::vector<std::string> argv = {memlayout_bin(), "record"};
   for (const std::string &a : args)
     argv.push_back(a == "M" ? marker : a);
@@ -105,8 +104,9 @@ TEST_CASE("cli.cannot_run", "[record][cli]") {
   CHECK(r.exit_code() == c.status);
   CHECK(r.out == "");
   CHECK(r.err.find(c.command) != std::string::npos);
-  bool message = std::any_of(c.message.begin(), c.message.end(),
-                             [&](const std::string &m) { return r.err.find(m) != std::string::npos; });
+  bool message = std::any_of(c.message.begin(), c.message.end(), [&](const std::string &m) {
+    return r.err.find(m) != std::string::npos;
+  });
   INFO(r.err);
   CHECK(message);
   CHECK_FALSE(file_exists(trace)); // nothing recorded, nothing left behind
@@ -116,7 +116,8 @@ namespace {
 
 // The disk-full checks: the program's output and status as without us, the
 // trace readable up to where it stops and reported truncated.
-void check_write_failure(const RunResult &direct, const RunResult &recorded, const std::string &trace) {
+void check_write_failure(const RunResult &direct, const RunResult &recorded,
+                         const std::string &trace) {
   INFO("memlayout record stderr:\n" << recorded.err);
   CHECK(direct.exit_code() == 0);
   CHECK(recorded.out == direct.out);
@@ -141,8 +142,7 @@ void check_write_failure(const RunResult &direct, const RunResult &recorded, con
 } // namespace
 
 // a write error mid-run (file size limit) leaves the program unharmed
-TEST_CASE("cli.write_error",
-          "[record][cli][diskfull]") {
+TEST_CASE("cli.write_error", "[record][cli][diskfull]") {
   // RLIMIT_FSIZE: write() fails with EFBIG past 64 KiB, as it would with
   // ENOSPC on a full disk. The program writes no files. With SIGXFSZ at its
   // default action the kernel's signal for our write would kill the program:
@@ -205,8 +205,7 @@ TEST_CASE("cli.trace_name", "[record][cli]") {
 }
 
 // every unwind method and stack depth names the allocating function
-TEST_CASE("cli.unwind_methods",
-          "[record][cli][unwind]") {
+TEST_CASE("cli.unwind_methods", "[record][cli][unwind]") {
   const std::string method = GENERATE(as<std::string>{}, "cfi", "fp", "dwarf");
   const int depth = GENERATE(1, 8);
   CAPTURE(method, depth);
@@ -227,8 +226,8 @@ TEST_CASE("cli.unwind_methods",
   for (const Event &e : d.events) {
     if (e.ev != "alloc" || !same_function(e.innermost(), "mlc_child_alloc"))
       continue;
-    size_t real_frames = static_cast<size_t>(std::count_if(e.frames.begin(), e.frames.end(),
-                                                           [](const Frame &f) { return !f.inlined; }));
+    size_t real_frames = static_cast<size_t>(
+        std::count_if(e.frames.begin(), e.frames.end(), [](const Frame &f) { return !f.inlined; }));
     CHECK(real_frames <= static_cast<size_t>(depth));
     // The caller's caller: exact unwinders find main without frame pointers.
     if (depth > 1 && method != "fp") {

@@ -11,8 +11,7 @@
 using namespace mlt;
 
 // every operator new/delete form is recorded with its api, size and call site
-TEST_CASE("cxx.operators",
-          "[record][cxx]") {
+TEST_CASE("cxx.operators", "[record][cxx]") {
   const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
   CAPTURE(mode);
   std::string dir = work_dir("cxx_alloc_" + mode);
@@ -64,9 +63,10 @@ TEST_CASE("cxx.operators",
       thread_tids.insert(e.tid);
   REQUIRE(thread_tids.size() == 3);
   for (uint64_t tid : thread_tids) {
-    size_t nodes = static_cast<size_t>(std::count_if(d.events.begin(), d.events.end(), [&](const Event &e) {
-      return e.ev == "alloc" && e.tid == tid && same_function(e.innermost(), "mlx_make_node");
-    }));
+    size_t nodes =
+        static_cast<size_t>(std::count_if(d.events.begin(), d.events.end(), [&](const Event &e) {
+          return e.ev == "alloc" && e.tid == tid && same_function(e.innermost(), "mlx_make_node");
+        }));
     CAPTURE(tid);
     CHECK(nodes == 400);
   }

@@ -41,7 +41,8 @@ TEST_CASE("fork", "[record][fork]") {
   std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
   RunResult direct = run({program("fork_child"), log_path});
   REQUIRE(direct.exit_code() == 0);
-  RunResult recorded = record({"-o", trace, "--allocator", mode}, {program("fork_child"), log_path});
+  RunResult recorded =
+      record({"-o", trace, "--allocator", mode}, {program("fork_child"), log_path});
   INFO("memlayout record stderr:\n" << recorded.err);
   CHECK(behaviour_difference(direct, recorded) == "");
 
@@ -63,9 +64,10 @@ TEST_CASE("fork", "[record][fork]") {
   CHECK(allocs_from(parent, "mlf_parent_alloc") == 100);
   CHECK(allocs_from(parent, "mlf_parent_after_fork") == 30);
   CHECK(allocs_from(parent, "mlf_child_alloc") == 0);
-  size_t forks = static_cast<size_t>(std::count_if(parent.events.begin(), parent.events.end(), [&](const Event &e) {
-    return e.ev == "fork" && static_cast<long>(e.child) == child_log.pid;
-  }));
+  size_t forks = static_cast<size_t>(
+      std::count_if(parent.events.begin(), parent.events.end(), [&](const Event &e) {
+        return e.ev == "fork" && static_cast<long>(e.child) == child_log.pid;
+      }));
   CHECK(forks == 1);
   CHECK(parent.end_int("exit_status") == 0);
   std::vector<std::string> errors = lifetime_errors(parent);
@@ -90,7 +92,8 @@ TEST_CASE("fork", "[record][fork]") {
 
 // without --follow-children only the first program is recorded
 TEST_CASE("exec.no_follow", "[record][exec]") {
-  const std::string mode = GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
+  const std::string mode =
+      GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
   CAPTURE(mode);
   std::string dir = work_dir("exec_nofollow_" + mode);
   std::string trace = dir + "/out.trace";
@@ -119,7 +122,8 @@ TEST_CASE("exec.no_follow", "[record][exec]") {
 
 // with --follow-children every program started is recorded
 TEST_CASE("exec.follow", "[record][exec]") {
-  const std::string mode = GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
+  const std::string mode =
+      GENERATE(as<std::string>{}, "exec", "forkexec", "spawn", "system", "echo");
   CAPTURE(mode);
   std::string dir = work_dir("exec_follow_" + mode);
   std::string trace = dir + "/out.trace";
@@ -197,11 +201,13 @@ TEST_CASE("exec.follow", "[record][exec]") {
 
 // a plugin's allocations are attributed to its functions
 TEST_CASE("dlopen", "[record][dlopen]") {
-  const std::string variant = GENERATE(as<std::string>{}, "plain", "deepbind", "close", "deepbind+close");
+  const std::string variant =
+      GENERATE(as<std::string>{}, "plain", "deepbind", "close", "deepbind+close");
   const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
   CAPTURE(variant, mode);
-  std::string dir = work_dir("dlopen_" + std::string(variant == "deepbind+close" ? "deepbind_close" : variant) +
-                             "_" + mode);
+  std::string dir =
+      work_dir("dlopen_" + std::string(variant == "deepbind+close" ? "deepbind_close" : variant) +
+               "_" + mode);
   std::string log_path = dir + "/program.log", trace = dir + "/out.trace";
   std::vector<std::string> argv = {program("dlopen_main"), plugin_path(), log_path};
   if (variant.find("deepbind") != std::string::npos)
@@ -226,7 +232,8 @@ TEST_CASE("dlopen", "[record][dlopen]") {
       base = m.base;
     }
   for (const Module &m : d.modules) // named by path, or by its base alone
-    unloaded += m.what == "unloaded" && (m.path == plugin_path() || (m.path.empty() && m.base == base));
+    unloaded +=
+        m.what == "unloaded" && (m.path == plugin_path() || (m.path.empty() && m.base == base));
   CHECK(loaded == 1);
   if (variant.find("close") != std::string::npos)
     CHECK(unloaded == 1);
@@ -244,8 +251,7 @@ TEST_CASE("dlopen", "[record][dlopen]") {
 }
 
 // output, status and a readable trace however the program ends
-TEST_CASE("exit_paths",
-          "[record][exit]") {
+TEST_CASE("exit_paths", "[record][exit]") {
   const std::string mode = GENERATE(as<std::string>{}, "exit", "_exit", "abort", "segv", "term",
                                     "signal", "thread_exit");
   const std::string allocator = GENERATE(as<std::string>{}, "native", "jemalloc");
@@ -259,16 +265,21 @@ TEST_CASE("exit_paths",
   INFO("memlayout record stderr:\n" << recorded.err);
   CHECK(behaviour_difference(direct, recorded) == "");
   static const std::map<std::string, std::string> expected_status = {
-      {"exit", "exit 4"},       {"_exit", "exit 5"},       {"abort", "signal 6 (Aborted)"},
-      {"segv", "signal 11 (Segmentation fault)"}, {"term", "signal 15 (Terminated)"},
-      {"signal", "exit 0"}, {"thread_exit", "exit 7"}};
+      {"exit", "exit 4"},
+      {"_exit", "exit 5"},
+      {"abort", "signal 6 (Aborted)"},
+      {"segv", "signal 11 (Segmentation fault)"},
+      {"term", "signal 15 (Terminated)"},
+      {"signal", "exit 0"},
+      {"thread_exit", "exit 7"}};
   CHECK(direct.describe() == expected_status.at(mode));
   if (mode == "_exit")
     CHECK(direct.out == "_exit: written directly\n");
   if (mode == "abort") {
     // What a shell or CI sees: 128 + SIGABRT.
-    RunResult sh = run({"/bin/sh", "-c", "\"$0\" record -o \"$1\" -- \"$2\" abort \"$3\" 2>/dev/null; echo $?",
-                        memlayout_bin(), dir + "/sh.trace", program("exit_paths"), dir + "/sh.log"});
+    RunResult sh =
+        run({"/bin/sh", "-c", "\"$0\" record -o \"$1\" -- \"$2\" abort \"$3\" 2>/dev/null; echo $?",
+             memlayout_bin(), dir + "/sh.trace", program("exit_paths"), dir + "/sh.log"});
     CHECK(sh.out == "134\n"); // abort() flushes no stdio buffers
   }
 
@@ -307,8 +318,9 @@ TEST_CASE("environment", "[record][exec][env]") {
   // The plugin is a harmless library to preload: no constructors.
   RunOptions opts;
   opts.setenv = {{"LD_PRELOAD", plugin_path()}};
-  std::vector<std::string> argv = who == "program" ? std::vector<std::string>{"/usr/bin/env"}
-                                                   : std::vector<std::string>{"/bin/sh", "-c", "/usr/bin/env"};
+  std::vector<std::string> argv = who == "program"
+                                      ? std::vector<std::string>{"/usr/bin/env"}
+                                      : std::vector<std::string>{"/bin/sh", "-c", "/usr/bin/env"};
   RunResult direct = run(argv, opts);
   REQUIRE(direct.exit_code() == 0);
   RunResult recorded = record({"-o", dir + "/out.trace"}, argv, opts);
@@ -321,7 +333,8 @@ TEST_CASE("environment", "[record][exec][env]") {
         out.push_back(line);
     return out;
   };
-  CHECK(lines_with(recorded.out, "LD_PRELOAD=") == std::vector<std::string>{"LD_PRELOAD=" + plugin_path()});
+  CHECK(lines_with(recorded.out, "LD_PRELOAD=") ==
+        std::vector<std::string>{"LD_PRELOAD=" + plugin_path()});
   std::vector<std::string> ours = lines_with(recorded.out, "MEMLAYOUT_");
   INFO("FAIL: memlayout's settings leak into the environment the program "
        << (who == "program" ? "prints" : "passes to children it starts unrecorded") << ":\n"

@@ -22,7 +22,8 @@ std::string sqlite_script() {
   s += "COMMIT;\n"
        "CREATE INDEX item_grp ON item(grp, price);\n"
        "SELECT count(*), sum(price), min(name), max(name) FROM item;\n"
-       "SELECT grp, count(*), printf('%.2f', avg(price)) FROM item WHERE grp < 5 GROUP BY grp ORDER BY grp;\n"
+       "SELECT grp, count(*), printf('%.2f', avg(price)) FROM item WHERE grp < 5 GROUP BY grp "
+       "ORDER BY grp;\n"
        "SELECT name FROM item WHERE grp = 3 ORDER BY price DESC, name LIMIT 5;\n";
   return s;
 }
@@ -81,8 +82,10 @@ TEST_CASE("real.sqlite3_error", "[record][real][sqlite3]") {
     return;
   }
   RunOptions opts;
-  opts.stdin_data = "CREATE TABLE t(a);\nINSERT INTO t VALUES(1);\nSELECT * FROM no_such_table;\nSELECT 2;\n";
-  check_real_program("sqlite3_error", {"/usr/bin/sqlite3", "-bail", ":memory:"}, "native", opts, 10, 1);
+  opts.stdin_data =
+      "CREATE TABLE t(a);\nINSERT INTO t VALUES(1);\nSELECT * FROM no_such_table;\nSELECT 2;\n";
+  check_real_program("sqlite3_error", {"/usr/bin/sqlite3", "-bail", ":memory:"}, "native", opts, 10,
+                     1);
 }
 
 // the python3 interpreter runs unchanged
@@ -96,14 +99,13 @@ TEST_CASE("real.python3", "[record][real][python]") {
   RunOptions opts;
   opts.setenv = {{"PYTHONHASHSEED", "0"}, {"PYTHONDONTWRITEBYTECODE", "1"}};
   opts.unsetenv = {"PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME"};
-  const char *code =
-      "import json, collections, sys\n"
-      "d = collections.defaultdict(list)\n"
-      "for i in range(30000):\n"
-      "    d[i % 101].append(str(i) * (i % 7))\n"
-      "s = json.dumps({str(k): len(v) for k, v in sorted(d.items())})\n"
-      "print(len(s), sum(len(x) for v in d.values() for x in v))\n"
-      "print('to stderr', file=sys.stderr)\n"
-      "sys.exit(3)\n";
+  const char *code = "import json, collections, sys\n"
+                     "d = collections.defaultdict(list)\n"
+                     "for i in range(30000):\n"
+                     "    d[i % 101].append(str(i) * (i % 7))\n"
+                     "s = json.dumps({str(k): len(v) for k, v in sorted(d.items())})\n"
+                     "print(len(s), sum(len(x) for v in d.values() for x in v))\n"
+                     "print('to stderr', file=sys.stderr)\n"
+                     "sys.exit(3)\n";
   check_real_program("python3", {"/usr/bin/python3", "-I", "-c", code}, mode, opts, 1000, 3);
 }

@@ -27,11 +27,16 @@ std::string memlayout_bin() { return MLT_MEMLAYOUT; }
 
 std::string program(const std::string &name) {
   static const std::map<std::string, std::string> paths = {
-      {"alloc_threads", MLT_PATH_alloc_threads}, {"cxx_alloc", MLT_PATH_cxx_alloc},
-      {"fork_child", MLT_PATH_fork_child},       {"exec_child", MLT_PATH_exec_child},
-      {"exec_parent", MLT_PATH_exec_parent},     {"exit_paths", MLT_PATH_exit_paths},
-      {"churn", MLT_PATH_churn},                 {"annotated", MLT_PATH_annotated},
-      {"dlopen_main", MLT_PATH_dlopen_main},     {"edge_cases", MLT_PATH_edge_cases},
+      {"alloc_threads", MLT_PATH_alloc_threads},
+      {"cxx_alloc", MLT_PATH_cxx_alloc},
+      {"fork_child", MLT_PATH_fork_child},
+      {"exec_child", MLT_PATH_exec_child},
+      {"exec_parent", MLT_PATH_exec_parent},
+      {"exit_paths", MLT_PATH_exit_paths},
+      {"churn", MLT_PATH_churn},
+      {"annotated", MLT_PATH_annotated},
+      {"dlopen_main", MLT_PATH_dlopen_main},
+      {"edge_cases", MLT_PATH_edge_cases},
   };
   auto it = paths.find(name);
   if (it == paths.end())
@@ -95,7 +100,9 @@ std::vector<std::string> list_dir(const std::string &dir) {
 
 bool RunResult::exited() const { return !timed_out && WIFEXITED(status); }
 int RunResult::exit_code() const { return exited() ? WEXITSTATUS(status) : -1; }
-int RunResult::term_signal() const { return !timed_out && WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
+int RunResult::term_signal() const {
+  return !timed_out && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
 
 std::string RunResult::describe() const {
   if (timed_out)
@@ -138,10 +145,14 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
       ::setenv(k.c_str(), v.c_str(), 1);
     for (const std::string &k : opts.unsetenv)
       ::unsetenv(k.c_str());
-    struct rlimit no_core{0, 0};
+    struct rlimit no_core {
+      0, 0
+    };
     setrlimit(RLIMIT_CORE, &no_core); // abort() and SIGSEGV tests leave no cores
     if (opts.fsize_limit >= 0) {
-      struct rlimit f{static_cast<rlim_t>(opts.fsize_limit), static_cast<rlim_t>(opts.fsize_limit)};
+      struct rlimit f {
+        static_cast<rlim_t>(opts.fsize_limit), static_cast<rlim_t>(opts.fsize_limit)
+      };
       setrlimit(RLIMIT_FSIZE, &f);
     }
     signal(SIGXFSZ, opts.ignore_sigxfsz ? SIG_IGN : SIG_DFL);
@@ -263,7 +274,8 @@ std::string behaviour_difference(const RunResult &direct, const RunResult &recor
     diff += "stderr differs:\n--- direct ---\n" + direct.err.substr(0, 2000) +
             "\n--- recorded (memlayout summary removed) ---\n" + err.substr(0, 2000) + "\n";
   if (direct.describe() != recorded.describe())
-    diff += "status differs: direct " + direct.describe() + ", recorded " + recorded.describe() + "\n";
+    diff +=
+        "status differs: direct " + direct.describe() + ", recorded " + recorded.describe() + "\n";
   return diff;
 }
 
@@ -352,7 +364,8 @@ Dump dump(const std::string &trace, bool symbolize) {
     auto parsed = llvm::json::parse(line);
     if (!parsed) {
       if (d.error.size() < 2000)
-        d.error += "line " + std::to_string(line_no) + ": " + llvm::toString(parsed.takeError()) + "; ";
+        d.error +=
+            "line " + std::to_string(line_no) + ": " + llvm::toString(parsed.takeError()) + "; ";
       continue;
     }
     llvm::json::Object *o = parsed->getAsObject();
@@ -552,7 +565,8 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-std::vector<std::string> missing_from_dump(const ProgramLog &log, const Dump &d, bool check_free_api) {
+std::vector<std::string> missing_from_dump(const ProgramLog &log, const Dump &d,
+                                           bool check_free_api) {
   // Index the dump's events by pointer; each can be used once.
   std::multimap<uint64_t, size_t> by_ptr;
   for (size_t i = 0; i < d.events.size(); ++i)
@@ -610,7 +624,7 @@ std::vector<std::string> missing_from_dump(const ProgramLog &log, const Dump &d,
         }
         if (l.usable && e.usable != l.usable) {
           why_not("usable " + std::to_string(e.usable) + " but malloc_usable_size said " +
-                std::to_string(l.usable));
+                  std::to_string(l.usable));
           continue;
         }
         if (l.align && e.align != l.align) {
@@ -627,8 +641,8 @@ std::vector<std::string> missing_from_dump(const ProgramLog &log, const Dump &d,
     }
     if (!found) {
       std::string desc = std::string(1, l.kind) + " " + l.api + " " + l.fn + " " +
-                         (l.kind == 'R' ? hex(l.old) + "->" : "") + hex(l.ptr) +
-                         " size " + std::to_string(l.size) + " tid " + std::to_string(l.tid);
+                         (l.kind == 'R' ? hex(l.old) + "->" : "") + hex(l.ptr) + " size " +
+                         std::to_string(l.size) + " tid " + std::to_string(l.tid);
       missing.push_back(desc + ": " + why);
     }
   }

@@ -42,8 +42,8 @@ struct RunResult {
   bool timed_out = false;
 
   bool exited() const;
-  int exit_code() const;    // -1 when it did not exit
-  int term_signal() const;  // 0 when not killed by a signal
+  int exit_code() const;        // -1 when it did not exit
+  int term_signal() const;      // 0 when not killed by a signal
   std::string describe() const; // "exit 3" / "signal 6 (Aborted)"
 };
 
@@ -72,8 +72,8 @@ struct Frame {
 };
 
 struct Event {
-  std::string ev;  // alloc, free, realloc, mark, tag, fork, snapshot, ...
-  std::string api; // alloc/free/realloc: malloc, new[](align), delete(sized), ...
+  std::string ev;   // alloc, free, realloc, mark, tag, fork, snapshot, ...
+  std::string api;  // alloc/free/realloc: malloc, new[](align), delete(sized), ...
   std::string name; // mark, tag
   uint64_t ptr = 0, old = 0, size = 0, usable = 0, align = 0, tid = 0, child = 0, stack = 0;
   int64_t ts_ns = 0;
@@ -103,7 +103,7 @@ struct Dump {
   std::vector<Event> events; // alloc, free, realloc, mark, tag, fork, ... in dump order
   std::vector<Module> modules;
   std::vector<ThreadRecord> threads;
-  std::vector<bool> map_pfns; // per memory_map snapshot: were page frames read
+  std::vector<bool> map_pfns;               // per memory_map snapshot: were page frames read
   std::map<std::string, size_t> line_kinds; // "ev" value -> number of lines
 
   std::optional<int64_t> header_int(const char *key) const;

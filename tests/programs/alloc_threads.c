@@ -171,7 +171,8 @@ NOINLINE int *mlt_grow_array(size_t *count_out) {
     int *b = reallocarray(a, want, sizeof *b);
     if (!b)
       abort();
-    ml_log_realloc("reallocarray", "mlt_grow_array", old, b, want * sizeof *b, malloc_usable_size(b));
+    ml_log_realloc("reallocarray", "mlt_grow_array", old, b, want * sizeof *b,
+                   malloc_usable_size(b));
     for (size_t i = n; i < want; ++i)
       b[i] = (int)i;
     a = b;
@@ -225,10 +226,14 @@ static void *worker_main(void *arg) {
     uint64_t r = next_random(&seed);
     void *p;
     switch (r % 8) {
-    case 0: case 1: case 2: case 3:
+    case 0:
+    case 1:
+    case 2:
+    case 3:
       p = mlt_alloc_small(1 + (size_t)(r >> 8) % 512);
       break;
-    case 4: case 5:
+    case 4:
+    case 5:
       p = mlt_alloc_zeroed(1 + (size_t)(r >> 8) % 32, 1 + (size_t)(r >> 16) % 24);
       break;
     default:

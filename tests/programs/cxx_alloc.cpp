@@ -325,8 +325,8 @@ int main(int argc, char **argv) {
   for (std::thread &t : threads)
     t.join();
 
-  std::printf("sum=%ld counted_live=%ld failures=%#x exceptions=%d containers=%ld threads=%ld\n", sum,
-              Counted::live, failures, caught, containers, g_thread_sum);
+  std::printf("sum=%ld counted_live=%ld failures=%#x exceptions=%d containers=%ld threads=%ld\n",
+              sum, Counted::live, failures, caught, containers, g_thread_sum);
   std::fprintf(stderr, "cxx_alloc: done\n");
   if (ml_log_write(argv[1]) != 0) {
     std::perror(argv[1]);

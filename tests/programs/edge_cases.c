@@ -33,8 +33,14 @@ static void show(const char *what, void *p, int err) {
 static void try_posix_memalign(const char *label, size_t align, size_t size) {
   void *p = (void *)0x1;
   int rc = posix_memalign(&p, align, size);
-  printf("%-40s rc=%s%s\n", label, rc == 0 ? "0" : rc == EINVAL ? "EINVAL" : rc == ENOMEM ? "ENOMEM" : "other",
-         rc == 0 ? "" : p == (void *)0x1 ? ", out untouched" : ", out changed");
+  printf("%-40s rc=%s%s\n", label,
+         rc == 0        ? "0"
+         : rc == EINVAL ? "EINVAL"
+         : rc == ENOMEM ? "ENOMEM"
+                        : "other",
+         rc == 0            ? ""
+         : p == (void *)0x1 ? ", out untouched"
+                            : ", out changed");
   if (rc == 0)
     free(p);
 }
