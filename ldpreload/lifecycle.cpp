@@ -506,6 +506,18 @@ int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
   return real(file, argv, env);
 }
 
+// execl, execlp, execle: the argument list (and execle's environment after
+// its terminating NULL) collected, then as execve or execvpe.
+int exec_list(const char *file, const char *arg, va_list ap, bool search_path, bool with_env) {
+  char **envp = environ;
+  char **argv = collect_args(arg, ap, with_env ? &envp : nullptr);
+  if (!argv) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return search_path ? do_execvpe(file, argv, envp) : do_execve(file, argv, envp);
+}
+
 } // namespace
 
 ML_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
@@ -521,36 +533,23 @@ ML_EXPORT int execvp(const char *file, char *const argv[]) {
 ML_EXPORT int execl(const char *path, const char *arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char **argv = collect_args(arg, ap, nullptr);
+  int r = exec_list(path, arg, ap, false, false);
   va_end(ap);
-  if (!argv) {
-    errno = ENOMEM;
-    return -1;
-  }
-  return do_execve(path, argv, environ);
+  return r;
 }
 ML_EXPORT int execlp(const char *file, const char *arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char **argv = collect_args(arg, ap, nullptr);
+  int r = exec_list(file, arg, ap, true, false);
   va_end(ap);
-  if (!argv) {
-    errno = ENOMEM;
-    return -1;
-  }
-  return do_execvpe(file, argv, environ);
+  return r;
 }
 ML_EXPORT int execle(const char *path, const char *arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char **envp = nullptr;
-  char **argv = collect_args(arg, ap, &envp);
+  int r = exec_list(path, arg, ap, false, true);
   va_end(ap);
-  if (!argv) {
-    errno = ENOMEM;
-    return -1;
-  }
-  return do_execve(path, argv, envp);
+  return r;
 }
 ML_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<FexecveFn>("fexecve");
