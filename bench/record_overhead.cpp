@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -40,7 +41,8 @@ struct Config {
 };
 
 struct Sample {
-  double seconds;
+  double seconds;     // wall
+  double cpu_seconds; // user + system of the command and its children
   int status;
   std::string err;
 };
@@ -64,14 +66,17 @@ Sample run(const std::vector<std::string> &argv, const std::string &stdin_file) 
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto secs = [](const timeval &t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  double cpu = secs(ru.ru_utime) + secs(ru.ru_stime);
   std::ifstream e(errpath);
   std::stringstream ss;
   ss << e.rdbuf();
   close(errfd);
   unlink(errpath);
-  return {s, status, ss.str()};
+  return {s, cpu, status, ss.str()};
 }
 
 double median(std::vector<double> v) {
@@ -134,8 +139,8 @@ int main(int argc, char **argv) {
 
   std::vector<Workload> workloads = {
       {"churn",
-       "alloc_churn: 2 threads x 2.5 M free+malloc+memset (10 M events)",
-       {(bin / "alloc_churn").string(), "2", "2500000"},
+       "alloc_churn: 2 threads x 5 M free+malloc+memset (20 M events)",
+       {(bin / "alloc_churn").string(), "2", "5000000"},
        ""},
   };
   if (on_path("sqlite3"))
@@ -148,8 +153,8 @@ int main(int argc, char **argv) {
   std::FILE *json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
   if (json)
     std::fprintf(json, "{\"runs\": %d, \"workloads\": [", runs);
-  std::printf("%-8s %-22s %10s %8s %12s %10s\n", "workload", "configuration", "median s", "ratio",
-              "events", "B/event");
+  std::printf("%-8s %-20s %9s %7s %9s %7s %10s %8s\n", "workload", "configuration", "wall s",
+              "ratio", "cpu s", "ratio", "events", "B/event");
   bool first_workload = true;
   for (auto &w : workloads) {
     if (!only.empty() && w.name != only)
@@ -166,7 +171,7 @@ int main(int argc, char **argv) {
     if (heaptrack)
       configs.push_back(
           {"heaptrack", {"heaptrack", "-o", (tmp / (w.name + ".heaptrack")).string()}, ""});
-    std::vector<std::vector<double>> times(configs.size());
+    std::vector<std::vector<double>> times(configs.size()), cpu(configs.size());
     std::vector<double> events(configs.size(), 0);
     std::vector<uintmax_t> bytes(configs.size(), 0);
     for (int r = 0; r < runs; ++r)
@@ -180,26 +185,32 @@ int main(int argc, char **argv) {
           return 1;
         }
         times[c].push_back(s.seconds);
+        cpu[c].push_back(s.cpu_seconds);
         if (!configs[c].output.empty()) {
           events[c] = events_from_summary(s.err);
           bytes[c] = fs::file_size(configs[c].output);
         }
       }
-    double base = median(times[0]);
+    double base = median(times[0]), cpu_base = median(cpu[0]);
     if (json)
       std::fprintf(json, "%s{\"name\": \"%s\", \"description\": \"%s\", \"configs\": [",
                    first_workload ? "" : ", ", w.name.c_str(), w.description.c_str());
     first_workload = false;
     for (size_t c = 0; c < configs.size(); ++c) {
-      double m = median(times[c]);
+      double m = median(times[c]), mc = median(cpu[c]);
       double bpe = events[c] ? static_cast<double>(bytes[c]) / events[c] : 0;
-      std::printf("%-8s %-22s %10.3f %7.2fx %12.0f %10s\n", w.name.c_str(), configs[c].name.c_str(),
-                  m, m / base, events[c], bpe ? std::to_string(bpe).substr(0, 4).c_str() : "-");
+      char bpe_text[16] = "-";
+      if (bpe)
+        std::snprintf(bpe_text, sizeof bpe_text, "%.2f", bpe);
+      std::printf("%-8s %-20s %9.3f %6.2fx %9.3f %6.2fx %10.0f %8s\n", w.name.c_str(),
+                  configs[c].name.c_str(), m, m / base, mc, mc / cpu_base, events[c], bpe_text);
       if (json)
         std::fprintf(json,
-                     "%s{\"name\": \"%s\", \"median_s\": %.4f, \"ratio\": %.3f, \"events\": %.0f, "
+                     "%s{\"name\": \"%s\", \"median_s\": %.4f, \"ratio\": %.3f, "
+                     "\"median_cpu_s\": %.4f, \"cpu_ratio\": %.3f, \"events\": %.0f, "
                      "\"trace_bytes\": %ju, \"bytes_per_event\": %.3f}",
-                     c ? ", " : "", configs[c].name.c_str(), m, m / base, events[c], bytes[c], bpe);
+                     c ? ", " : "", configs[c].name.c_str(), m, m / base, mc, mc / cpu_base,
+                     events[c], bytes[c], bpe);
     }
     if (json)
       std::fprintf(json, "]}");

@@ -171,15 +171,19 @@ uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
   uintptr_t frames[kMaxStackDepth];
   size_t n = 1;
   frames[0] = start.pc;
-  if (g_options.stack_depth > 1)
-    n = unwind(g_options.unwind, start, frames, g_options.stack_depth);
+  uint32_t *memo = nullptr;
+  if (g_options.stack_depth > 1) {
+    n = unwind(g_options.unwind, start, frames, g_options.stack_depth, &memo);
+    if (memo && *memo)
+      return *memo; // the unwinder verified this very stack: same id as last time
+  }
   uint64_t h = hash_frames(frames, n);
   StackCacheSlot &slot = log->stack_cache[(h ^ (h >> 23)) & (kStackCacheSlots - 1)];
-  if (slot.hash == h)
-    return slot.id;
-  uint32_t id = g_dictionary.intern_stack(frames, n, h);
+  uint32_t id = slot.hash == h ? slot.id : g_dictionary.intern_stack(frames, n, h);
   slot.hash = h;
   slot.id = id;
+  if (memo)
+    *memo = id;
   return id;
 }
 

@@ -578,7 +578,7 @@ void periodic_module_check(ThreadState &t) {
 // rules, so a stack whose recorded slots all still hold the recorded values,
 // under the same rule generation, unwinds to the recorded frames. Checking
 // that takes independent loads instead of a chain of dependent lookups.
-constexpr size_t kStackCacheEntries = 16;
+constexpr size_t kStackCacheEntries = 64; // a real program allocates from hundreds of stacks
 constexpr size_t kStackCacheFrames = 32;
 constexpr size_t kStackCacheReads = 64;
 
@@ -587,6 +587,7 @@ struct StackEntry {
   uintptr_t stack_hi; // the slots were in bounds for this stack (a sigaltstack may change)
   uint64_t tag;       // rule epoch and load count it was computed under; 0 = empty
   uint32_t n, max_depth, nreads;
+  uint32_t memo;                  // the caller's, for this stack; 0 when filled
   uint32_t off[kStackCacheReads]; // slot offsets from sp
   uintptr_t val[kStackCacheReads];
   uintptr_t frames[kStackCacheFrames];
@@ -688,8 +689,8 @@ size_t walk_cfi(const CacheView &v, const UnwindStart &start, const Range &stack
   return n;
 }
 
-size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frames,
-                  size_t max_depth) {
+size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frames, size_t max_depth,
+                  uint32_t **memo) {
   ThreadState &t = t_state;
   if (--t.check_countdown == 0) [[unlikely]]
     periodic_module_check(t);
@@ -712,8 +713,8 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
   const uint64_t tag = uint64_t{v.tag} << 32 | v.adds | uint64_t{1} << 63;
   uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = t.stack_cache->entries[h >> (64 - 4)];
-  static_assert(kStackCacheEntries == 16);
+  StackEntry &e = t.stack_cache->entries[h >> (64 - 6)];
+  static_assert(kStackCacheEntries == 64);
   size_t n;
   if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
       e.stack_hi == stack.hi && e.max_depth == max_depth) {
@@ -723,6 +724,8 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
     if (same) {
       n = e.n;
       memcpy(frames, e.frames, n * sizeof(uintptr_t));
+      if (memo)
+        *memo = &e.memo;
       std::atomic_signal_fence(std::memory_order_seq_cst);
       t.stack_cache_busy = false;
       return n;
@@ -745,7 +748,10 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
     e.n = static_cast<uint32_t>(n);
     e.max_depth = static_cast<uint32_t>(max_depth);
     memcpy(e.frames, frames, n * sizeof(uintptr_t));
+    e.memo = 0;
     e.tag = tag;
+    if (memo)
+      *memo = &e.memo;
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.stack_cache_busy = false;
@@ -791,7 +797,10 @@ size_t unwind_dwarf(const UnwindStart &start, uintptr_t *frames, size_t max_dept
 
 } // namespace
 
-size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth) {
+size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,
+              uint32_t **memo) {
+  if (memo)
+    *memo = nullptr;
   if (max_depth == 0)
     return 0;
   frames[0] = start.pc;
@@ -804,7 +813,7 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
     return 1;
   if (method == UnwindMethod::kFramePointer)
     return unwind_fp(start, stack, frames, max_depth);
-  return unwind_cfi(start, stack, frames, max_depth);
+  return unwind_cfi(start, stack, frames, max_depth, memo);
 }
 
 size_t cfi::unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_t max_depth) {

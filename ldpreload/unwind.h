@@ -41,7 +41,14 @@ struct UnwindStart {
 // Fills frames[0..n) with return addresses, innermost first, and returns n
 // (1 <= n <= max_depth when max_depth >= 1). Safe to call from any thread,
 // inside signal handlers and while the process holds the loader lock.
-size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth);
+//
+// memo, when given, is set to a word the caller may keep something in for
+// this exact stack (the recorder keeps its stack id): 0 the first time, what
+// the caller stored when the same stack comes again. Only kCfi's stack cache
+// provides one; otherwise *memo is null. Valid until the next unwind on this
+// thread.
+size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,
+              uint32_t **memo = nullptr);
 
 // Learns the calling thread's stack bounds now. unwind() does this itself on a
 // thread's first call, but for a secondary thread that means

@@ -801,3 +801,33 @@ TEST_CASE("unwind: CFA programs", "[unwind][cfi]") {
     CHECK(u.cfa_off == r.cfa_off);
   }
 }
+
+// The memo is per verified stack: what the caller stored comes back for the
+// same stack, and a different stack starts from 0.
+[[gnu::noipa]] uint32_t *unwind_memo_probe(UnwindMethod m) {
+  UnwindStart s = MEMLAYOUT_UNWIND_START();
+  uintptr_t frames[8];
+  uint32_t *memo = reinterpret_cast<uint32_t *>(1);
+  unwind(m, s, frames, 8, &memo);
+  return memo;
+}
+[[gnu::noipa]] uint32_t *unwind_memo_site_a(UnwindMethod m) { return unwind_memo_probe(m); }
+[[gnu::noipa]] uint32_t *unwind_memo_site_b(UnwindMethod m) { return unwind_memo_probe(m); }
+
+TEST_CASE("unwind: the stack cache's memo follows the stack", "[unwind]") {
+  for (int round = 0; round < 3; ++round) {
+    uint32_t *a = unwind_memo_site_a(kCfi);
+    REQUIRE(a != nullptr);
+    if (round == 0) {
+      CHECK(*a == 0);
+      *a = 7;
+    } else {
+      CHECK(*a == 7);
+    }
+  }
+  uint32_t *b = unwind_memo_site_b(kCfi);
+  REQUIRE(b != nullptr);
+  CHECK(*b == 0);
+  CHECK(unwind_memo_site_a(kFp) == nullptr);
+  CHECK(unwind_memo_site_a(kDwarf) == nullptr);
+}
