@@ -22,9 +22,11 @@ constexpr size_t jemalloc_size_class(size_t n) {
 }
 
 // glibc 2.36 on 64-bit: a chunk of max(32, align16(n + 8)) bytes whose
-// usable part is the chunk less its 8-byte size field (heap chunks). Requests
-// of M_MMAP_THRESHOLD and more (128 KiB by default, adaptive) are mmapped
-// instead: page-rounded, 16 bytes of header.
+// usable part is the chunk less its 8-byte size field (heap chunks). That is
+// the floor and the common case: carving a chunk out of a free one whose
+// remainder would be under 32 bytes hands out the whole, up to 31 bytes more.
+// Requests of M_MMAP_THRESHOLD and more (128 KiB by default, adaptive) are
+// mmapped instead: page-rounded, 16 bytes of header.
 constexpr size_t glibc_chunk_size(size_t n) {
   size_t c = (n + 8 + 15) & ~size_t{15};
   return c < 32 ? 32 : c;

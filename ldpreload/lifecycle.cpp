@@ -21,8 +21,6 @@ extern char **environ;
 
 namespace memlayout::preload {
 
-Options g_options;
-
 namespace {
 
 using trace::HeaderTag;

@@ -6,6 +6,9 @@
 #include <cstring>
 
 namespace memlayout::preload {
+
+Options g_options;
+
 namespace {
 
 struct Range {
