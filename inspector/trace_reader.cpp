@@ -876,6 +876,7 @@ void TraceReader::prescan() {
     uint64_t at = off;
     off += sizeof h + h.payload_bytes;
     if (h.type == static_cast<uint8_t>(RecordType::kEvents)) {
+      block_events_ += h.count;
       if (h.raw_bytes > 0) {
         if (event_records.size() == 4)
           event_records.erase(event_records.begin());
@@ -892,7 +893,10 @@ void TraceReader::prescan() {
     Item item = Item::kDone;
     if (!load_payload(at, h, c) || !decode_record(at, h, c, true, item))
       break;
-    saw_end |= h.type == static_cast<uint8_t>(RecordType::kEnd);
+    if (h.type == static_cast<uint8_t>(RecordType::kEnd)) {
+      saw_end = true;
+      final_end_ = end_;
+    }
     tables_until_ = off;
   }
   // Without the end pair, the latest block's pair is the widest we can get.

@@ -185,6 +185,11 @@ public:
   uint64_t file_size() const { return size_; }
   const TraceHeader &header() const { return header_; }
   bool has_end() const { return have_end_; }
+  // From the prescan, before any next(): the file's last end record (the one
+  // that counts) and the events its blocks hold by their headers (kTick
+  // included), which is all a truncated trace can say without decoding.
+  const std::optional<EndRecord> &final_end() const { return final_end_; }
+  uint64_t block_event_count() const { return block_events_; }
 
   // Tables (the whole file's after a prescan).
   std::span<const uint64_t> stack(uint64_t id) const; // empty when unknown
@@ -283,6 +288,8 @@ private:
   std::vector<ThreadEntry> rec_threads_;
   MemoryMap map_;
   EndRecord end_;
+  std::optional<EndRecord> final_end_;
+  uint64_t block_events_ = 0;
 
   std::vector<uint64_t> frames_;
   std::unordered_map<uint64_t, StackSpan> stacks_;

@@ -1,6 +1,6 @@
 // memlayout record: run a program under the preload and leave its trace.
 #include "commands.h"
-#include "trace_format.h"
+#include "trace_reader.h"
 
 #include <cerrno>
 #include <climits>
@@ -173,52 +173,24 @@ struct ChildFailure {
 
 struct TraceSummary {
   bool complete = false;
-  uint64_t events = 0, allocs = 0, bytes = 0, lost = 0, file_bytes = 0;
+  uint64_t events = 0, allocs = 0, bytes = 0, file_bytes = 0;
 };
 
-// Reads record headers only; the totals come from the kEnd record, or from
-// the blocks' event counts when the program did not finish writing.
+// The reader's prescan: record headers and tables, no event block decoded.
 TraceSummary summarize(const std::string &path) {
   TraceSummary s;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
+  inspector::TraceReader r;
+  if (!r.open(path))
     return s;
-  trace::FileHeader fh;
-  if (std::fread(&fh, sizeof fh, 1, f) != 1 || std::memcmp(fh.magic, trace::kFileMagic, 8)) {
-    std::fclose(f);
-    return s;
+  s.file_bytes = r.file_size();
+  if (const auto &end = r.final_end()) {
+    s.complete = true;
+    s.events = end->events;
+    s.allocs = end->allocs;
+    s.bytes = end->bytes_allocated;
+  } else {
+    s.events = r.block_event_count();
   }
-  std::fseek(f, fh.header_bytes, SEEK_SET);
-  uint64_t counted = 0;
-  trace::RecordHeader h;
-  while (std::fread(&h, sizeof h, 1, f) == 1 && h.magic == trace::kRecordMagic) {
-    if (h.type == static_cast<uint8_t>(trace::RecordType::kEnd) &&
-        !(h.flags & trace::kRecordCompressed) && h.payload_bytes < 256) {
-      uint8_t buf[256];
-      if (std::fread(buf, 1, h.payload_bytes, f) != h.payload_bytes)
-        break;
-      trace::Cursor c{buf + 1, buf + h.payload_bytes};
-      c.varint(); // tsc
-      c.varint(); // monotonic
-      c.varint(); // status
-      s.events = c.varint();
-      s.allocs = c.varint();
-      c.varint(); // frees
-      s.bytes = c.varint();
-      s.lost = c.varint();
-      s.complete = !c.bad;
-      continue;
-    }
-    if (h.type == static_cast<uint8_t>(trace::RecordType::kEvents))
-      counted += h.count;
-    if (std::fseek(f, h.payload_bytes, SEEK_CUR))
-      break;
-  }
-  std::fseek(f, 0, SEEK_END);
-  s.file_bytes = static_cast<uint64_t>(std::ftell(f));
-  std::fclose(f);
-  if (!s.complete)
-    s.events = counted;
   return s;
 }
 
