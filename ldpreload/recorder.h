@@ -134,7 +134,7 @@ ML_HOT inline void commit_event(ThreadLog *log, uint8_t *w) {
 
 ML_HOT inline uint8_t *put_pointer(ThreadLog *log, uint8_t *w, const void *p) {
   auto a = reinterpret_cast<uintptr_t>(p);
-  w = trace::put_varint(w, trace::zigzag(static_cast<int64_t>(a - log->prev_ptr)));
+  w = trace::put_varint_branchless(w, trace::zigzag(static_cast<int64_t>(a - log->prev_ptr)));
   log->prev_ptr = a;
   return w;
 }
@@ -160,9 +160,9 @@ ML_HOT inline size_t usable_size_of(void *p, size_t size, trace::Api api) {
 ML_HOT inline uint8_t *put_sizes(uint8_t *w, size_t size, size_t usable, trace::Api api) {
   if (ML_LIKELY(usable == trace::predicted_usable(g_usable_model, size) &&
                 !trace::api_is_aligned(api)))
-    return trace::put_varint(w, static_cast<uint64_t>(size) << 1);
-  w = trace::put_varint(w, static_cast<uint64_t>(size) << 1 | 1);
-  return trace::put_varint(w, usable >= size ? usable - size : 0);
+    return trace::put_varint_branchless(w, static_cast<uint64_t>(size) << 1);
+  w = trace::put_varint_branchless(w, static_cast<uint64_t>(size) << 1 | 1);
+  return trace::put_varint_branchless(w, usable >= size ? usable - size : 0);
 }
 
 ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
@@ -176,7 +176,7 @@ ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t
   *w++ = trace::event_head(trace::EventKind::kAlloc, api);
   w = put_pointer(log, w, p);
   w = put_sizes(w, size, usable, api);
-  w = trace::put_varint(w, sid);
+  w = trace::put_varint_branchless(w, sid);
   if (trace::api_is_aligned(api))
     w = trace::put_varint(w, align ? static_cast<uint64_t>(__builtin_ctzll(align)) : 0);
   ++log->allocs;
