@@ -16,6 +16,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"record", memlayout::cli::record_main, "run a program and record its allocations"},
     {"dump", memlayout::cli::dump_main, "print a trace's events"},
+    {"report", memlayout::cli::report_main,
+     "where each allocation group landed in caches and pages, what is wrong, what to change"},
 };
 
 void usage(FILE *out) {

@@ -37,6 +37,7 @@ std::string program(const std::string &name) {
       {"annotated", MLT_PATH_annotated},
       {"dlopen_main", MLT_PATH_dlopen_main},
       {"edge_cases", MLT_PATH_edge_cases},
+      {"node_descriptor", MLT_PATH_node_descriptor},
   };
   auto it = paths.find(name);
   if (it == paths.end())

@@ -1,0 +1,33 @@
+// Findings: what is wrong with a layout, how much, and what to change. Pure
+// functions of the report's measurements; thresholds in one table, explained
+// in docs/findings.md.
+#pragma once
+
+#include "report.h"
+
+#include <vector>
+
+namespace memlayout::inspector {
+
+struct FindingThresholds {
+  // Below this effective set fraction a group runs with a smaller cache.
+  double set_fraction_medium = 0.75, set_fraction_high = 0.55;
+  // Fewer lines than this at a level say nothing about its sets.
+  uint64_t set_min_lines = 256;
+  // Share of objects whose (hot) bytes cross a line boundary.
+  double straddle_medium = 0.10, straddle_high = 0.20;
+  uint64_t min_objects = 32; // below this a group is too small to matter
+  // Share of a group's objects next to (same or adjacent line) another group's.
+  double interleave_share = 0.25;
+  double prefetch_share = 0.50;
+  // Share of a group's lines that also hold another thread's objects.
+  double cross_thread_share = 0.10;
+  uint64_t false_sharing_max_size = 64;
+  // Pages touched against the minimum the group's bytes need.
+  double page_spread_medium = 2.0, page_spread_high = 4.0;
+  uint64_t page_spread_min_pages = 16;
+};
+
+std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t = {});
+
+} // namespace memlayout::inspector

@@ -1,0 +1,67 @@
+// The data the analyses share: the live heap at one moment of a trace, and
+// the allocation groups it is divided into. Produced by heap_snapshot.cpp and
+// grouping.cpp, read by every analysis and renderer.
+#pragma once
+
+#include "trace_format.h"
+#include "trace_reader.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memlayout::inspector {
+
+// One object alive at the snapshot point.
+struct LiveObject {
+  uint64_t addr = 0;   // virtual address
+  uint64_t size = 0;   // requested bytes
+  uint64_t usable = 0; // bytes the allocator reserved for it
+  uint64_t stack_id = 0;
+  uint32_t tid = 0;    // thread that allocated it
+  uint32_t tag_id = 0; // memlayout_tag string id, 0 = untagged
+  trace::Api api = trace::Api::kMalloc;
+  uint64_t seq = 0; // position of its allocation in the merged event order
+};
+
+enum class SnapshotPoint : uint8_t { kPeak, kEnd, kMark };
+
+struct SnapshotSpec {
+  SnapshotPoint point = SnapshotPoint::kPeak;
+  std::string mark; // kMark: the memlayout_mark name (its first occurrence)
+};
+
+struct HeapSnapshot {
+  SnapshotSpec at;
+  int64_t ts_ns = 0;               // when (ns since trace start)
+  std::vector<LiveObject> objects; // sorted by addr
+  uint64_t live_bytes = 0;         // requested
+  uint64_t live_usable_bytes = 0;
+  // The memory-map snapshot that describes pages at that moment best (the
+  // first taken at or after it, else the last before), if the trace has any.
+  std::optional<MemoryMap> memory_map;
+  uint64_t events = 0;        // allocation events replayed up to the point
+  uint64_t unknown_frees = 0; // frees of addresses the trace never allocated
+  // Allocations of an address still live with no pending free of it nearby
+  // (a lost free event): the older object was dropped, counted here.
+  uint64_t double_allocs = 0;
+  bool partial = false; // the trace was truncated: a prefix was analysed
+};
+
+// A group: the objects of one call site (stack) and one size class.
+struct Group {
+  uint32_t id = 0;
+  std::string name; // tag, pool or type when known, else "function (file:line)"
+  struct Site {
+    std::string function, file;
+    uint32_t line = 0;
+  } site;
+  uint64_t size_class = 0;       // usable size most of its objects got
+  uint64_t requested_size = 0;   // the most common requested size
+  std::vector<uint32_t> objects; // indices into HeapSnapshot::objects, by address
+  std::vector<uint32_t> threads; // allocating threads, ascending
+  uint64_t bytes = 0;            // requested bytes of its objects
+};
+
+} // namespace memlayout::inspector

@@ -1,0 +1,891 @@
+#include "heap_snapshot.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace memlayout::inspector {
+
+namespace {
+
+using trace::EventKind;
+
+// A free that another thread's allocation of the same address must follow is
+// searched for this far past the allocation's timestamp: samples are taken
+// every 16 events, so a thread's stamp can lag its real time by its last 16
+// events' worth; 1 ms covers threads that slept between two allocations.
+constexpr double kCausalityWindowNs = 1e6;
+// At most this many events of one thread are decoded ahead while searching.
+constexpr size_t kMaxLookahead = size_t{1} << 16;
+
+// ---- Pass 1: where each thread's blocks lie ----------------------------------
+
+struct BlockRef {
+  uint64_t offset = 0;    // of the record
+  uint64_t first_tsc = 0; // of its first event
+  uint32_t events = 0;    // events the indexing read yielded from it
+};
+
+struct ThreadBlocks {
+  uint32_t tid = 0;
+  std::vector<BlockRef> blocks; // in file order, which is the thread's order
+};
+
+struct MapRef {
+  uint64_t offset = 0, tsc = 0;
+};
+
+struct TraceIndex {
+  std::vector<ThreadBlocks> threads; // by first appearance in the file
+  std::vector<MapRef> maps;
+  std::vector<uint64_t> mark_ids; // distinct, by first appearance
+};
+
+TraceIndex index_trace(TraceReader &r) {
+  TraceIndex ix;
+  std::unordered_map<uint32_t, uint32_t> ordinal; // tid -> index in ix.threads
+  uint64_t block_offset = UINT64_MAX;
+  BlockRef *block = nullptr;
+  for (Item it; (it = r.next()) != Item::kDone;) {
+    if (it == Item::kMemoryMap) {
+      ix.maps.push_back({r.record_offset(), r.memory_map().tsc});
+      continue;
+    }
+    if (it != Item::kEvent)
+      continue;
+    const Event &e = r.event();
+    if (r.record_offset() != block_offset) {
+      block_offset = r.record_offset();
+      auto [pos, fresh] = ordinal.emplace(e.tid, static_cast<uint32_t>(ix.threads.size()));
+      if (fresh)
+        ix.threads.push_back({e.tid, {}});
+      std::vector<BlockRef> &blocks = ix.threads[pos->second].blocks;
+      blocks.push_back({block_offset, e.tsc, 0});
+      block = &blocks.back();
+    }
+    ++block->events;
+    if (e.kind == EventKind::kMark &&
+        std::find(ix.mark_ids.begin(), ix.mark_ids.end(), e.string_id) == ix.mark_ids.end())
+      ix.mark_ids.push_back(e.string_id);
+  }
+  return ix;
+}
+
+// ---- Random access to records ------------------------------------------------
+
+// Hands one record to a TraceReader on its own, behind a copy of the file
+// header, so any block can be decoded when the merge needs it.
+class RecordSource {
+public:
+  explicit RecordSource(std::span<const uint8_t> bytes) : mem_(bytes) {}
+  RecordSource(const RecordSource &) = delete;
+  RecordSource &operator=(const RecordSource &) = delete;
+  ~RecordSource() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+
+  bool open_file(const std::string &path, std::string &error) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      error = path + ": cannot reopen: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  bool init(uint16_t header_bytes, std::string &error) {
+    header_.resize(header_bytes);
+    if (!read(0, header_.size(), header_.data())) {
+      error = "cannot re-read the trace header";
+      return false;
+    }
+    return true;
+  }
+
+  // `out` gets header + the record at `offset`.
+  bool load(uint64_t offset, std::vector<uint8_t> &out) {
+    trace::RecordHeader h;
+    if (!read(offset, sizeof h, reinterpret_cast<uint8_t *>(&h)))
+      return false;
+    size_t total = sizeof h + h.payload_bytes;
+    out.resize(header_.size() + total);
+    std::memcpy(out.data(), header_.data(), header_.size());
+    return read(offset, total, out.data() + header_.size());
+  }
+
+private:
+  bool read(uint64_t offset, size_t n, uint8_t *dst) {
+    if (fd_ < 0) {
+      if (offset > mem_.size() || n > mem_.size() - offset)
+        return false;
+      std::memcpy(dst, mem_.data() + offset, n);
+      return true;
+    }
+    size_t got = 0;
+    while (got < n) {
+      ssize_t k = ::pread(fd_, dst + got, n - got, static_cast<off_t>(offset + got));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return false;
+      got += static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  std::span<const uint8_t> mem_;
+  int fd_ = -1;
+  std::vector<uint8_t> header_;
+};
+
+struct BlockSlot {
+  std::vector<uint8_t> bytes;
+  TraceReader reader;
+};
+
+// ---- Live-set containers -----------------------------------------------------
+
+// Address -> value. Open addressing with linear probing and backward-shift
+// deletion: no tombstones, so a churning heap never degrades. Address 0 is
+// the empty slot (allocations never return it). Any capacity works (the home
+// slot is a multiply-high of the hash), so a table sized for a known count
+// wastes nothing to rounding up to a power of two.
+class AddrTable {
+public:
+  AddrTable() { rehash(16); }
+
+  void reserve(size_t n) {
+    size_t cap = std::max<size_t>(16, n * 4 / 3 + 1);
+    if (cap > slots_.size())
+      rehash(cap);
+  }
+
+  void prefetch(uint64_t addr) const { __builtin_prefetch(&slots_[home(addr)]); }
+
+  uint64_t *find(uint64_t addr) {
+    for (size_t i = home(addr);; i = step(i)) {
+      Slot &s = slots_[i];
+      if (s.addr == addr)
+        return &s.value;
+      if (s.addr == 0)
+        return nullptr;
+    }
+  }
+
+  void insert(uint64_t addr, uint64_t value) { // addr must be absent
+    if ((size_ + 1) * 4 > slots_.size() * 3)
+      rehash(slots_.size() * 2);
+    size_t i = home(addr);
+    while (slots_[i].addr != 0)
+      i = step(i);
+    slots_[i] = {addr, value};
+    ++size_;
+  }
+
+  bool erase(uint64_t addr, uint64_t &value) {
+    size_t i = home(addr);
+    for (;; i = step(i)) {
+      if (slots_[i].addr == addr)
+        break;
+      if (slots_[i].addr == 0)
+        return false;
+    }
+    value = slots_[i].value;
+    // Pull later entries of the probe run back into the hole unless their
+    // home lies after it, so every entry stays reachable from its home.
+    for (size_t j = i;;) {
+      j = step(j);
+      if (slots_[j].addr == 0)
+        break;
+      size_t k = home(slots_[j].addr);
+      if (distance(k, j) >= distance(i, j)) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i].addr = 0;
+    --size_;
+    return true;
+  }
+
+  template <class F> void for_each(F &&f) const {
+    for (const Slot &s : slots_)
+      if (s.addr != 0)
+        f(s.addr, s.value);
+  }
+
+private:
+  struct Slot {
+    uint64_t addr, value;
+  };
+
+  size_t home(uint64_t addr) const {
+    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
+    return static_cast<size_t>((static_cast<unsigned __int128>(h) * slots_.size()) >> 64);
+  }
+  size_t step(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+  size_t distance(size_t from, size_t to) const {
+    return to >= from ? to - from : to + slots_.size() - from;
+  }
+
+  void rehash(size_t cap) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(cap, Slot{0, 0});
+    size_ = 0;
+    for (const Slot &s : old)
+      if (s.addr != 0)
+        insert(s.addr, s.value);
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
+// The first replay only needs each live address's size.
+class SizeHeap {
+public:
+  const AddrTable &table() const { return table_; }
+  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
+  void insert(const LiveObject &o) {
+    table_.insert(o.addr, o.size);
+    bytes_ += o.size;
+    ++count_;
+  }
+  bool remove(uint64_t addr, uint32_t *tag) {
+    uint64_t size;
+    if (!table_.erase(addr, size))
+      return false;
+    bytes_ -= size;
+    --count_;
+    if (tag)
+      *tag = 0;
+    return true;
+  }
+  void tag(uint64_t, uint32_t) {}
+  uint64_t bytes() const { return bytes_; }
+  uint64_t count() const { return count_; }
+
+private:
+  AddrTable table_;
+  uint64_t bytes_ = 0, count_ = 0;
+};
+
+// The second replay keeps whole objects in a slab; the table maps address ->
+// slab index. A free touches only the table (the slab line would be one more
+// cache miss): its slot goes on a stack of free slots, and the live ones are
+// told apart at the end by the table. It tracks no bytes: the first replay
+// found the point already.
+class ObjectHeap {
+public:
+  const AddrTable &table() const { return table_; }
+  void reserve(size_t n) {
+    slab_.reserve(n);
+    table_.reserve(n);
+  }
+  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
+  void insert(const LiveObject &o) {
+    uint64_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+      slab_[i] = o;
+    } else {
+      i = slab_.size();
+      slab_.push_back(o);
+    }
+    table_.insert(o.addr, i);
+    ++count_;
+  }
+  bool remove(uint64_t addr, uint32_t *tag) {
+    uint64_t i;
+    if (!table_.erase(addr, i))
+      return false;
+    if (tag)
+      *tag = slab_[i].tag_id;
+    free_.push_back(static_cast<uint32_t>(i));
+    --count_;
+    return true;
+  }
+  void tag(uint64_t addr, uint32_t id) {
+    if (uint64_t *i = table_.find(addr))
+      slab_[*i].tag_id = id;
+  }
+  uint64_t bytes() const { return 0; }
+  uint64_t count() const { return count_; }
+
+  // Moves the live objects out, by address; the slab's memory becomes theirs.
+  std::vector<LiveObject> take() {
+    std::vector<bool> live(slab_.size());
+    table_.for_each([&](uint64_t, uint64_t i) { live[i] = true; });
+    table_ = AddrTable();
+    free_ = {};
+    size_t n = 0;
+    for (size_t i = 0; i < slab_.size(); ++i)
+      if (live[i])
+        slab_[n++] = slab_[i];
+    slab_.resize(n);
+    std::sort(slab_.begin(), slab_.end(),
+              [](const LiveObject &a, const LiveObject &b) { return a.addr < b.addr; });
+    return std::move(slab_);
+  }
+
+private:
+  std::vector<LiveObject> slab_;
+  std::vector<uint32_t> free_;
+  AddrTable table_;
+  uint64_t count_ = 0;
+};
+
+// What the replay needs of an event, copied out of the decoder. The copy
+// reads field by field (volatile): the decoder has just written them with
+// 8-byte stores, and a vectorised 16-byte load of two of them cannot be
+// forwarded from the store buffer, which stalled the replay more than the
+// decoding cost.
+struct Step {
+  uint64_t tsc = 0, ptr = 0, old_ptr = 0, size = 0, usable = 0, stack_id = 0, string_id = 0;
+  uint32_t tid = 0;
+  EventKind kind = EventKind::kAlloc;
+  trace::Api api = trace::Api::kMalloc;
+
+  static Step of(const Event &decoded) {
+    const volatile Event &e = decoded;
+    Step s;
+    s.kind = e.kind;
+    s.api = e.api;
+    s.tid = e.tid;
+    s.tsc = e.tsc;
+    s.ptr = e.ptr;
+    s.old_ptr = e.old_ptr;
+    s.size = e.size;
+    s.usable = e.usable;
+    s.stack_id = e.stack_id;
+    s.string_id = e.string_id;
+    return s;
+  }
+};
+
+// A queue of decoded events: a ring that grows by doubling. std::deque
+// allocates a chunk per five Events, which cost more than the decoding.
+class EventRing {
+public:
+  bool empty() const { return n_ == 0; }
+  size_t size() const { return n_; }
+  const Step &front() const { return buf_[head_]; }
+  const Step &operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  void pop_front() {
+    head_ = (head_ + 1) & (buf_.size() - 1);
+    --n_;
+  }
+  void push_back(const Step &e) {
+    if (n_ == buf_.size())
+      grow();
+    buf_[(head_ + n_) & (buf_.size() - 1)] = e;
+    ++n_;
+  }
+  void erase(size_t i) { // rare: a look-ahead took an event out
+    for (; i + 1 < n_; ++i)
+      at(i) = at(i + 1);
+    --n_;
+  }
+
+private:
+  Step &at(size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  void grow() {
+    std::vector<Step> bigger(std::max<size_t>(64, buf_.size() * 2));
+    for (size_t i = 0; i < n_; ++i)
+      bigger[i] = at(i);
+    buf_.swap(bigger);
+    head_ = 0;
+  }
+  std::vector<Step> buf_;
+  size_t head_ = 0, n_ = 0;
+};
+
+// ---- The k-way merge ---------------------------------------------------------
+
+// One thread's events in order: `ahead` (decoded, their table slots
+// prefetched), then the rest of the open block, then its later blocks.
+struct Source {
+  uint32_t ordinal = 0;
+  const std::vector<BlockRef> *blocks = nullptr;
+  size_t next_block = 0;
+  BlockSlot *slot = nullptr;
+  uint32_t left = 0; // events still to take from the open block
+  EventRing ahead;
+
+  bool ready() const { return !ahead.empty(); }
+  const Step &head() const { return ahead.front(); }
+};
+
+// Yields events of all threads in (TSC, thread ordinal) order; within a
+// thread, in recorded order. Deterministic, so two replays see one order.
+class Merger {
+public:
+  // Events are decoded this far ahead of their use: a random heap's hash
+  // slots miss the caches, and prefetching them overlaps the misses.
+  static constexpr size_t kDecodeAhead = 32;
+
+  Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable &table)
+      : src_(src), name_(std::move(name)), table_(table) {
+    sources_.resize(ix.threads.size());
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      sources_[i].ordinal = static_cast<uint32_t>(i);
+      sources_[i].blocks = &ix.threads[i].blocks;
+      if (!ix.threads[i].blocks.empty())
+        push(sources_[i]);
+    }
+  }
+
+  // The next event, valid until the following call; nullptr at the end or
+  // on a read error (error() non-empty).
+  const Step *next() {
+    if (cur_) {
+      Source &s = *cur_;
+      cur_ = nullptr;
+      s.ahead.pop_front();
+      // Keep draining one thread while it stays ahead of all others: the
+      // common case of runs of events with one timestamp costs no heap work.
+      if (top_up(s) && (heap_.empty() || precedes(s, heap_.front()))) {
+        cur_ = &s;
+        return &s.head();
+      }
+      if (!exhausted(s))
+        push(s);
+    }
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      Key k = heap_.back();
+      heap_.pop_back();
+      Source &s = sources_[k.ordinal];
+      if (!top_up(s)) {
+        if (!open_block(s))
+          return nullptr;
+        top_up(s);
+        if (!exhausted(s))
+          push(s);
+        continue;
+      }
+      if (s.head().tsc != k.tsc) { // a look-ahead took its head: requeue by the new one
+        push(s);
+        continue;
+      }
+      cur_ = &s;
+      return &s.head();
+    }
+    return nullptr;
+  }
+
+  const std::string &error() const { return error_; }
+
+  // Causality: a free is recorded before the real free, so when an address
+  // comes back from an allocation while still live, its pending free by
+  // another thread really happened first even if its stamp is not earlier.
+  // Takes the earliest such free (or realloc away from addr) within the
+  // window out of its thread, with that thread's earlier tags of addr (which
+  // named the old object). Returns false when there is none.
+  bool take_free(uint64_t addr, uint64_t limit_tsc, std::vector<Step> &out) {
+    Source *best = nullptr;
+    size_t best_i = 0;
+    for (Source &o : sources_) {
+      if (&o == cur_ || exhausted(o))
+        continue;
+      for (size_t i = 0;; ++i) {
+        if (i == o.ahead.size() && (i >= kMaxLookahead || !extend(o, limit_tsc)))
+          break;
+        const Step &e = o.ahead[i];
+        if (e.tsc > limit_tsc)
+          break;
+        bool frees = (e.kind == EventKind::kFree && e.ptr == addr) ||
+                     (e.kind == EventKind::kRealloc && e.old_ptr == addr && e.ptr != addr);
+        if (frees) {
+          if (!best || e.tsc < best->ahead[best_i].tsc) {
+            best = &o;
+            best_i = i;
+          }
+          break;
+        }
+        // This thread gets the address itself first: its later free is its own.
+        if ((e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc) && e.ptr == addr)
+          break;
+      }
+    }
+    if (!best)
+      return false;
+    EventRing &q = best->ahead;
+    for (size_t i = 0; i < best_i;) {
+      if (q[i].kind == EventKind::kTag && q[i].ptr == addr) {
+        out.push_back(q[i]);
+        q.erase(i);
+        --best_i;
+      } else {
+        ++i;
+      }
+    }
+    out.push_back(q[best_i]);
+    q.erase(best_i);
+    return true;
+  }
+
+private:
+  struct Key {
+    uint64_t tsc;
+    uint32_t ordinal;
+  };
+  struct Later {
+    bool operator()(const Key &a, const Key &b) const {
+      return a.tsc != b.tsc ? a.tsc > b.tsc : a.ordinal > b.ordinal;
+    }
+  };
+
+  static bool precedes(const Source &s, const Key &k) {
+    uint64_t t = s.head().tsc;
+    return t != k.tsc ? t < k.tsc : s.ordinal < k.ordinal;
+  }
+
+  bool exhausted(const Source &s) const {
+    return !s.ready() && !s.slot && s.next_block == s.blocks->size();
+  }
+
+  // Ready with the head the thread has decoded, or else its unopened next
+  // block's first stamp (a lower bound: ticks may precede its first event).
+  void push(Source &s) {
+    uint64_t tsc = s.ready() ? s.head().tsc : (*s.blocks)[s.next_block].first_tsc;
+    heap_.push_back({tsc, s.ordinal});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+
+  // Decodes one event of the open block into `ahead`; releases a finished block.
+  bool decode_one(Source &s) {
+    if (!s.slot)
+      return false;
+    if (s.left > 0 && s.slot->reader.next() == Item::kEvent) {
+      --s.left;
+      Step e = Step::of(s.slot->reader.event());
+      s.ahead.push_back(e);
+      table_.prefetch(e.kind == EventKind::kRealloc ? e.old_ptr : e.ptr);
+      return true;
+    }
+    free_.push_back(s.slot);
+    s.slot = nullptr;
+    return false;
+  }
+
+  // Keeps kDecodeAhead events decoded; false when the thread has none ready.
+  bool top_up(Source &s) {
+    while (s.ahead.size() < kDecodeAhead && decode_one(s)) {
+    }
+    return s.ready();
+  }
+
+  bool open_block(Source &s) {
+    if (s.next_block == s.blocks->size())
+      return true;
+    const BlockRef &b = (*s.blocks)[s.next_block++];
+    if (free_.empty()) {
+      pool_.push_back(std::make_unique<BlockSlot>());
+      free_.push_back(pool_.back().get());
+    }
+    BlockSlot *slot = free_.back();
+    free_.pop_back();
+    TraceReader::Options opts;
+    opts.prescan = false;
+    if (!src_.load(b.offset, slot->bytes) ||
+        !slot->reader.open_buffer(slot->bytes.data(), slot->bytes.size(), name_, opts)) {
+      error_ = name_ + ": offset " + std::to_string(b.offset) +
+               ": cannot re-read an events record the first reading decoded";
+      free_.push_back(slot);
+      return false;
+    }
+    s.slot = slot;
+    s.left = b.events;
+    return true;
+  }
+
+  // Decodes one more event of the thread into `ahead`, opening its next
+  // block when that starts within the limit.
+  bool extend(Source &s, uint64_t limit_tsc) {
+    for (;;) {
+      if (decode_one(s))
+        return true;
+      if (s.next_block == s.blocks->size() || (*s.blocks)[s.next_block].first_tsc > limit_tsc)
+        return false;
+      if (!open_block(s))
+        return false;
+    }
+  }
+
+  RecordSource &src_;
+  std::string name_;
+  const AddrTable &table_;
+  std::vector<Source> sources_;
+  std::vector<Key> heap_;
+  Source *cur_ = nullptr;
+  std::vector<std::unique_ptr<BlockSlot>> pool_;
+  std::vector<BlockSlot *> free_;
+  std::string error_;
+};
+
+// ---- The replay --------------------------------------------------------------
+
+struct ReplayStop {
+  uint64_t at_seq = UINT64_MAX;   // stop right after this event
+  std::vector<uint64_t> mark_ids; // or right after the first of these marks
+};
+
+struct ReplayResult {
+  bool stopped = false;     // reached the stop
+  uint64_t seq = 0;         // events applied
+  uint64_t last_tsc = 0;    // stamp of the last event applied
+  uint64_t heap_events = 0; // allocs, frees and reallocs applied
+  uint64_t unknown_frees = 0, double_allocs = 0;
+  uint64_t max_count = 0; // most objects live at once
+  // Peak of live requested bytes (first moment it was reached).
+  bool has_peak = false;
+  uint64_t peak_bytes = 0, peak_seq = 0, peak_tsc = 0, peak_max_count = 0;
+  uint64_t stop_max_count = 0; // max_count when the stop was reached
+};
+
+template <class Heap> class Replay {
+public:
+  Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks)
+      : heap_(heap), m_(m), stop_(stop), window_(window_ticks) {}
+
+  ReplayResult run() {
+    while (!res_.stopped) {
+      const Step *e = m_.next();
+      if (!e)
+        break;
+      step(*e, true);
+    }
+    return res_;
+  }
+
+private:
+  void step(const Step &e, bool may_search) {
+    uint64_t seq = res_.seq++;
+    res_.last_tsc = e.tsc;
+    switch (e.kind) {
+    case EventKind::kAlloc:
+      ++res_.heap_events;
+      if (e.ptr != 0)
+        add(e, seq, 0, may_search);
+      break;
+    case EventKind::kFree: {
+      ++res_.heap_events;
+      if (e.ptr != 0 && !heap_.remove(e.ptr, nullptr))
+        ++res_.unknown_frees;
+      break;
+    }
+    case EventKind::kRealloc: {
+      ++res_.heap_events;
+      uint32_t tag = 0;
+      if (e.ptr == 0 && e.size != 0)
+        break; // failed: the old block stays
+      if (e.old_ptr != 0 && !heap_.remove(e.old_ptr, &tag))
+        ++res_.unknown_frees;
+      // A moved object is still the one the program tagged.
+      if (e.ptr != 0)
+        add(e, seq, tag, may_search);
+      break;
+    }
+    case EventKind::kTag:
+      heap_.tag(e.ptr, static_cast<uint32_t>(e.string_id));
+      break;
+    case EventKind::kMark:
+      if (std::find(stop_.mark_ids.begin(), stop_.mark_ids.end(), e.string_id) !=
+          stop_.mark_ids.end())
+        stop_here();
+      break;
+    default:
+      break;
+    }
+    if (res_.stopped)
+      return; // a nested step (a pulled-forward free) reached the stop
+    if (heap_.count() > res_.max_count)
+      res_.max_count = heap_.count();
+    if (heap_.bytes() > res_.peak_bytes) {
+      res_.has_peak = true;
+      res_.peak_bytes = heap_.bytes();
+      res_.peak_seq = seq;
+      res_.peak_tsc = e.tsc;
+      res_.peak_max_count = res_.max_count;
+    }
+    if (seq == stop_.at_seq)
+      stop_here();
+  }
+
+  void stop_here() {
+    if (heap_.count() > res_.max_count)
+      res_.max_count = heap_.count();
+    res_.stopped = true;
+    res_.stop_max_count = res_.max_count;
+  }
+
+  void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
+    if (heap_.contains(e.ptr)) {
+      pulled_.clear();
+      if (may_search && m_.take_free(e.ptr, e.tsc + window_, pulled_)) {
+        std::vector<Step> first;
+        first.swap(pulled_);
+        for (const Step &f : first) {
+          step(f, false);
+          if (res_.stopped)
+            return;
+        }
+      }
+      if (heap_.remove(e.ptr, nullptr))
+        ++res_.double_allocs;
+    }
+    LiveObject o;
+    o.addr = e.ptr;
+    o.size = e.size;
+    o.usable = e.usable;
+    o.stack_id = e.stack_id;
+    o.tid = e.tid;
+    o.tag_id = tag;
+    o.api = e.api;
+    o.seq = seq;
+    heap_.insert(o);
+  }
+
+  Heap &heap_;
+  Merger &m_;
+  const ReplayStop &stop_;
+  uint64_t window_;
+  ReplayResult res_;
+  std::vector<Step> pulled_;
+};
+
+// ---- Helpers -----------------------------------------------------------------
+
+std::string mark_list(const TraceReader &r, const TraceIndex &ix) {
+  if (ix.mark_ids.empty())
+    return "it has no marks";
+  std::string s = "marks in it: ";
+  for (size_t i = 0; i < ix.mark_ids.size(); ++i) {
+    const std::string *n = r.string(ix.mark_ids[i]);
+    s += (i ? ", " : "") + (n ? *n : "#" + std::to_string(ix.mark_ids[i]));
+  }
+  return s;
+}
+
+// The snapshot taken first at or after the point, else the last before it.
+std::optional<MemoryMap> pick_map(const TraceIndex &ix, RecordSource &src, const std::string &name,
+                                  uint64_t tsc) {
+  const MapRef *best = nullptr;
+  for (const MapRef &m : ix.maps)
+    if (m.tsc >= tsc && (!best || m.tsc < best->tsc))
+      best = &m;
+  if (!best)
+    for (const MapRef &m : ix.maps)
+      if (!best || m.tsc >= best->tsc)
+        best = &m;
+  if (!best)
+    return std::nullopt;
+  BlockSlot slot;
+  TraceReader::Options opts;
+  opts.prescan = false;
+  if (!src.load(best->offset, slot.bytes) ||
+      !slot.reader.open_buffer(slot.bytes.data(), slot.bytes.size(), name, opts) ||
+      slot.reader.next() != Item::kMemoryMap)
+    return std::nullopt;
+  return slot.reader.memory_map();
+}
+
+bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnapshot &out,
+           std::string &error) {
+  out = HeapSnapshot{};
+  out.at = spec;
+  if (r.status() == ReadStatus::kUnreadable) {
+    error = r.error().message;
+    return false;
+  }
+  TraceIndex ix = index_trace(r);
+  out.partial = r.status() != ReadStatus::kOk;
+
+  ReplayStop stop;
+  if (spec.point == SnapshotPoint::kMark) {
+    for (uint64_t id : ix.mark_ids)
+      if (const std::string *n = r.string(id); n && *n == spec.mark)
+        stop.mark_ids.push_back(id);
+    if (stop.mark_ids.empty()) {
+      error = "no mark named " + spec.mark + " in " + r.name() + "; " + mark_list(r, ix);
+      return false;
+    }
+  }
+  if (!src.init(r.header().header_bytes, error))
+    return false;
+  uint64_t window = static_cast<uint64_t>(kCausalityWindowNs * r.ticks_per_ns());
+
+  // Replay 1: where the point is and how many objects live at most until
+  // then, so replay 2 sizes its containers exactly.
+  ReplayResult first;
+  {
+    SizeHeap heap;
+    Merger m(ix, src, r.name(), heap.table());
+    first = Replay<SizeHeap>(heap, m, stop, window).run();
+    if (!m.error().empty()) {
+      error = m.error();
+      return false;
+    }
+  }
+  uint64_t reserve = first.max_count;
+  if (spec.point == SnapshotPoint::kPeak) {
+    if (!first.has_peak) { // nothing was ever live: the start is the peak
+      out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
+      out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
+      return true;
+    }
+    stop.at_seq = first.peak_seq;
+    reserve = first.peak_max_count;
+  } else if (spec.point == SnapshotPoint::kMark) {
+    reserve = first.stop_max_count;
+  }
+
+  ObjectHeap heap;
+  heap.reserve(reserve);
+  Merger m(ix, src, r.name(), heap.table());
+  ReplayResult res = Replay<ObjectHeap>(heap, m, stop, window).run();
+  if (!m.error().empty()) {
+    error = m.error();
+    return false;
+  }
+  uint64_t point_tsc = res.seq ? res.last_tsc : r.header().start_tsc.value_or(0);
+  out.ts_ns = r.ns_since_start(point_tsc);
+  out.events = res.heap_events;
+  out.unknown_frees = res.unknown_frees;
+  out.double_allocs = res.double_allocs;
+  out.objects = heap.take();
+  for (const LiveObject &o : out.objects) {
+    out.live_bytes += o.size;
+    out.live_usable_bytes += o.usable;
+  }
+  out.memory_map = pick_map(ix, src, r.name(), point_tsc);
+  return true;
+}
+
+} // namespace
+
+bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out,
+                    std::string &error) {
+  RecordSource src({});
+  if (!src.open_file(r.name(), error))
+    return false;
+  return build(r, src, spec, out, error);
+}
+
+bool build_snapshot(TraceReader &r, std::span<const uint8_t> trace_bytes, const SnapshotSpec &spec,
+                    HeapSnapshot &out, std::string &error) {
+  RecordSource src(trace_bytes);
+  return build(r, src, spec, out, error);
+}
+
+} // namespace memlayout::inspector

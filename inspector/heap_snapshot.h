@@ -1,0 +1,39 @@
+// The live heap at one moment of a trace: replays allocations, frees,
+// reallocs and tags of all threads merged into one time order and stops at
+// the peak of live requested bytes, at the end, or right after a mark.
+//
+// Threads' blocks lie in the file in flush order, so a block can come long
+// after later blocks of other threads. The replay therefore reads the trace
+// once through `r` to index every events block (offset, thread, first TSC),
+// then merges the threads by (TSC, thread) decoding each block on its own
+// only when it holds the earliest pending event. Memory for events: one
+// decoded block per thread whose current block overlaps the replay's time
+// (a block is at most the recorder's 64 KiB buffer, decompressed), plus
+// look-ahead of at most kMaxLookahead events per thread when resolving an
+// address reuse. Memory for the heap: one 56-byte LiveObject plus a 16-byte
+// hash slot at <= 70% load per object alive at the busiest moment before the
+// point (about 80 bytes per object), sized exactly from a first replay.
+#pragma once
+
+#include "heap_model.h"
+#include "trace_reader.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace memlayout::inspector {
+
+// `r` must be open with nothing read yet (next() not called); it is read to
+// its end, after which its tables, status() and error() are complete. A
+// truncated or damaged trace gives the valid prefix's snapshot with
+// `partial` set (r.error() says where it stopped). Returns false, with
+// `error` set, when the trace cannot be read at all or a mark is missing.
+// Blocks are re-read from the file r.name(); a reader opened with
+// open_buffer must use the overload that is given the same bytes.
+bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out,
+                    std::string &error);
+bool build_snapshot(TraceReader &r, std::span<const uint8_t> trace_bytes, const SnapshotSpec &spec,
+                    HeapSnapshot &out, std::string &error);
+
+} // namespace memlayout::inspector

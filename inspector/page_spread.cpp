@@ -1,0 +1,168 @@
+#include "page_spread.h"
+
+#include <algorithm>
+
+namespace memlayout::inspector {
+
+namespace {
+
+std::vector<uint32_t> by_address(const HeapSnapshot &snapshot, const Group &group) {
+  std::vector<uint32_t> order;
+  order.reserve(group.objects.size());
+  for (uint32_t idx : group.objects)
+    if (idx < snapshot.objects.size())
+      order.push_back(idx);
+  auto addr_less = [&](uint32_t a, uint32_t b) {
+    return snapshot.objects[a].addr < snapshot.objects[b].addr;
+  };
+  if (!std::is_sorted(order.begin(), order.end(), addr_less))
+    std::sort(order.begin(), order.end(), addr_less);
+  return order;
+}
+
+// Pages are about what the allocator reserved, so the usable size; a trace
+// without it (0) falls back to the requested size, and an empty object still
+// occupies the byte at its address.
+uint64_t extent_of(const LiveObject &o) {
+  return std::max<uint64_t>(o.usable ? o.usable : o.size, 1);
+}
+
+uint64_t last_byte(const LiveObject &o, uint64_t extent) {
+  return o.addr + std::min(extent - 1, UINT64_MAX - o.addr);
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+// Counts distinct units (pages or regions) of ascending [first, last] ranges,
+// and the runs of consecutive ones.
+struct UnitCounter {
+  uint64_t units = 0, runs = 0, longest = 0;
+  uint64_t last = 0, run_len = 0;
+  bool any = false;
+
+  void add(uint64_t first, uint64_t lastu) {
+    if (any && lastu <= last)
+      return; // already counted: the previous object reached this far
+    uint64_t from = first;
+    if (any && first <= last + 1) {
+      from = std::max(first, last + 1);
+      run_len += lastu - from + 1;
+    } else {
+      ++runs;
+      run_len = lastu - from + 1;
+    }
+    units += lastu - from + 1;
+    longest = std::max(longest, run_len);
+    last = lastu;
+    any = true;
+  }
+};
+
+// Bytes of the group per page, in ascending page order, into the histogram.
+struct FillCounter {
+  uint64_t page_size;
+  std::array<uint64_t, 10> &hist;
+  uint64_t page = 0, bytes = 0;
+  bool open = false;
+
+  void close() {
+    if (open)
+      ++hist[std::min<uint64_t>(bytes * 10 / page_size, 9)];
+    open = false;
+  }
+  void add(uint64_t p, uint64_t b) {
+    // p < page only with overlapping objects; keep the bytes on the open page
+    // rather than counting a page twice.
+    if (open && p <= page) {
+      bytes += b;
+      return;
+    }
+    close();
+    page = p;
+    bytes = b;
+    open = true;
+  }
+};
+
+} // namespace
+
+PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
+                               const PageSpreadOptions &opts) {
+  PageSpread out;
+  const uint64_t ps = opts.page_size ? opts.page_size : 4096;
+  const uint64_t rs = std::max(opts.region_size, ps);
+  out.page_size = ps;
+  out.region_size = rs;
+
+  UnitCounter pages, regions;
+  FillCounter fill{ps, out.fill_histogram};
+  for (uint32_t idx : by_address(snapshot, group)) {
+    const LiveObject &o = snapshot.objects[idx];
+    const uint64_t extent = extent_of(o);
+    const uint64_t end = last_byte(o, extent);
+    ++out.objects;
+    out.bytes += end - o.addr + 1;
+    const uint64_t p0 = o.addr / ps, p1 = end / ps;
+    pages.add(p0, p1);
+    regions.add(o.addr / rs, end / rs);
+    if (p0 == p1) {
+      fill.add(p0, end - o.addr + 1);
+    } else {
+      fill.add(p0, (p0 + 1) * ps - o.addr);
+      fill.hist[9] += p1 - p0 - 1; // the interior pages are full
+      fill.add(p1, end - p1 * ps + 1);
+    }
+  }
+  fill.close();
+
+  out.pages = pages.units;
+  out.page_runs = pages.runs;
+  out.longest_run = pages.longest;
+  out.regions = regions.units;
+  out.pages_min = ceil_div(out.bytes, ps);
+  out.regions_min = ceil_div(out.bytes, rs);
+  if (out.pages) {
+    out.spread = static_cast<double>(out.pages) / static_cast<double>(out.pages_min);
+    out.mean_fill = std::min(1.0, static_cast<double>(out.bytes) /
+                                      (static_cast<double>(out.pages) * static_cast<double>(ps)));
+  }
+  return out;
+}
+
+ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
+                   const PageSpreadOptions &opts) {
+  ChunkMap out;
+  const uint64_t ps = opts.page_size ? opts.page_size : 4096;
+  const uint64_t rs = std::max(opts.region_size, ps);
+  out.page_size = ps;
+  out.region_size = rs;
+  const uint64_t ppr = rs / ps;
+  out.pages_per_region = static_cast<uint32_t>(ppr);
+  out.words_per_region = static_cast<uint32_t>(ceil_div(ppr, 64));
+
+  for (uint32_t idx : by_address(snapshot, group)) {
+    const LiveObject &o = snapshot.objects[idx];
+    const uint64_t end = last_byte(o, extent_of(o));
+    for (uint64_t p = o.addr / ps; p <= end / ps; ++p) {
+      const uint64_t base = p / ppr * rs;
+      size_t r;
+      if (out.regions.empty() || base > out.regions.back()) {
+        out.regions.push_back(base);
+        out.bits.resize(out.bits.size() + out.words_per_region, 0);
+        r = out.regions.size() - 1;
+      } else {
+        // Only overlapping objects step back into an earlier region.
+        r = std::lower_bound(out.regions.begin(), out.regions.end(), base) - out.regions.begin();
+        if (r == out.regions.size() || out.regions[r] != base)
+          continue;
+      }
+      const uint64_t in_region = p % ppr;
+      out.bits[r * out.words_per_region + in_region / 64] |= 1ull << (in_region % 64);
+      if (p == UINT64_MAX)
+        break;
+    }
+  }
+  return out;
+}
+
+} // namespace memlayout::inspector

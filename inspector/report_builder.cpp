@@ -1,0 +1,188 @@
+#include "report_builder.h"
+
+#include "address_map.h"
+#include "cache_model.h"
+#include "colocation.h"
+#include "grouping.h"
+#include "heap_snapshot.h"
+#include "line_layout.h"
+#include "page_spread.h"
+#include "set_occupancy.h"
+#include "symbolizer.h"
+#include "trace_reader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
+
+namespace memlayout::inspector {
+namespace {
+
+constexpr size_t kMaxLevels = 3;      // L1, L2, L3: the report's columns
+constexpr size_t kNeighboursKept = 8; // per group, the closest by objects next to it
+
+// --hot NAME matches a group's name (its tag or pool when it has one) or the
+// function of its call site.
+uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot) {
+  for (const auto &h : hot)
+    if (h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0)
+      return h.bytes;
+  return 0;
+}
+
+void progress(bool on, const char *stage) {
+  if (on)
+    std::fprintf(stderr, "\rmemlayout report: %-40s", stage);
+}
+
+std::string at_text(const SnapshotSpec &s) {
+  switch (s.point) {
+  case SnapshotPoint::kPeak:
+    return "peak";
+  case SnapshotPoint::kEnd:
+    return "end";
+  case SnapshotPoint::kMark:
+    return "mark:" + s.mark;
+  }
+  return "?";
+}
+
+} // namespace
+
+bool parse_snapshot_spec(const std::string &text, SnapshotSpec &out) {
+  if (text == "peak") {
+    out = {SnapshotPoint::kPeak, {}};
+    return true;
+  }
+  if (text == "end") {
+    out = {SnapshotPoint::kEnd, {}};
+    return true;
+  }
+  if (text.rfind("mark:", 0) == 0 && text.size() > 5) {
+    out = {SnapshotPoint::kMark, text.substr(5)};
+    return true;
+  }
+  return false;
+}
+
+bool build_report(const std::string &trace_path, const ReportOptions &o, Report &out,
+                  std::string &error) {
+  out = Report{};
+  out.trace = trace_path;
+  out.at = at_text(o.at);
+
+  // The cache model first: a bad override file is the user's to fix before
+  // a long replay.
+  std::optional<CacheModel> model;
+  std::string cache_error;
+  if (!o.cache_file.empty()) {
+    model = CacheModel::from_file(o.cache_file, cache_error);
+    if (!model) {
+      error = cache_error;
+      return false;
+    }
+  } else {
+    model = CacheModel::from_sysfs(cache_error);
+    if (!model) {
+      model = CacheModel::reference();
+      out.notes.push_back("this machine's caches are not in sysfs (" + cache_error +
+                          "): figures use the reference machine's (--cache FILE to choose)");
+    }
+  }
+
+  progress(o.progress, "reading the trace");
+  TraceReader r;
+  if (!r.open(trace_path)) {
+    error = r.error().message;
+    return false;
+  }
+  progress(o.progress, "replaying allocations");
+  HeapSnapshot snap;
+  if (!build_snapshot(r, o.at, snap, error))
+    return false;
+  out.allocator = r.header().allocator.empty() ? "unknown" : r.header().allocator;
+  out.at_ns = snap.ts_ns;
+  out.partial = snap.partial;
+  out.live_objects = snap.objects.size();
+  out.live_bytes = snap.live_bytes;
+  if (snap.partial)
+    out.notes.push_back("the trace is incomplete (" + r.error().message +
+                        "): this is the layout of its readable part");
+  if (snap.unknown_frees)
+    out.notes.push_back(std::to_string(snap.unknown_frees) +
+                        " frees of addresses the trace never allocated (memory allocated before "
+                        "recording started, or by a parent before fork)");
+  if (snap.double_allocs)
+    out.notes.push_back(std::to_string(snap.double_allocs) +
+                        " addresses allocated again while live with no free found: the "
+                        "earlier object was dropped");
+
+  progress(o.progress, "symbolizing call sites");
+  Symbolizer::Options sym_opts;
+  sym_opts.main_executable = r.header().executable;
+  Symbolizer sym(r.modules(), sym_opts);
+  GroupingOptions grouping;
+  grouping.wrappers = o.wrappers;
+  std::vector<Group> groups = group_objects(snap, r, sym, grouping);
+  out.groups_total = groups.size();
+
+  AddressMap pages = AddressMap::of(snap);
+  std::vector<const CacheLevel *> levels;
+  for (const auto &l : model->levels) {
+    if (levels.size() == kMaxLevels)
+      break;
+    levels.push_back(&l);
+    SetBasis basis = set_basis(l, pages.best());
+    out.levels.push_back({l.level, l.type, l.sets, l.ways, l.line_size, l.size_bytes,
+                          indexing_name(l.indexing), basis.text});
+  }
+  if (!snap.memory_map)
+    out.notes.push_back("the trace has no memory map: L2/L3 sets rest on the page offset only");
+
+  progress(o.progress, "placing groups in lines, sets and pages");
+  Colocation colocation = analyse_colocation(snap, groups);
+  out.groups.reserve(groups.size());
+  for (size_t pos = 0; pos < groups.size(); ++pos) {
+    const Group &g = groups[pos];
+    GroupReport gr;
+    gr.group = g;
+    gr.objects = g.objects.size();
+    gr.hot_bytes = hot_bytes_for(g, o.hot);
+    LineLayoutOptions lo;
+    lo.hot_bytes = gr.hot_bytes;
+    LineLayout ll = analyse_line_layout(snap, g, lo);
+    gr.lines_per_object = ll.lines_per_object;
+    gr.straddle_fraction = ll.straddle_fraction;
+    for (const auto &s : ll.strides)
+      gr.strides.push_back({static_cast<int64_t>(s.bytes), s.share});
+    for (size_t i = 0; i < levels.size(); ++i) {
+      SetOccupancy so = set_occupancy(snap, g.objects, gr.hot_bytes, *levels[i], pages);
+      gr.set_effective_fraction[i] = so.effective.fraction;
+      gr.lines_counted[i] = so.lines;
+    }
+    PageSpread ps = analyse_page_spread(snap, g);
+    gr.pages_4k = ps.pages;
+    gr.pages_min = ps.pages_min;
+    gr.regions_2m = ps.regions;
+    gr.regions_min = ps.regions_min;
+    gr.page_runs = ps.page_runs;
+    for (const auto &p : colocation.pairs)
+      if (p.a == pos)
+        gr.neighbours.push_back(
+            {colocation.group_ids[p.b], p.same_line, p.adjacent_line, p.same_page});
+    std::sort(gr.neighbours.begin(), gr.neighbours.end(), [](const auto &x, const auto &y) {
+      return x.same_line + x.adjacent_line > y.same_line + y.adjacent_line;
+    });
+    if (gr.neighbours.size() > kNeighboursKept)
+      gr.neighbours.resize(kNeighboursKept);
+    gr.lines_total = colocation.group_lines[pos];
+    gr.cross_thread_lines = colocation.group_cross_thread_lines[pos];
+    out.groups.push_back(std::move(gr));
+  }
+  out.findings = find_problems(out, o.thresholds);
+  if (o.progress)
+    std::fprintf(stderr, "\r%-60s\r", "");
+  return true;
+}
+
+} // namespace memlayout::inspector

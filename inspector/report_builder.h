@@ -1,0 +1,36 @@
+// From a trace file to a Report: snapshot, groups, placement in the caches
+// and pages, co-location, findings. The one pipeline every format renders.
+#pragma once
+
+#include "findings.h"
+#include "heap_model.h"
+#include "report.h"
+
+#include <string>
+#include <vector>
+
+namespace memlayout::inspector {
+
+struct HotPrefix {
+  std::string name; // matches a group's name, tag or function
+  uint64_t bytes = 0;
+};
+
+struct ReportOptions {
+  SnapshotSpec at;
+  std::vector<HotPrefix> hot;
+  std::string cache_file;            // cache model override; empty: this machine's sysfs
+  std::vector<std::string> wrappers; // extra allocation wrappers to look through
+  FindingThresholds thresholds;
+  bool progress = false; // a progress bar on stderr (the caller decides: tty only)
+};
+
+// Returns false with `error` set ("FILE: offset N: ...") when the trace
+// cannot be analysed; a truncated trace gives a partial report instead.
+bool build_report(const std::string &trace_path, const ReportOptions &o, Report &out,
+                  std::string &error);
+
+// "peak", "end", "mark:NAME"; false on anything else.
+bool parse_snapshot_spec(const std::string &text, SnapshotSpec &out);
+
+} // namespace memlayout::inspector

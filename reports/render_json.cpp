@@ -1,0 +1,133 @@
+// The report as JSON, schema memlayout.report/1 (../shared/design.md).
+#include "render.h"
+
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace memlayout::cli {
+namespace {
+
+using llvm::json::OStream;
+
+void optional_number(OStream &j, const char *key, const std::optional<double> &v) {
+  j.attributeBegin(key);
+  if (v)
+    j.value(*v);
+  else
+    j.value(nullptr);
+  j.attributeEnd();
+}
+
+void group(OStream &j, const inspector::Report &r, const inspector::GroupReport &g) {
+  j.object([&] {
+    j.attribute("id", g.group.id);
+    j.attribute("name", g.group.name);
+    j.attributeObject("site", [&] {
+      j.attribute("function", g.group.site.function);
+      j.attribute("file", g.group.site.file);
+      j.attribute("line", g.group.site.line);
+    });
+    j.attribute("size_class", g.group.size_class);
+    j.attribute("requested_size", g.group.requested_size);
+    j.attribute("objects", g.objects);
+    j.attribute("bytes", g.group.bytes);
+    j.attributeArray("threads", [&] {
+      for (uint32_t t : g.group.threads)
+        j.value(t);
+    });
+    j.attribute("lines_per_object", g.lines_per_object);
+    j.attribute("straddle_fraction", g.straddle_fraction);
+    if (g.hot_bytes)
+      j.attribute("hot_bytes", g.hot_bytes);
+    j.attributeObject("set_effective_fraction", [&] {
+      for (size_t i = 0; i < g.set_effective_fraction.size(); ++i) {
+        std::string key = "L" + std::to_string(i + 1);
+        optional_number(j, key.c_str(),
+                        i < r.levels.size() ? g.set_effective_fraction[i] : std::nullopt);
+      }
+    });
+    j.attributeArray("strides", [&] {
+      for (const auto &s : g.strides)
+        j.object([&] {
+          j.attribute("bytes", s.bytes);
+          j.attribute("share", s.share);
+        });
+    });
+    j.attribute("pages_4k", g.pages_4k);
+    j.attribute("pages_min", g.pages_min);
+    j.attribute("regions_2m", g.regions_2m);
+    j.attribute("page_runs", g.page_runs);
+    j.attribute("cross_thread_lines", g.cross_thread_lines);
+    j.attributeArray("neighbours", [&] {
+      for (const auto &n : g.neighbours)
+        j.object([&] {
+          j.attribute("group", n.group);
+          j.attribute("same_line", n.same_line);
+          j.attribute("adjacent_line", n.adjacent_line);
+          j.attribute("same_page", n.same_page);
+        });
+    });
+  });
+}
+
+} // namespace
+
+void render_json(const inspector::Report &r, std::ostream &out) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OStream j(os, 2);
+  j.object([&] {
+    j.attribute("schema", inspector::kReportSchema);
+    j.attribute("trace", r.trace);
+    j.attribute("at", r.at);
+    j.attribute("at_ns", r.at_ns);
+    j.attribute("partial", r.partial);
+    j.attribute("allocator", r.allocator);
+    j.attribute("live_objects", r.live_objects);
+    j.attribute("live_bytes", r.live_bytes);
+    j.attributeObject("cache", [&] {
+      j.attributeArray("levels", [&] {
+        for (const auto &l : r.levels)
+          j.object([&] {
+            j.attribute("level", l.level);
+            j.attribute("type", l.type);
+            j.attribute("sets", l.sets);
+            j.attribute("ways", l.ways);
+            j.attribute("line_size", l.line_size);
+            j.attribute("size_bytes", l.size_bytes);
+            j.attribute("indexing", l.indexing);
+            j.attribute("bits", l.bits);
+          });
+      });
+    });
+    j.attributeArray("groups", [&] {
+      for (const auto &g : r.groups)
+        group(j, r, g);
+    });
+    j.attributeArray("findings", [&] {
+      for (const auto &f : r.findings)
+        j.object([&] {
+          j.attribute("kind", f.kind);
+          j.attribute("severity", f.severity);
+          j.attributeArray("groups", [&] {
+            for (uint32_t id : f.groups)
+              j.value(id);
+          });
+          j.attributeObject("metric", [&] {
+            for (const auto &[k, v] : f.metric)
+              j.attribute(k, v);
+          });
+          j.attribute("message", f.message);
+          j.attribute("fix", f.fix);
+        });
+    });
+    j.attributeArray("notes", [&] {
+      for (const auto &n : r.notes)
+        j.value(n);
+    });
+  });
+  os.flush();
+  out << text << '\n';
+}
+
+} // namespace memlayout::cli

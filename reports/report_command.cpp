@@ -1,0 +1,136 @@
+// memlayout report: where each allocation group landed, what is wrong with
+// it and what to change.
+#include "commands.h"
+#include "render.h"
+#include "report_builder.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+namespace memlayout::cli {
+namespace {
+
+constexpr const char *kUsage =
+    "usage: memlayout report FILE [options]\n"
+    "\n"
+    "Maps each allocation group (call site and size class) of a trace to cache\n"
+    "lines, cache sets and pages, and reports what is wrong with the layout and\n"
+    "what to change.\n"
+    "\n"
+    "options:\n"
+    "  --format text|json     output format (default text)\n"
+    "  -o, --output OUT       write to OUT instead of stdout\n"
+    "  --at peak|end|mark:NAME  the moment analysed (default peak: most live bytes)\n"
+    "  --hot NAME=BYTES       only the first BYTES of NAME's objects are hot (NAME:\n"
+    "                         a group's type, pool, tag or function); repeatable\n"
+    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
+    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
+    "  --top N                groups listed in text (default 15)\n"
+    "  -h, --help             this text\n";
+
+int usage_error(const std::string &message) {
+  std::fprintf(stderr, "memlayout report: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+} // namespace
+
+int report_main(int argc, char **argv) {
+  std::string trace, format = "text", output;
+  inspector::ReportOptions o;
+  TextOptions text;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--format") {
+      const char *v = value();
+      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
+        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
+      format = v;
+    } else if (a == "-o" || a == "--output") {
+      const char *v = value();
+      if (!v || !*v)
+        return usage_error(a + " needs a path");
+      output = v;
+    } else if (a == "--at") {
+      const char *v = value();
+      if (!v || !inspector::parse_snapshot_spec(v, o.at))
+        return usage_error(std::string("--at takes peak, end or mark:NAME, not '") + (v ? v : "") +
+                           "'");
+    } else if (a == "--hot") {
+      const char *v = value();
+      const char *eq = v ? std::strrchr(v, '=') : nullptr;
+      char *end = nullptr;
+      unsigned long long n = eq ? std::strtoull(eq + 1, &end, 10) : 0;
+      if (!eq || eq == v || !*(eq + 1) || *end || n == 0)
+        return usage_error(std::string("--hot takes NAME=BYTES, not '") + (v ? v : "") + "'");
+      o.hot.push_back({std::string(v, static_cast<size_t>(eq - v)), n});
+    } else if (a == "--cache") {
+      const char *v = value();
+      if (!v)
+        return usage_error("--cache needs a file");
+      o.cache_file = v;
+    } else if (a == "--wrapper") {
+      const char *v = value();
+      if (!v)
+        return usage_error("--wrapper needs a function name");
+      o.wrappers.push_back(v);
+    } else if (a == "--top") {
+      const char *v = value();
+      char *end = nullptr;
+      long n = v ? std::strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1)
+        return usage_error(std::string("--top takes a positive number, not '") + (v ? v : "") +
+                           "'");
+      text.top = static_cast<size_t>(n);
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option '" + a + "'");
+    } else if (trace.empty()) {
+      trace = a;
+    } else {
+      return usage_error("one trace at a time ('" + trace + "', then '" + a + "')");
+    }
+  }
+  if (trace.empty())
+    return usage_error("no trace given");
+  o.progress = isatty(2);
+  inspector::Report report;
+  std::string error;
+  if (!inspector::build_report(trace, o, report, error)) {
+    std::fprintf(stderr, "memlayout report: %s\n", error.c_str());
+    return 2;
+  }
+  std::ofstream file;
+  std::ostream *out = &std::cout;
+  if (!output.empty()) {
+    file.open(output);
+    if (!file) {
+      std::fprintf(stderr, "memlayout report: cannot write '%s': %s\n", output.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+    out = &file;
+  }
+  text.color = output.empty() && isatty(1);
+  if (format == "json")
+    render_json(report, *out);
+  else
+    render_text(report, *out, text);
+  out->flush();
+  if (!*out) {
+    std::fprintf(stderr, "memlayout report: write error\n");
+    return 2;
+  }
+  return report.partial ? 1 : 0;
+}
+
+} // namespace memlayout::cli

@@ -1,0 +1,153 @@
+// Findings on synthetic measurements: the study's pathologies are flagged
+// with the right fix, a clean layout is not.
+#include "findings.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memlayout::inspector;
+
+namespace {
+
+Report base_report() {
+  Report r;
+  r.levels = {{1, "Data", 64, 12, 64, 48 << 10, "virtual", "bits 6-11"},
+              {2, "Unified", 2048, 16, 64, 2 << 20, "physical", "bits 6-16"},
+              {3, "Unified", 114688, 15, 64, 105ull << 20, "physical", "bits 6-16"}};
+  return r;
+}
+
+GroupReport clean_group(uint32_t id, const char *function, uint64_t size_class) {
+  GroupReport g;
+  g.group.id = id;
+  g.group.name = std::string(function) + " (tree.c:10)";
+  g.group.site = {function, "tree.c", 10};
+  g.group.size_class = size_class;
+  g.group.requested_size = size_class;
+  g.objects = 100000;
+  g.group.bytes = g.objects * size_class;
+  g.lines_per_object = 1;
+  g.set_effective_fraction = {1.0, 0.99, 0.98};
+  g.lines_counted = {100000, 100000, 100000};
+  g.pages_min = g.group.bytes / 4096;
+  g.pages_4k = g.pages_min + 1;
+  g.lines_total = 100000;
+  return g;
+}
+
+const Finding *find(const std::vector<Finding> &fs, const std::string &kind) {
+  // fs must outlive the pointer: keep find_problems' result in a variable.
+  for (const auto &f : fs)
+    if (f.kind == kind)
+      return &f;
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("findings: a clean layout has none", "[findings]") {
+  Report r = base_report();
+  r.groups = {clean_group(1, "make_node", 64), clean_group(2, "make_leaf", 48)};
+  r.groups[1].straddle_fraction = 0.02;
+  CHECK(find_problems(r).empty());
+}
+
+TEST_CASE("findings: int-lf's node/descriptor interleaving", "[findings]") {
+  Report r = base_report();
+  GroupReport node = clean_group(1, "new_node", 64), desc = clean_group(2, "new_descriptor", 64);
+  node.set_effective_fraction = {0.5, 0.5, 0.5};
+  node.neighbours = {{2, 0, node.objects, node.objects}};
+  desc.neighbours = {{1, 0, desc.objects, desc.objects}};
+  r.groups = {node, desc};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->severity == "high");
+  CHECK(f->groups == std::vector<uint32_t>{1});
+  CHECK(f->metric.at("set_effective_fraction_L2") == Approx(0.5));
+  CHECK(f->fix.find("segregate new_node") != std::string::npos);
+  CHECK(f->fix.find("--segregate function=new_node,pool=new_node") != std::string::npos);
+  REQUIRE(find(fs, "size_class_sharing"));
+  CHECK(find(fs, "size_class_sharing")->groups == std::vector<uint32_t>{1, 2});
+  REQUIRE(find(fs, "prefetch_pollution"));
+}
+
+TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of lines",
+          "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "new_node", 128);
+  g.set_effective_fraction = {0.5, 0.5, 0.5};
+  g.strides = {{128, 0.95}};
+  r.groups = {g};
+  auto fs1 = find_problems(r);
+  const Finding *f = find(fs1, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("192 bytes") != std::string::npos);
+}
+
+TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "citrus_node", 48);
+  g.straddle_fraction = 0.25;
+  g.hot_bytes = 24;
+  r.groups = {g};
+  auto fs2 = find_problems(r);
+  const Finding *f = find(fs2, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->severity == "high");
+  CHECK(f->fix.find("align=64") != std::string::npos);
+  g.straddle_fraction = 0.05;
+  r.groups = {g};
+  CHECK_FALSE(find(find_problems(r), "line_straddle"));
+}
+
+TEST_CASE("findings: row locks shared by threads are false sharing", "[findings]") {
+  Report r = base_report();
+  GroupReport locks = clean_group(1, "row_lock_init", 48);
+  locks.group.threads = {100, 101};
+  locks.cross_thread_lines = 60000;
+  r.groups = {locks};
+  auto fs3 = find_problems(r);
+  const Finding *f = find(fs3, "false_sharing");
+  REQUIRE(f);
+  CHECK(f->fix.find("pad=64") != std::string::npos);
+  GroupReport rows = clean_group(2, "row_new", 1024);
+  rows.cross_thread_lines = 60000;
+  r.groups = {rows};
+  CHECK(find(find_problems(r), "cross_thread_line_sharing"));
+  CHECK_FALSE(find(find_problems(r), "false_sharing"));
+}
+
+TEST_CASE("findings: nodes spread over four times the pages they need", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "new_node", 64);
+  g.pages_4k = g.pages_min * 4;
+  r.groups = {g};
+  auto fs4 = find_problems(r);
+  const Finding *f = find(fs4, "page_spread");
+  REQUIRE(f);
+  CHECK(f->severity == "high");
+  CHECK(f->metric.at("pages_4k") == Approx(static_cast<double>(g.pages_4k)));
+}
+
+TEST_CASE("findings: too few lines say nothing about sets", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "rare", 64);
+  g.set_effective_fraction = {0.1, 0.1, 0.1};
+  g.lines_counted = {100, 100, 100};
+  r.groups = {g};
+  CHECK_FALSE(find(find_problems(r), "set_underutilization"));
+}
+
+TEST_CASE("findings: shares stay shares, unnamed sites get size rules", "[findings]") {
+  Report r = base_report();
+  GroupReport a = clean_group(1, "??", 72), b = clean_group(2, "make_b", 72);
+  // Every object both shares a line and has the other group on its pair line.
+  a.neighbours = {{2, a.objects, a.objects, a.objects}};
+  r.groups = {a, b};
+  auto fs5 = find_problems(r);
+  const Finding *f = find(fs5, "size_class_sharing");
+  REQUIRE(f);
+  CHECK(f->metric.at("interleaved_share") == Approx(1.0));
+  CHECK(f->fix.find("size=72") != std::string::npos);
+  CHECK(f->fix.find("function=??") == std::string::npos);
+}

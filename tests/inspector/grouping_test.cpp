@@ -1,0 +1,238 @@
+#include "grouping.h"
+#include "heap_snapshot.h"
+#include "trace_builder.h"
+
+#include <catch2/catch.hpp>
+
+#include <elf.h>
+#include <link.h>
+
+using namespace memlayout;
+using namespace memlayout::inspector;
+using memlayout::testing::Block;
+using memlayout::testing::Bytes;
+using memlayout::testing::TraceBuilder;
+using trace::Api;
+
+// Code addresses of this binary for the recorded stacks: frame 0 lies in a
+// malloc-like wrapper, frame 1 in the function that called it. Outside the
+// memlayout namespace, which the symbolizer counts as allocator plumbing.
+struct GroupingFrames {
+  uint64_t in_wrapper, in_caller;
+};
+
+extern "C" __attribute__((noinline)) uint64_t grouping_return_address() {
+  asm volatile("" ::: "memory");
+  return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+
+extern "C" __attribute__((noinline)) GroupingFrames grouping_xmalloc_like() {
+  GroupingFrames f;
+  f.in_wrapper = grouping_return_address();
+  f.in_caller = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+  return f;
+}
+
+extern "C" __attribute__((noinline)) GroupingFrames grouping_make_node() {
+  GroupingFrames f = grouping_xmalloc_like();
+  asm volatile("" ::: "memory"); // keeps the call from becoming a tail jump
+  return f;
+}
+
+extern "C" __attribute__((noinline)) GroupingFrames grouping_make_edge() {
+  GroupingFrames f = grouping_xmalloc_like();
+  asm volatile("" ::: "memory");
+  return f;
+}
+
+namespace {
+
+int collect(struct dl_phdr_info *info, size_t, void *data) {
+  auto *mods = static_cast<std::vector<ModuleEntry> *>(data);
+  ModuleEntry m;
+  m.load_bias = info->dlpi_addr;
+  m.path = info->dlpi_name ? info->dlpi_name : "";
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD)
+      m.segments.push_back(
+          {ph.p_vaddr, ph.p_memsz, static_cast<uint8_t>(ph.p_flags & (PF_X | PF_W | PF_R))});
+  }
+  mods->push_back(std::move(m));
+  return 0;
+}
+
+std::unique_ptr<Symbolizer> this_process_symbolizer() {
+  std::vector<ModuleEntry> mods;
+  dl_iterate_phdr(collect, &mods);
+  Symbolizer::Options opts;
+  opts.main_executable = "/proc/self/exe";
+  return std::make_unique<Symbolizer>(mods, opts);
+}
+
+constexpr uint32_t kTagEdge = 9;
+
+// Objects: tagged edges from make_edge (usable 128, 2 of 3 tagged; 320
+// bytes), nodes from make_node in class 48 through two stacks (164 bytes)
+// and in class 64 (50 bytes), untagged edges in class 32 by two threads (48).
+Bytes grouping_trace() {
+  GroupingFrames node = grouping_make_node();
+  GroupingFrames edge = grouping_make_edge();
+  TraceBuilder t;
+  t.strings({{kTagEdge, "edge_t"}});
+  t.stacks({{1, {node.in_wrapper, node.in_caller}},
+            {2, {edge.in_wrapper, edge.in_caller}},
+            {3, {node.in_wrapper, node.in_caller, 0x1234}}});
+  Block b(1000, 1000, 5000);
+  uint64_t a = 0x100000;
+  auto next = [&a] { return a += 0x1000; };
+  b.alloc(Api::kMalloc, next(), 40, 48, 1).alloc(Api::kMalloc, next(), 40, 48, 1);
+  b.alloc(Api::kMalloc, next(), 44, 48, 1).alloc(Api::kMalloc, next(), 40, 48, 3);
+  b.alloc(Api::kMalloc, next(), 50, 64, 1);
+  b.alloc(Api::kMalloc, next(), 100, 128, 2).tag(a, kTagEdge);
+  b.alloc(Api::kMalloc, next(), 100, 128, 2).tag(a, kTagEdge);
+  b.alloc(Api::kMalloc, next(), 120, 128, 2);
+  b.alloc(Api::kMalloc, next(), 24, 32, 2);
+  Block b6(1100, 1100, 5100);
+  b6.alloc(Api::kMalloc, next(), 24, 32, 2);
+  t.events(5, b).events(6, b6).end(2000, 6000);
+  return t.bytes();
+}
+
+struct Grouped {
+  Bytes bytes;
+  TraceReader r;
+  HeapSnapshot s;
+};
+
+std::unique_ptr<Grouped> snapshot_of_grouping_trace() {
+  auto g = std::make_unique<Grouped>();
+  g->bytes = grouping_trace();
+  REQUIRE(g->r.open_buffer(g->bytes.data(), g->bytes.size(), "g.trace"));
+  std::string error;
+  REQUIRE(build_snapshot(g->r, g->bytes, SnapshotSpec{SnapshotPoint::kEnd, ""}, g->s, error));
+  REQUIRE(g->s.objects.size() == 10);
+  return g;
+}
+
+} // namespace
+
+TEST_CASE("wrapper frames: allocator plumbing, C wrappers and configured names", "[grouping]") {
+  GroupingOptions o;
+  CHECK(is_wrapper_frame("operator new(unsigned long)", o));
+  CHECK(is_wrapper_frame("xmalloc", o));
+  CHECK(is_wrapper_frame("xmalloc(unsigned long)", o));
+  CHECK(is_wrapper_frame("sqlite3DbMallocRawNN", o));
+  CHECK(is_wrapper_frame("g_malloc0", o));
+  CHECK(is_wrapper_frame("std::allocator_traits<std::allocator<int> >::allocate(...)", o));
+  CHECK_FALSE(is_wrapper_frame("xmallocate_everything", o));
+  CHECK_FALSE(is_wrapper_frame("std::_Rb_tree<int, int, std::_Identity<int>, std::less<int>, "
+                               "std::allocator<int> >::_M_create_node<int const&>(int const&)",
+                               o));
+  CHECK_FALSE(is_wrapper_frame("make_node(int)", o));
+  CHECK_FALSE(is_wrapper_frame("my_alloc_node", o));
+  o.wrappers = {"my_alloc_*", "make_node"};
+  CHECK(is_wrapper_frame("my_alloc_node", o));
+  CHECK(is_wrapper_frame("make_node(int)", o));
+  CHECK_FALSE(is_wrapper_frame("make_nodes(int)", o));
+}
+
+TEST_CASE("the call site skips wrappers to the caller's line", "[grouping]") {
+  GroupingFrames node = grouping_make_node();
+  auto sym = this_process_symbolizer();
+  std::vector<uint64_t> stack{node.in_wrapper, node.in_caller, 0x1234};
+
+  Group::Site plain = call_site(stack, *sym, GroupingOptions{});
+  CHECK(plain.function == "grouping_xmalloc_like");
+
+  GroupingOptions o;
+  o.wrappers = {"grouping_xmalloc_like"};
+  Group::Site site = call_site(stack, *sym, o);
+  CHECK(site.function == "grouping_make_node");
+  CHECK(site.file.find("grouping_test.cpp") != std::string::npos);
+  CHECK(site.line > 0);
+
+  // Every frame a wrapper: the outermost one names the site.
+  o.wrappers.push_back("grouping_make_*");
+  CHECK(call_site({stack.data(), 2}, *sym, o).function == "grouping_make_node");
+  // Nothing known about the address: "??".
+  CHECK(call_site(std::vector<uint64_t>{0x1234}, *sym, o).function == "??");
+}
+
+TEST_CASE("groups by call site and size class, named by tag or site, ids by bytes", "[grouping]") {
+  auto g = snapshot_of_grouping_trace();
+  auto sym = this_process_symbolizer();
+  GroupingOptions o;
+  o.wrappers = {"grouping_xmalloc_like"};
+  std::vector<Group> groups = group_objects(g->s, g->r, *sym, o);
+  REQUIRE(groups.size() == 4);
+  for (size_t i = 0; i < groups.size(); ++i)
+    CHECK(groups[i].id == i + 1);
+
+  const Group &tagged = groups[0];
+  CHECK(tagged.name == "edge_t");
+  CHECK(tagged.site.function == "grouping_make_edge");
+  CHECK(tagged.size_class == 128);
+  CHECK(tagged.requested_size == 100);
+  CHECK(tagged.bytes == 320);
+  CHECK(tagged.objects.size() == 3);
+  CHECK(tagged.threads == std::vector<uint32_t>{5});
+
+  const Group &node48 = groups[1];
+  CHECK(node48.site.function == "grouping_make_node");
+  CHECK(node48.name ==
+        "grouping_make_node (grouping_test.cpp:" + std::to_string(node48.site.line) + ")");
+  CHECK(node48.size_class == 48);
+  CHECK(node48.requested_size == 40);
+  CHECK(node48.objects.size() == 4); // stacks 1 and 3 share the call site
+  CHECK(node48.bytes == 164);
+
+  const Group &node64 = groups[2];
+  CHECK(node64.site.function == "grouping_make_node");
+  CHECK(node64.size_class == 64);
+  CHECK(node64.bytes == 50);
+
+  const Group &edge32 = groups[3];
+  CHECK(edge32.site.function == "grouping_make_edge");
+  CHECK(edge32.name.rfind("grouping_make_edge (grouping_test.cpp:", 0) == 0);
+  CHECK(edge32.size_class == 32);
+  CHECK(edge32.threads == std::vector<uint32_t>{5, 6});
+
+  // Object indices are by address, and every object is in one group.
+  std::vector<uint32_t> all;
+  for (const Group &gr : groups) {
+    CHECK(std::is_sorted(gr.objects.begin(), gr.objects.end()));
+    all.insert(all.end(), gr.objects.begin(), gr.objects.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(all == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+  SECTION("ids and names are deterministic") {
+    auto sym2 = this_process_symbolizer();
+    std::vector<Group> again = group_objects(g->s, g->r, *sym2, o);
+    REQUIRE(again.size() == groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      CHECK(again[i].id == groups[i].id);
+      CHECK(again[i].name == groups[i].name);
+      CHECK(again[i].objects == groups[i].objects);
+    }
+  }
+
+  SECTION("without the wrapper configured, the wrapper is the site") {
+    std::vector<Group> plain = group_objects(g->s, g->r, *sym, GroupingOptions{});
+    for (const Group &gr : plain)
+      CHECK(gr.site.function == "grouping_xmalloc_like");
+    CHECK(plain.size() == 4); // one site now, still four size classes
+  }
+
+  SECTION("a pool hook names groups whose objects mostly come from one pool") {
+    GroupingOptions p = o;
+    p.pool_of = [](const LiveObject &obj) {
+      return obj.usable == 48 ? std::string("nodes") : std::string();
+    };
+    std::vector<Group> pooled = group_objects(g->s, g->r, *sym, p);
+    CHECK(pooled[0].name == "edge_t");
+    CHECK(pooled[1].name == "nodes");
+  }
+}

@@ -1,0 +1,297 @@
+#include "heap_snapshot.h"
+#include "trace_builder.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <unistd.h>
+
+using namespace memlayout;
+using namespace memlayout::inspector;
+using memlayout::testing::Block;
+using memlayout::testing::Bytes;
+using memlayout::testing::TraceBuilder;
+using trace::Api;
+
+namespace {
+
+constexpr uint64_t kA = 0x10000, kB = 0x20000, kC = 0x30000, kD = 0x40000;
+
+// Snapshot of an in-memory trace; fails the test on an error.
+HeapSnapshot snap(const Bytes &bytes, SnapshotSpec spec = {}) {
+  TraceReader r;
+  REQUIRE(r.open_buffer(bytes.data(), bytes.size(), "t.trace"));
+  HeapSnapshot s;
+  std::string error;
+  INFO(error);
+  REQUIRE(build_snapshot(r, bytes, spec, s, error));
+  return s;
+}
+
+SnapshotSpec at_end() { return {SnapshotPoint::kEnd, ""}; }
+SnapshotSpec at_mark(std::string m) { return {SnapshotPoint::kMark, std::move(m)}; }
+
+std::vector<uint64_t> addrs(const HeapSnapshot &s) {
+  std::vector<uint64_t> a;
+  for (const LiveObject &o : s.objects)
+    a.push_back(o.addr);
+  return a;
+}
+
+const LiveObject *find(const HeapSnapshot &s, uint64_t addr) {
+  for (const LiveObject &o : s.objects)
+    if (o.addr == addr)
+      return &o;
+  return nullptr;
+}
+
+// One thread: A(100) B(200) | mark phase1 | free A, C(500) -> peak 700 at
+// tsc 1300 | free C, D(50) | mark phase2 at tsc 1600.
+Bytes phases() {
+  TraceBuilder t;
+  t.strings({{1, "phase1"}, {2, "phase2"}, {3, "unused"}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1).tick(100).alloc(Api::kMalloc, kB, 200, 208, 2);
+  b.tick(100).mark(1).free(Api::kFree, kA).tick(100).alloc(Api::kNew, kC, 500, 512, 3);
+  b.tick(100).free(Api::kDelete, kC).tick(100).alloc(Api::kMalloc, kD, 50, 56, 4);
+  b.tick(100).mark(2);
+  t.events(7, b);
+  t.end(2000, 6000);
+  return t.bytes();
+}
+
+} // namespace
+
+TEST_CASE("peak, end and mark snapshots of one thread", "[snapshot]") {
+  Bytes bytes = phases();
+
+  HeapSnapshot peak = snap(bytes);
+  CHECK(addrs(peak) == std::vector<uint64_t>{kB, kC});
+  CHECK(peak.live_bytes == 700);
+  CHECK(peak.live_usable_bytes == 720);
+  CHECK(peak.ts_ns == 300); // tsc 1300, 1 tick = 1 ns from the start tsc 1000
+  CHECK_FALSE(peak.partial);
+  REQUIRE(find(peak, kC));
+  CHECK(find(peak, kC)->api == Api::kNew);
+  CHECK(find(peak, kC)->stack_id == 3);
+  CHECK(find(peak, kC)->tid == 7);
+  CHECK(find(peak, kC)->size == 500);
+  CHECK(find(peak, kC)->usable == 512);
+  CHECK(find(peak, kB)->seq < find(peak, kC)->seq);
+
+  HeapSnapshot end = snap(bytes, at_end());
+  CHECK(addrs(end) == std::vector<uint64_t>{kB, kD});
+  CHECK(end.live_bytes == 250);
+  CHECK(end.events == 6);
+
+  HeapSnapshot m1 = snap(bytes, at_mark("phase1"));
+  CHECK(addrs(m1) == std::vector<uint64_t>{kA, kB});
+  CHECK(m1.ts_ns == 200);
+  CHECK(m1.events == 2);
+  HeapSnapshot m2 = snap(bytes, at_mark("phase2"));
+  CHECK(addrs(m2) == std::vector<uint64_t>{kB, kD});
+
+  TraceReader r;
+  REQUIRE(r.open_buffer(bytes.data(), bytes.size(), "t.trace"));
+  HeapSnapshot s;
+  std::string error;
+  CHECK_FALSE(build_snapshot(r, bytes, at_mark("phase3"), s, error));
+  CHECK(error == "no mark named phase3 in t.trace; marks in it: phase1, phase2");
+}
+
+TEST_CASE("peak ties keep the first moment", "[snapshot]") {
+  TraceBuilder t;
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1).tick(10).free(Api::kFree, kA);
+  b.tick(10).alloc(Api::kMalloc, kB, 100, 112, 2);
+  t.events(1, b).end(2000, 6000);
+  HeapSnapshot s = snap(t.bytes());
+  CHECK(addrs(s) == std::vector<uint64_t>{kA});
+}
+
+TEST_CASE("a free by one thread goes before another's reuse of the address at the same stamp",
+          "[snapshot]") {
+  // T2's block lies first in the file, so at tsc 200 it is merged first; but
+  // T1 frees A at that stamp and T2 gets A back: the free really came first.
+  uint64_t t2_alloc_tsc = GENERATE(200, 150); // equal, and inverted by a stale sample
+  TraceBuilder t;
+  Block t2(t2_alloc_tsc, 0, 0);
+  t2.alloc(Api::kMalloc, kA, 64, 72, 2).tick(300).free(Api::kFree, kA);
+  Block t1(100, 0, 0);
+  t1.alloc(Api::kMalloc, kA, 32, 40, 1).tick(100).free(Api::kFree, kA);
+  t.events(22, t2).events(11, t1).end(2000, 6000);
+  Bytes bytes = t.bytes();
+
+  HeapSnapshot peak = snap(bytes);
+  REQUIRE(peak.objects.size() == 1);
+  CHECK(peak.objects[0].size == 64);
+  CHECK(peak.objects[0].tid == 22);
+  CHECK(peak.live_bytes == 64);
+  CHECK(peak.double_allocs == 0);
+  CHECK(peak.unknown_frees == 0);
+
+  HeapSnapshot end = snap(bytes, at_end());
+  CHECK(end.objects.empty());
+  CHECK(end.live_bytes == 0);
+  CHECK(end.double_allocs == 0);
+  CHECK(end.unknown_frees == 0);
+}
+
+TEST_CASE("a reused address with no pending free drops the old object once", "[snapshot]") {
+  TraceBuilder t;
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1).alloc(Api::kMalloc, kA, 30, 40, 2);
+  t.events(1, b).end(2000, 6000);
+  HeapSnapshot s = snap(t.bytes(), at_end());
+  REQUIRE(s.objects.size() == 1);
+  CHECK(s.objects[0].size == 30);
+  CHECK(s.live_bytes == 30);
+  CHECK(s.double_allocs == 1);
+}
+
+TEST_CASE("realloc chains move, resize and keep the tag", "[snapshot]") {
+  TraceBuilder t;
+  t.strings({{5, "buffer"}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 10, 24, 1).tag(kA, 5);
+  b.realloc(Api::kRealloc, kA, kB, 20, 24, 2);     // moved
+  b.realloc(Api::kRealloc, kB, kB, 30, 40, 3);     // in place
+  b.realloc(Api::kRealloc, kB, kC, 40, 40, 4);     // moved again
+  b.realloc(Api::kRealloc, kD, kD + 64, 8, 24, 5); // unknown old pointer
+  b.realloc(Api::kRealloc, kD + 64, 0, 0, 0, 6);   // realloc(p, 0) frees
+  t.events(3, b).end(2000, 6000);
+  HeapSnapshot s = snap(t.bytes(), at_end());
+  REQUIRE(addrs(s) == std::vector<uint64_t>{kC});
+  const LiveObject &o = s.objects[0];
+  CHECK(o.size == 40);
+  CHECK(o.usable == 40);
+  CHECK(o.stack_id == 4);
+  CHECK(o.api == Api::kRealloc);
+  CHECK(o.tag_id == 5);
+  CHECK(s.live_bytes == 40);
+  CHECK(s.unknown_frees == 1);
+}
+
+TEST_CASE("tags name the live object at their address", "[snapshot]") {
+  TraceBuilder t;
+  t.strings({{1, "node"}, {2, "edge"}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 48, 56, 1).tag(kA, 1).alloc(Api::kMalloc, kB, 48, 56, 1);
+  b.tag(kD, 2); // nothing lives there: ignored
+  b.free(Api::kFree, kB).alloc(Api::kMalloc, kB, 48, 56, 1);
+  b.tag(kB, 2).free(Api::kFree, kB).alloc(Api::kMalloc, kB, 48, 56, 1); // a new object: untagged
+  t.events(1, b).end(2000, 6000);
+  HeapSnapshot s = snap(t.bytes(), at_end());
+  REQUIRE(s.objects.size() == 2);
+  CHECK(find(s, kA)->tag_id == 1);
+  CHECK(find(s, kB)->tag_id == 0);
+}
+
+TEST_CASE("frees of unknown addresses are counted, not subtracted", "[snapshot]") {
+  TraceBuilder t;
+  Block b(1000, 1000, 5000);
+  b.free(Api::kFree, kD).alloc(Api::kMalloc, kA, 100, 112, 1).free(Api::kFree, kB);
+  b.free(Api::kFree, kA).free(Api::kFree, kA); // a double free counts too
+  t.events(1, b).end(2000, 6000);
+  HeapSnapshot s = snap(t.bytes(), at_end());
+  CHECK(s.objects.empty());
+  CHECK(s.live_bytes == 0);
+  CHECK(s.unknown_frees == 3);
+}
+
+TEST_CASE("a truncated trace gives its prefix's snapshot, marked partial", "[snapshot]") {
+  TraceBuilder t;
+  Block b1(1000, 1000, 5000);
+  b1.alloc(Api::kMalloc, kA, 100, 112, 1).alloc(Api::kMalloc, kB, 100, 112, 1);
+  Block b2(2000, 2000, 6000);
+  b2.free(Api::kFree, kA).alloc(Api::kMalloc, kC, 100, 112, 1);
+  t.events(1, b1).events(1, b2).end(3000, 7000);
+  Bytes full = t.bytes();
+  Bytes cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(t.record_offset(1) + 30));
+
+  HeapSnapshot s = snap(cut, at_end());
+  CHECK(s.partial);
+  CHECK(addrs(s) == std::vector<uint64_t>{kA, kB});
+
+  HeapSnapshot whole = snap(full, at_end());
+  CHECK_FALSE(whole.partial);
+  CHECK(addrs(whole) == std::vector<uint64_t>{kB, kC});
+}
+
+TEST_CASE("the memory map taken first at or after the point, else the last before", "[snapshot]") {
+  TraceBuilder t;
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1).tick(500).alloc(Api::kMalloc, kB, 100, 112, 1);
+  b.tick(500).free(Api::kFree, kB).tick(3000).free(Api::kFree, kA);
+  // Peak at tsc 1500, end at tsc 5000.
+  TraceBuilder::RegionSpec heap{0x10000, 0x50000, 3, 1, 0, {}};
+  t.memory_map(1, 900, 0, {heap});
+  t.events(1, b);
+  t.memory_map(3, 2500, 0, {heap}); // in the file before map 2, taken after it
+  t.memory_map(2, 1600, 0, {heap});
+  t.memory_map(4, 4000, 0, {heap});
+  t.end(6000, 10000);
+  Bytes bytes = t.bytes();
+
+  HeapSnapshot peak = snap(bytes);
+  REQUIRE(peak.memory_map);
+  CHECK(peak.memory_map->snapshot_id == 2);
+  CHECK(peak.memory_map->regions.size() == 1);
+
+  HeapSnapshot end = snap(bytes, at_end());
+  REQUIRE(end.memory_map);
+  CHECK(end.memory_map->snapshot_id == 4);
+
+  TraceBuilder none;
+  none.events(1, b).end(6000, 10000);
+  CHECK_FALSE(snap(none.bytes()).memory_map);
+}
+
+TEST_CASE("threads merge by time even when a block lies late in the file", "[snapshot]") {
+  // Real order: A@1000, B@2000 (peak A+B = 1100), free A@3000, C@3000,
+  // free B@4000. In file order T2's block comes last, which would put the
+  // peak at C+B.
+  TraceBuilder t;
+  Block t1a(1000, 0, 0);
+  t1a.alloc(Api::kMalloc, kA, 100, 112, 1);
+  Block t1b(3000, 0, 0);
+  t1b.free(Api::kFree, kA).alloc(Api::kMalloc, kC, 10, 24, 1);
+  Block t2(2000, 0, 0);
+  t2.alloc(Api::kMalloc, kB, 1000, 1008, 2).tick(2000).free(Api::kFree, kB);
+  t.events(1, t1a).events(1, t1b).events(2, t2).end(6000, 10000);
+  Bytes bytes = t.bytes();
+
+  HeapSnapshot peak = snap(bytes);
+  CHECK(addrs(peak) == std::vector<uint64_t>{kA, kB});
+  CHECK(peak.live_bytes == 1100);
+  CHECK(peak.ts_ns == 1000);
+  CHECK(find(peak, kB)->tid == 2);
+  CHECK(find(peak, kA)->seq < find(peak, kB)->seq);
+
+  HeapSnapshot end = snap(bytes, at_end());
+  CHECK(addrs(end) == std::vector<uint64_t>{kC});
+}
+
+TEST_CASE("a trace on disk is re-read from its file", "[snapshot]") {
+  Bytes bytes = phases();
+  std::string path = "/tmp/memlayout_snapshot_test." + std::to_string(::getpid()) + ".trace";
+  memlayout::testing::write_file(path, bytes);
+  TraceReader r;
+  REQUIRE(r.open(path));
+  HeapSnapshot s;
+  std::string error;
+  bool ok = build_snapshot(r, SnapshotSpec{}, s, error);
+  std::remove(path.c_str());
+  REQUIRE(ok);
+  CHECK(addrs(s) == std::vector<uint64_t>{kB, kC});
+}
+
+TEST_CASE("a trace that cannot be read is an error", "[snapshot]") {
+  Bytes junk(64, 'x');
+  TraceReader r;
+  CHECK_FALSE(r.open_buffer(junk.data(), junk.size(), "junk"));
+  HeapSnapshot s;
+  std::string error;
+  CHECK_FALSE(build_snapshot(r, junk, SnapshotSpec{}, s, error));
+  CHECK(error.find("junk") != std::string::npos);
+}
