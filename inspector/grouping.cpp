@@ -80,6 +80,8 @@ struct Tally {
 };
 
 std::string site_name(const Group::Site &s) {
+  if (!s.caller.empty())
+    return s.caller + " -> ?? (" + s.file + ")";
   if (s.file.empty())
     return s.function;
   if (s.line == 0)
@@ -124,17 +126,34 @@ bool is_wrapper_frame(const std::string &function, const GroupingOptions &o) {
 }
 
 Group::Site call_site(std::span<const uint64_t> stack, Symbolizer &sym, const GroupingOptions &o) {
-  Group::Site last;
+  // Unresolved frames (stripped libraries) are looked through like wrappers,
+  // except that the innermost one after the last wrapper is the best site we
+  // have: it tells call paths apart, and its first named caller says where.
+  Group::Site last, unresolved;
   last.function = "??";
+  bool have_unresolved = false;
   for (uint64_t pc : stack) {
     const SymbolizedAddress &a = sym.symbolize(pc);
     for (const SourceFrame &f : a.frames) {
       last = site_of(a, f);
-      if (!a.resolved || !is_wrapper_frame(f.function, o))
+      if (!a.resolved) {
+        if (!have_unresolved) {
+          unresolved = last;
+          have_unresolved = true;
+        }
+        continue;
+      }
+      if (is_wrapper_frame(f.function, o)) {
+        have_unresolved = false; // what was below it was the wrapper's inside
+        continue;
+      }
+      if (!have_unresolved)
         return last;
+      unresolved.caller = f.function;
+      return unresolved;
     }
   }
-  return last;
+  return have_unresolved ? unresolved : last;
 }
 
 std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Symbolizer &sym,
@@ -148,7 +167,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     if (!fresh)
       return it->second;
     Group::Site site = call_site(r.stack(stack_id), sym, o);
-    std::string key = site.function + '\0' + site.file + '\0' + std::to_string(site.line);
+    std::string key = site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' +
+                      site.caller;
     auto [sit, new_site] = site_ids.emplace(std::move(key), static_cast<uint32_t>(sites.size()));
     if (new_site)
       sites.push_back(std::move(site));

@@ -54,8 +54,11 @@ struct Group {
   uint32_t id = 0;
   std::string name; // tag, pool or type when known, else "function (file:line)"
   struct Site {
-    std::string function, file;
+    std::string function, file; // unresolved: "??" and "module+0xoffset"
     uint32_t line = 0;
+    // For an unresolved site, the nearest caller that has a name: what a
+    // user can recognise a stripped library's call site by.
+    std::string caller;
   } site;
   uint64_t size_class = 0;       // usable size most of its objects got
   uint64_t requested_size = 0;   // the most common requested size

@@ -26,6 +26,8 @@ void group(OStream &j, const inspector::Report &r, const inspector::GroupReport 
       j.attribute("function", g.group.site.function);
       j.attribute("file", g.group.site.file);
       j.attribute("line", g.group.site.line);
+      if (!g.group.site.caller.empty())
+        j.attribute("caller", g.group.site.caller);
     });
     j.attribute("size_class", g.group.size_class);
     j.attribute("requested_size", g.group.requested_size);

@@ -236,3 +236,25 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     CHECK(pooled[1].name == "nodes");
   }
 }
+
+TEST_CASE("unresolved frames are looked through to a named caller", "[grouping]") {
+  GroupingFrames node = grouping_make_node();
+  auto sym = this_process_symbolizer();
+  GroupingOptions o;
+  o.wrappers = {"grouping_xmalloc_like"};
+  // A stripped library's frames (no module covers 0x1234/0x5678) below a
+  // named function: the innermost unresolved frame is the site, named by
+  // its caller, so call paths through the library stay apart.
+  Group::Site a = call_site(std::vector<uint64_t>{0x1234, node.in_caller}, *sym, o);
+  CHECK(a.function == "??");
+  CHECK(a.file == "0x1234");
+  CHECK(a.caller == "grouping_make_node");
+  Group::Site b = call_site(std::vector<uint64_t>{0x5678, node.in_caller}, *sym, o);
+  CHECK(b.file != a.file);
+  // Unresolved frames inside a wrapper belong to it: the site is the
+  // first unresolved frame after it.
+  Group::Site c =
+      call_site(std::vector<uint64_t>{0x1234, node.in_wrapper, 0x5678, node.in_caller}, *sym, o);
+  CHECK(c.file == "0x5678");
+  CHECK(c.caller == "grouping_make_node");
+}
