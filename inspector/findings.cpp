@@ -122,7 +122,9 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
 }
 
 void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector<Finding> &out) {
-  if (g.objects < t.min_objects || g.straddle_fraction < t.straddle_medium)
+  uint64_t extent = g.hot_bytes ? g.hot_bytes : g.group.requested_size;
+  if (g.objects < t.min_objects || g.straddle_fraction < t.straddle_medium ||
+      extent > t.straddle_max_bytes)
     return;
   Finding f;
   f.kind = "line_straddle";

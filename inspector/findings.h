@@ -16,6 +16,9 @@ struct FindingThresholds {
   uint64_t set_min_lines = 256;
   // Share of objects whose (hot) bytes cross a line boundary.
   double straddle_medium = 0.10, straddle_high = 0.20;
+  // Larger objects (without --hot) lose a smaller share by one more line:
+  // straddling is judged on extents of at most this many bytes.
+  uint64_t straddle_max_bytes = 128;
   uint64_t min_objects = 32; // below this a group is too small to matter
   // Share of a group's objects next to (same or adjacent line) another group's.
   double interleave_share = 0.25;

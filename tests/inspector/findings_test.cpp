@@ -98,6 +98,15 @@ TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
   g.straddle_fraction = 0.05;
   r.groups = {g};
   CHECK_FALSE(find(find_problems(r), "line_straddle"));
+  // A 900-byte object crossing one more line: not judged unless --hot says
+  // which bytes matter.
+  GroupReport big = clean_group(2, "make_page", 912);
+  big.straddle_fraction = 0.3;
+  r.groups = {big};
+  CHECK_FALSE(find(find_problems(r), "line_straddle"));
+  big.hot_bytes = 48;
+  r.groups = {big};
+  CHECK(find(find_problems(r), "line_straddle"));
 }
 
 TEST_CASE("findings: row locks shared by threads are false sharing", "[findings]") {
