@@ -61,6 +61,47 @@ struct Finding {
   std::string message, fix;
 };
 
+// What the HTML report's plots show, for the largest groups only. Filled by
+// build_report when ReportOptions::plots asks for it (the renderers draw, they
+// do not compute); absent from JSON, which has its own contract.
+struct PlotOccupancy {
+  uint32_t group = 0; // Group::id
+  int level = 0;
+  uint32_t domain = 0;         // set indices on the basis the figures rest on
+  uint32_t sets_per_bin = 1;   // >1: a big LLC folded to a plottable size
+  std::vector<uint64_t> lines; // lines per bin, domain / sets_per_bin bins
+  uint64_t lines_total = 0;    // distinct lines counted
+  std::optional<double> effective_fraction;
+};
+
+struct PlotOffsets {
+  uint32_t group = 0;
+  uint32_t line_size = 64;
+  std::vector<uint64_t> objects;    // objects by start offset in their line
+  std::vector<uint64_t> straddling; // of those, the ones that straddle
+};
+
+struct PlotChunks {
+  uint32_t group = 0;
+  uint64_t page_size = 4096, region_size = 2ull << 20;
+  uint32_t pages_per_region = 512;
+  uint64_t regions_total = 0;    // regions the group touches; the map holds the first ones
+  std::vector<uint64_t> regions; // base addresses, ascending
+  // Per region, the page indices the group has bytes in, ascending.
+  std::vector<std::vector<uint32_t>> pages;
+};
+
+struct ReportPlots {
+  std::vector<PlotOccupancy> occupancy; // per plotted group, per level
+  std::vector<PlotOffsets> offsets;
+  std::vector<PlotChunks> chunks;
+  // Co-location among the plotted groups, row-major over `colocation_groups`:
+  // the share of the row group's objects with an object of the column group
+  // on the same line, the adjacent line of the 128-byte pair, the same page.
+  std::vector<uint32_t> colocation_groups;
+  std::vector<double> same_line, adjacent_line, same_page;
+};
+
 struct Report {
   std::string trace;
   std::string at; // peak, end, mark:NAME
@@ -69,9 +110,10 @@ struct Report {
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::vector<ReportCacheLevel> levels;
-  std::vector<GroupReport> groups; // by descending bytes
-  std::vector<Finding> findings;   // by descending severity, then groups
-  std::vector<std::string> notes;  // caveats the reader must know
+  std::vector<GroupReport> groups;  // by descending bytes
+  std::vector<Finding> findings;    // by descending severity, then groups
+  std::vector<std::string> notes;   // caveats the reader must know
+  std::optional<ReportPlots> plots; // only when asked for (HTML)
 };
 
 } // namespace memlayout::inspector

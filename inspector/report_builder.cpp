@@ -47,6 +47,57 @@ std::string at_text(const SnapshotSpec &s) {
   return "?";
 }
 
+// Sums runs of neighbouring sets into at most `max_bins` bars so that an LLC
+// with 10^5 sets still plots readably; the expectation scales by the same factor.
+PlotOccupancy fold_occupancy(uint32_t group, int level, const SetOccupancy &so, uint32_t max_bins) {
+  PlotOccupancy p;
+  p.group = group;
+  p.level = level;
+  p.domain = static_cast<uint32_t>(so.histogram.size());
+  p.sets_per_bin = max_bins && p.domain > max_bins ? (p.domain + max_bins - 1) / max_bins : 1;
+  p.lines.assign((p.domain + p.sets_per_bin - 1) / p.sets_per_bin, 0);
+  for (size_t i = 0; i < so.histogram.size(); ++i)
+    p.lines[i / p.sets_per_bin] += so.histogram[i];
+  p.lines_total = so.lines;
+  p.effective_fraction = so.effective.fraction;
+  return p;
+}
+
+PlotChunks first_chunks(uint32_t group, const ChunkMap &m, size_t max_regions) {
+  PlotChunks p;
+  p.group = group;
+  p.page_size = m.page_size;
+  p.region_size = m.region_size;
+  p.pages_per_region = m.pages_per_region;
+  p.regions_total = m.regions.size();
+  for (size_t r = 0; r < m.regions.size() && r < max_regions; ++r) {
+    p.regions.push_back(m.regions[r]);
+    auto &pages = p.pages.emplace_back();
+    for (uint32_t page = 0; page < m.pages_per_region; ++page)
+      if (m.holds(r, page))
+        pages.push_back(page);
+  }
+  return p;
+}
+
+// The plotted groups' corner of the co-location matrix, built from the pairs
+// rather than colocation_matrix(): that one is groups^2 over all groups.
+void colocation_corner(const Colocation &c, size_t n, ReportPlots &out) {
+  out.colocation_groups.assign(c.group_ids.begin(), c.group_ids.begin() + n);
+  out.same_line.assign(n * n, 0.0);
+  out.adjacent_line.assign(n * n, 0.0);
+  out.same_page.assign(n * n, 0.0);
+  for (const PairColocation &p : c.pairs) {
+    if (p.a >= n || p.b >= n || c.group_objects[p.a] == 0)
+      continue;
+    const double objects = static_cast<double>(c.group_objects[p.a]);
+    const size_t cell = p.a * n + p.b;
+    out.same_line[cell] = static_cast<double>(p.same_line) / objects;
+    out.adjacent_line[cell] = static_cast<double>(p.adjacent_line) / objects;
+    out.same_page[cell] = static_cast<double>(p.same_page) / objects;
+  }
+}
+
 } // namespace
 
 bool parse_snapshot_spec(const std::string &text, SnapshotSpec &out) {
@@ -142,8 +193,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   progress(o.progress, "placing groups in lines, sets and pages");
   Colocation colocation = analyse_colocation(snap, groups);
   out.groups.reserve(groups.size());
+  if (o.plots.enabled)
+    out.plots.emplace();
   for (size_t pos = 0; pos < groups.size(); ++pos) {
     const Group &g = groups[pos];
+    const bool plotted = o.plots.enabled && pos < o.plots.groups;
     GroupReport gr;
     gr.group = g;
     gr.objects = g.objects.size();
@@ -155,11 +209,19 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.straddle_fraction = ll.straddle_fraction;
     for (const auto &s : ll.strides)
       gr.strides.push_back({static_cast<int64_t>(s.bytes), s.share});
+    if (plotted)
+      out.plots->offsets.push_back(
+          {g.id, ll.line_size, std::move(ll.offset_histogram), std::move(ll.straddling_by_offset)});
     for (size_t i = 0; i < levels.size(); ++i) {
       SetOccupancy so = set_occupancy(snap, g.objects, gr.hot_bytes, *levels[i], pages);
       gr.set_effective_fraction[i] = so.effective.fraction;
       gr.lines_counted[i] = so.lines;
+      if (plotted)
+        out.plots->occupancy.push_back(
+            fold_occupancy(g.id, levels[i]->level, so, o.plots.max_bins));
     }
+    if (plotted)
+      out.plots->chunks.push_back(first_chunks(g.id, chunk_map(snap, g), o.plots.regions));
     PageSpread ps = analyse_page_spread(snap, g);
     gr.pages_4k = ps.pages;
     gr.pages_min = ps.pages_min;
@@ -179,6 +241,9 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.cross_thread_lines = colocation.group_cross_thread_lines[pos];
     out.groups.push_back(std::move(gr));
   }
+  if (o.plots.enabled)
+    colocation_corner(colocation, std::min(o.plots.groups, colocation.group_ids.size()),
+                      *out.plots);
   out.findings = find_problems(out, o.thresholds);
   if (o.progress)
     std::fprintf(stderr, "\r%-60s\r", "");

@@ -16,6 +16,14 @@ struct HotPrefix {
   uint64_t bytes = 0;
 };
 
+// What the plots of the HTML report need (Report::plots).
+struct PlotOptions {
+  bool enabled = false;
+  size_t groups = 8;        // the largest groups plotted
+  size_t regions = 16;      // 2 MiB regions per chunk map
+  uint32_t max_bins = 4096; // set-occupancy bins; bigger caches are folded
+};
+
 struct ReportOptions {
   SnapshotSpec at;
   std::vector<HotPrefix> hot;
@@ -23,6 +31,7 @@ struct ReportOptions {
   std::vector<std::string> wrappers; // extra allocation wrappers to look through
   FindingThresholds thresholds;
   bool progress = false; // a progress bar on stderr (the caller decides: tty only)
+  PlotOptions plots;
 };
 
 // Returns false with `error` set ("FILE: offset N: ...") when the trace

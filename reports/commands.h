@@ -7,5 +7,6 @@ namespace memlayout::cli {
 int record_main(int argc, char **argv);
 int dump_main(int argc, char **argv);
 int report_main(int argc, char **argv);
+int diff_main(int argc, char **argv);
 
 } // namespace memlayout::cli

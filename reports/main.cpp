@@ -18,6 +18,8 @@ constexpr Command kCommands[] = {
     {"dump", memlayout::cli::dump_main, "print a trace's events"},
     {"report", memlayout::cli::report_main,
      "where each allocation group landed in caches and pages, what is wrong, what to change"},
+    {"diff", memlayout::cli::diff_main,
+     "what changed between two traces or reports (before and after a fix)"},
 };
 
 void usage(FILE *out) {

@@ -16,4 +16,15 @@ struct TextOptions {
 };
 void render_text(const inspector::Report &r, std::ostream &out, const TextOptions &o);
 
+struct HtmlOptions {
+  std::string dir;     // exists and is writable; gets index.html and the figures
+  std::string gnuplot; // its path; "" when there is none: a note instead of plots
+  size_t top = 50;     // groups in the table
+};
+// Writes DIR/index.html and, with gnuplot, one SVG per figure beside it
+// (Report::plots; none without it). False with `error` set when a file
+// cannot be written or gnuplot fails on a script (the page is still written
+// with the figures that worked).
+bool render_html(const inspector::Report &r, const HtmlOptions &o, std::string &error);
+
 } // namespace memlayout::cli

@@ -1,6 +1,7 @@
 // memlayout report: where each allocation group landed, what is wrong with
 // it and what to change.
 #include "commands.h"
+#include "gnuplot.h"
 #include "render.h"
 #include "report_builder.h"
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -24,7 +26,9 @@ constexpr const char *kUsage =
     "what to change.\n"
     "\n"
     "options:\n"
-    "  --format text|json     output format (default text)\n"
+    "  --format text|json|html  output format (default text); html writes\n"
+    "                         OUT/index.html and its plots (gnuplot) into the\n"
+    "                         directory OUT, which -o must name\n"
     "  -o, --output OUT       write to OUT instead of stdout\n"
     "  --at peak|end|mark:NAME  the moment analysed (default peak: most live bytes)\n"
     "  --hot NAME=BYTES       only the first BYTES of NAME's objects are hot (NAME:\n"
@@ -37,6 +41,25 @@ constexpr const char *kUsage =
 int usage_error(const std::string &message) {
   std::fprintf(stderr, "memlayout report: %s\n\n%s", message.c_str(), kUsage);
   return 2;
+}
+
+// The HTML report's directory: created when missing, and it must take files.
+bool prepare_directory(const std::string &dir, std::string &error) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    error = "cannot create directory '" + dir + "': " + ec.message();
+    return false;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    error = "'" + dir + "' is not a directory (--format html writes a directory)";
+    return false;
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    error = "cannot write into directory '" + dir + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -53,8 +76,9 @@ int report_main(int argc, char **argv) {
       return 0;
     } else if (a == "--format") {
       const char *v = value();
-      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
-        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
+      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json") && std::strcmp(v, "html")))
+        return usage_error(std::string("--format takes text, json or html, not '") + (v ? v : "") +
+                           "'");
       format = v;
     } else if (a == "-o" || a == "--output") {
       const char *v = value();
@@ -102,12 +126,33 @@ int report_main(int argc, char **argv) {
   }
   if (trace.empty())
     return usage_error("no trace given");
+  if (format == "html") {
+    if (output.empty())
+      return usage_error("--format html needs -o DIR: the page and its plots are several files");
+    // Before the analysis, so that a bad directory costs no time.
+    std::string dir_error;
+    if (!prepare_directory(output, dir_error)) {
+      std::fprintf(stderr, "memlayout report: %s\n", dir_error.c_str());
+      return 2;
+    }
+    o.plots.enabled = true;
+  }
   o.progress = isatty(2);
   inspector::Report report;
   std::string error;
   if (!inspector::build_report(trace, o, report, error)) {
     std::fprintf(stderr, "memlayout report: %s\n", error.c_str());
     return 2;
+  }
+  if (format == "html") {
+    HtmlOptions html;
+    html.dir = output;
+    html.gnuplot = find_gnuplot();
+    if (!render_html(report, html, error)) {
+      std::fprintf(stderr, "memlayout report: %s\n", error.c_str());
+      return 2;
+    }
+    return report.partial ? 1 : 0;
   }
   std::ofstream file;
   std::ostream *out = &std::cout;

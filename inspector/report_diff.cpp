@@ -1,0 +1,292 @@
+// Matching two reports' groups and findings, and the per-metric deltas.
+#include "report_diff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace memlayout::inspector {
+namespace {
+
+enum class Scale { kAbsolute, kRelative };
+
+struct MetricSpec {
+  const char *name, *label;
+  Better better;
+  Scale scale;
+  // Below this the change is noise: reports print fractions to two decimals
+  // and the set-fraction estimate itself is only good to ±0.05.
+  double tolerance;
+};
+
+constexpr MetricSpec kMetrics[] = {
+    {"objects", "objects", Better::kNeither, Scale::kRelative, 0},
+    {"bytes", "bytes", Better::kNeither, Scale::kRelative, 0},
+    {"size_class", "size class", Better::kNeither, Scale::kRelative, 0},
+    {"lines_per_object", "lines/object", Better::kLower, Scale::kRelative, 0.005},
+    {"straddle_fraction", "straddle fraction", Better::kLower, Scale::kAbsolute, 0.005},
+    {"set_effective_fraction_L1", "L1 set fraction", Better::kHigher, Scale::kAbsolute, 0.005},
+    {"set_effective_fraction_L2", "L2 set fraction", Better::kHigher, Scale::kAbsolute, 0.005},
+    {"set_effective_fraction_L3", "L3 set fraction", Better::kHigher, Scale::kAbsolute, 0.005},
+    {"pages_4k", "4 KiB pages", Better::kNeither, Scale::kRelative, 0},
+    {"pages_min", "pages needed", Better::kNeither, Scale::kRelative, 0},
+    // Pages touched per page needed: 1.0 is a perfectly packed group, so
+    // "closer to min" is lower.
+    {"page_spread", "pages/needed", Better::kLower, Scale::kRelative, 0.005},
+    {"live_objects", "live objects", Better::kNeither, Scale::kRelative, 0},
+    {"live_bytes", "live bytes", Better::kNeither, Scale::kRelative, 0},
+};
+
+const MetricSpec &spec(const std::string &name) {
+  for (const auto &m : kMetrics)
+    if (name == m.name)
+      return m;
+  return kMetrics[0]; // unreachable for the names this file uses
+}
+
+MetricDelta measure(const char *name, std::optional<double> a, std::optional<double> b) {
+  const MetricSpec &s = spec(name);
+  MetricDelta m;
+  m.metric = name;
+  m.a = a;
+  m.b = b;
+  m.better = s.better;
+  if (!a || !b) {
+    // Computable on one side only (a level too few lines filled): worth
+    // showing, but no size to sort by.
+    m.verdict = a || b ? Verdict::kChanged : Verdict::kSame;
+    return m;
+  }
+  double d = *b - *a;
+  double scale =
+      s.scale == Scale::kAbsolute ? 1.0 : std::max({std::fabs(*a), std::fabs(*b), 1e-12});
+  m.magnitude = std::fabs(d) / scale;
+  if (m.magnitude <= s.tolerance) {
+    m.verdict = Verdict::kSame;
+    m.magnitude = 0;
+  } else if (s.better == Better::kNeither) {
+    m.verdict = Verdict::kChanged;
+  } else {
+    m.verdict = (d > 0) == (s.better == Better::kHigher) ? Verdict::kBetter : Verdict::kWorse;
+  }
+  return m;
+}
+
+std::optional<double> page_spread(const GroupReport &g) {
+  if (!g.pages_min)
+    return std::nullopt;
+  return static_cast<double>(g.pages_4k) / static_cast<double>(g.pages_min);
+}
+
+std::optional<double> level_fraction(const Report &r, const GroupReport &g, size_t i) {
+  return i < r.levels.size() ? g.set_effective_fraction[i] : std::nullopt;
+}
+
+GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, const GroupReport &b,
+                   MatchedBy how) {
+  auto d = [](auto v) { return std::optional<double>(static_cast<double>(v)); };
+  GroupDelta g;
+  g.a = &a;
+  g.b = &b;
+  g.matched_by = how;
+  g.metrics = {
+      measure("objects", d(a.objects), d(b.objects)),
+      measure("bytes", d(a.group.bytes), d(b.group.bytes)),
+      measure("size_class", d(a.group.size_class), d(b.group.size_class)),
+      measure("lines_per_object", a.lines_per_object, b.lines_per_object),
+      measure("straddle_fraction", a.straddle_fraction, b.straddle_fraction),
+      measure("set_effective_fraction_L1", level_fraction(ra, a, 0), level_fraction(rb, b, 0)),
+      measure("set_effective_fraction_L2", level_fraction(ra, a, 1), level_fraction(rb, b, 1)),
+      measure("set_effective_fraction_L3", level_fraction(ra, a, 2), level_fraction(rb, b, 2)),
+      measure("pages_4k", d(a.pages_4k), d(b.pages_4k)),
+      measure("pages_min", d(a.pages_min), d(b.pages_min)),
+      measure("page_spread", page_spread(a), page_spread(b)),
+  };
+  for (const auto &m : g.metrics)
+    g.magnitude = std::max(g.magnitude, m.magnitude);
+  return g;
+}
+
+using SiteKey = std::tuple<std::string, std::string, uint32_t>;
+
+SiteKey site(const GroupReport &g) {
+  return {g.group.site.function, g.group.site.file, g.group.site.line};
+}
+
+// Pairs the still unmatched groups of both sides whose key is unique on each
+// side; an ambiguous key is left for a later, finer pass.
+template <typename Key>
+void match_unique(const Report &a, const Report &b, std::vector<int> &pair_of_a,
+                  std::vector<bool> &taken_b, Key &&key, MatchedBy how, ReportDiff &out) {
+  using K = decltype(key(a.groups[0]));
+  std::map<K, std::pair<int, int>> seen_a, seen_b; // key -> (index, count)
+  auto note = [](auto &seen, const K &k, int i) {
+    auto [it, fresh] = seen.try_emplace(k, i, 0);
+    ++it->second.second;
+  };
+  for (size_t i = 0; i < a.groups.size(); ++i)
+    if (pair_of_a[i] < 0)
+      note(seen_a, key(a.groups[i]), static_cast<int>(i));
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    if (!taken_b[j])
+      note(seen_b, key(b.groups[j]), static_cast<int>(j));
+  for (const auto &[k, ia] : seen_a) {
+    auto jb = seen_b.find(k);
+    if (ia.second != 1 || jb == seen_b.end() || jb->second.second != 1)
+      continue;
+    pair_of_a[ia.first] = jb->second.first;
+    taken_b[jb->second.first] = true;
+    out.groups.push_back(compare(a, a.groups[ia.first], b, b.groups[jb->second.first], how));
+  }
+}
+
+std::vector<FindingRef> name_findings(const Report &r,
+                                      const std::map<uint32_t, std::string> &name) {
+  std::vector<FindingRef> out;
+  for (const auto &f : r.findings) {
+    FindingRef ref{&f, {}};
+    for (uint32_t id : f.groups) {
+      auto it = name.find(id);
+      ref.groups.push_back(it != name.end() ? it->second : "#" + std::to_string(id));
+    }
+    out.push_back(std::move(ref));
+  }
+  return out;
+}
+
+bool same_finding(const FindingRef &x, const FindingRef &y) {
+  if (x.finding->kind != y.finding->kind)
+    return false;
+  auto gx = x.groups, gy = y.groups;
+  std::sort(gx.begin(), gx.end());
+  std::sort(gy.begin(), gy.end());
+  return gx == gy;
+}
+
+void add_notes(const Report &a, const Report &b, ReportDiff &out) {
+  if (a.partial || b.partial)
+    out.notes.push_back(std::string("partial trace on side ") +
+                        (a.partial && b.partial ? "A and B"
+                         : a.partial            ? "A"
+                                                : "B") +
+                        ": counts compare prefixes of the runs");
+  if (a.at != b.at)
+    out.notes.push_back("A is analysed at " + a.at + ", B at " + b.at);
+  size_t n = std::max(a.levels.size(), b.levels.size());
+  for (size_t i = 0; i < n; ++i) {
+    const ReportCacheLevel *la = i < a.levels.size() ? &a.levels[i] : nullptr;
+    const ReportCacheLevel *lb = i < b.levels.size() ? &b.levels[i] : nullptr;
+    if (la && lb && la->sets == lb->sets && la->line_size == lb->line_size)
+      continue;
+    auto sets = [](const ReportCacheLevel *l) {
+      return l ? std::to_string(l->sets) + " sets" : std::string("absent");
+    };
+    out.notes.push_back("cache level " + std::to_string(i + 1) + " differs (" + sets(la) +
+                        " in A, " + sets(lb) +
+                        " in B): its set fractions describe different caches");
+  }
+}
+
+} // namespace
+
+ReportDiff diff_reports(const Report &a, const Report &b) {
+  ReportDiff out;
+  out.a = &a;
+  out.b = &b;
+  out.live_objects = measure("live_objects", static_cast<double>(a.live_objects),
+                             static_cast<double>(b.live_objects));
+  out.live_bytes =
+      measure("live_bytes", static_cast<double>(a.live_bytes), static_cast<double>(b.live_bytes));
+
+  std::vector<int> pair_of_a(a.groups.size(), -1);
+  std::vector<bool> taken_b(b.groups.size(), false);
+  match_unique(
+      a, b, pair_of_a, taken_b, [](const GroupReport &g) { return g.group.name; }, MatchedBy::kName,
+      out);
+  match_unique(
+      a, b, pair_of_a, taken_b,
+      [](const GroupReport &g) { return std::make_pair(site(g), g.group.size_class); },
+      MatchedBy::kSiteAndSizeClass, out);
+  // Padding or a different allocator moves a group to another size class but
+  // leaves its call site: still the same objects.
+  match_unique(a, b, pair_of_a, taken_b, site, MatchedBy::kSite, out);
+  std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
+    if (x.magnitude != y.magnitude)
+      return x.magnitude > y.magnitude;
+    return x.b->group.bytes > y.b->group.bytes;
+  });
+  for (size_t i = 0; i < a.groups.size(); ++i)
+    if (pair_of_a[i] < 0)
+      out.only_a.push_back(&a.groups[i]);
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    if (!taken_b[j])
+      out.only_b.push_back(&b.groups[j]);
+
+  std::map<uint32_t, std::string> name_a, name_b;
+  for (const auto &g : a.groups)
+    name_a[g.group.id] = g.group.name;
+  for (const auto &g : b.groups)
+    name_b[g.group.id] = g.group.name;
+  for (const auto &g : out.groups)
+    name_b[g.b->group.id] = g.a->group.name;
+  std::vector<FindingRef> fa = name_findings(a, name_a), fb = name_findings(b, name_b);
+  std::vector<bool> used_b(fb.size(), false);
+  for (const auto &x : fa) {
+    bool found = false;
+    for (size_t j = 0; j < fb.size() && !found; ++j)
+      if (!used_b[j] && same_finding(x, fb[j])) {
+        used_b[j] = found = true;
+        out.kept.push_back(fb[j]);
+      }
+    if (!found)
+      out.resolved.push_back(x);
+  }
+  for (size_t j = 0; j < fb.size(); ++j)
+    if (!used_b[j])
+      out.added.push_back(fb[j]);
+  add_notes(a, b, out);
+  return out;
+}
+
+const char *metric_label(const std::string &metric) { return spec(metric).label; }
+
+const char *to_string(Verdict v) {
+  switch (v) {
+  case Verdict::kSame:
+    return "same";
+  case Verdict::kBetter:
+    return "better";
+  case Verdict::kWorse:
+    return "worse";
+  case Verdict::kChanged:
+    return "changed";
+  }
+  return "?";
+}
+
+const char *to_string(Better b) {
+  switch (b) {
+  case Better::kNeither:
+    return "neither";
+  case Better::kHigher:
+    return "higher";
+  case Better::kLower:
+    return "lower";
+  }
+  return "?";
+}
+
+const char *to_string(MatchedBy m) {
+  switch (m) {
+  case MatchedBy::kName:
+    return "name";
+  case MatchedBy::kSiteAndSizeClass:
+    return "site+size_class";
+  case MatchedBy::kSite:
+    return "site";
+  }
+  return "?";
+}
+
+} // namespace memlayout::inspector

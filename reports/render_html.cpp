@@ -1,0 +1,220 @@
+// The report as one HTML page with its figures beside it: readable offline,
+// in a mail attachment or a CI artifact, so inline CSS, no script and nothing
+// fetched from elsewhere.
+#include "gnuplot.h"
+#include "plot_scripts.h"
+#include "render.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace memlayout::cli {
+namespace {
+
+using inspector::Report;
+
+constexpr const char *kStyle = R"(
+body { font-family: sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.4; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #e4e4e4; text-align: right; }
+th { background: #f3f3f3; } td.name, th.name { text-align: left; }
+.finding { border-left: 5px solid #888; padding: 0.3em 0.8em; margin: 0.8em 0; background: #fafafa; }
+.high { border-color: #c0392b; } .medium { border-color: #e67e22; } .low { border-color: #2980b9; }
+.sev { font-weight: bold; text-transform: uppercase; font-size: 0.8em; }
+code { background: #f0f0f0; padding: 0 0.2em; }
+.note { background: #fff8e1; padding: 0.3em 0.8em; margin: 0.3em 0; }
+.partial { background: #fdecea; padding: 0.5em; font-weight: bold; }
+figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #555; max-width: 720px; }
+img { max-width: 100%; border: 1px solid #eee; }
+)";
+
+std::string esc(const std::string &s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string fmt(const char *f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string bytes(double v) {
+  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
+}
+
+void summary(const Report &r, std::ostream &h) {
+  h << "<h1>memlayout report</h1>\n<p>Trace <code>" << esc(r.trace) << "</code> at <b>" << esc(r.at)
+    << "</b> (" << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9) << " s): " << r.live_objects
+    << " live objects, " << bytes(static_cast<double>(r.live_bytes)) << " in " << r.groups_total
+    << " groups; allocator " << esc(r.allocator) << ".</p>\n";
+  if (r.partial)
+    h << "<p class=\"partial\">Partial trace: this is the layout of its readable part.</p>\n";
+}
+
+void levels(const Report &r, std::ostream &h) {
+  h << "<h2>Cache levels</h2>\n<table>\n<tr><th>level</th><th>size</th><th>ways</th><th>sets</th>"
+       "<th>line</th><th>indexing</th><th class=\"name\">address bits the figures rest on</th>"
+       "</tr>\n";
+  for (const auto &l : r.levels)
+    h << "<tr><td>L" << l.level << "</td><td>" << bytes(static_cast<double>(l.size_bytes))
+      << "</td><td>" << l.ways << "</td><td>" << l.sets << "</td><td>" << l.line_size
+      << " B</td><td>" << esc(l.indexing) << "</td><td class=\"name\">" << esc(l.bits)
+      << "</td></tr>\n";
+  h << "</table>\n";
+}
+
+void findings(const Report &r, std::ostream &h) {
+  h << "<h2>Findings</h2>\n";
+  if (r.findings.empty())
+    h << "<p>No findings: no group crosses a threshold.</p>\n";
+  for (const auto &f : r.findings)
+    h << "<div class=\"finding " << esc(f.severity) << "\"><span class=\"sev\">" << esc(f.severity)
+      << "</span> <b>" << esc(f.kind) << "</b>: " << esc(f.message) << "<br>fix: <code>"
+      << esc(f.fix) << "</code></div>\n";
+}
+
+void groups(const Report &r, std::ostream &h, size_t top) {
+  h << "<h2>Groups</h2>\n<table>\n<tr><th>id</th><th class=\"name\">group</th><th>objects</th>"
+       "<th>bytes</th><th>requested</th><th>class</th><th>lines/object</th><th>straddle</th>";
+  for (const auto &l : r.levels)
+    h << "<th>L" << l.level << " sets</th>";
+  h << "<th>pages / min</th><th>2 MiB regions</th><th>threads</th></tr>\n";
+  size_t shown = 0;
+  for (const auto &g : r.groups) {
+    if (shown++ == top)
+      break;
+    h << "<tr><td>" << g.group.id << "</td><td class=\"name\">" << esc(g.group.name) << "</td><td>"
+      << g.objects << "</td><td>" << bytes(static_cast<double>(g.group.bytes)) << "</td><td>"
+      << g.group.requested_size << "</td><td>" << g.group.size_class << "</td><td>"
+      << fmt("%.2f", g.lines_per_object) << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100)
+      << "</td>";
+    for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
+      h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
+        << "</td>";
+    h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
+      << g.group.threads.size() << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  if (r.groups.size() > top)
+    h << "<p>... " << r.groups.size() - top << " more groups (<code>--format json</code>).</p>\n";
+}
+
+std::string group_name(const Report &r, uint32_t id) {
+  for (const auto &g : r.groups)
+    if (g.group.id == id)
+      return g.group.name;
+  return "group " + std::to_string(id);
+}
+
+void figure(const PlotScript &p, std::ostream &h) {
+  h << "<figure><img src=\"" << esc(p.svg) << "\" alt=\"" << esc(p.kind) << "\"><figcaption>"
+    << esc(p.caption) << "</figcaption></figure>\n";
+}
+
+void plots(const Report &r, const std::vector<PlotScript> &drawn, std::ostream &h) {
+  if (drawn.empty())
+    return;
+  h << "<h2>Plots</h2>\n";
+  uint32_t current = 0;
+  for (const auto &p : drawn) {
+    if (p.group == 0) {
+      h << "<h3>Co-location of the largest groups</h3>\n";
+    } else if (p.group != current) {
+      current = p.group;
+      h << "<h3>Group " << p.group << ": " << esc(group_name(r, p.group)) << "</h3>\n";
+    }
+    figure(p, h);
+  }
+}
+
+void notes(const std::vector<std::string> &all, std::ostream &h) {
+  if (all.empty())
+    return;
+  h << "<h2>Notes</h2>\n";
+  for (const auto &n : all)
+    h << "<p class=\"note\">" << esc(n) << "</p>\n";
+}
+
+} // namespace
+
+bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
+  std::vector<PlotScript> scripts;
+  if (!write_plot_scripts(r, o.dir, scripts, error))
+    return false;
+  std::vector<std::string> all_notes = r.notes;
+  std::vector<PlotScript> drawn;
+  std::string plot_error;
+  if (!scripts.empty() && o.gnuplot.empty()) {
+    all_notes.push_back("plots need gnuplot (apt-get install gnuplot-nox): their scripts are in " +
+                        o.dir + "; run gnuplot on each .gp file there, then reload this page");
+  } else {
+    for (const auto &s : scripts) {
+      std::string e;
+      if (run_gnuplot(o.gnuplot, o.dir, s.script, e))
+        drawn.push_back(s);
+      else if (plot_error.empty())
+        plot_error = e;
+    }
+    if (!plot_error.empty())
+      all_notes.push_back(plot_error);
+  }
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<title>memlayout report: " << esc(r.trace) << "</title>\n<style>" << kStyle
+    << "</style>\n</head>\n<body>\n";
+  summary(r, h);
+  findings(r, h);
+  levels(r, h);
+  groups(r, h, o.top);
+  plots(r, drawn, h);
+  notes(all_notes, h);
+  h << "</body>\n</html>\n";
+  const std::string path = o.dir + "/index.html";
+  std::ofstream f(path, std::ios::trunc);
+  f << h.str();
+  f.close();
+  if (!f) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (!plot_error.empty()) {
+    error = plot_error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace memlayout::cli

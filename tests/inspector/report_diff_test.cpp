@@ -1,0 +1,147 @@
+// Report diffs on synthetic reports: how groups are matched, which way each
+// metric counts as better, and findings resolved, new and kept.
+#include "report_diff.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memlayout::inspector;
+
+namespace {
+
+GroupReport group(uint32_t id, const std::string &name, const std::string &function,
+                  uint64_t size_class, double l1) {
+  GroupReport g;
+  g.group.id = id;
+  g.group.name = name;
+  g.group.site.function = function;
+  g.group.site.file = "t.c";
+  g.group.site.line = id;
+  g.group.size_class = size_class;
+  g.group.bytes = 64 * 1000;
+  g.objects = 1000;
+  g.lines_per_object = 1;
+  g.set_effective_fraction = {l1, 1.0, std::nullopt};
+  g.pages_4k = 32;
+  g.pages_min = 16;
+  return g;
+}
+
+Report report(std::vector<GroupReport> groups, std::vector<Finding> findings) {
+  Report r;
+  r.at = "peak";
+  r.levels = {{1, "Data", 64, 12, 64, 49152, "virtual", ""},
+              {2, "Unified", 2048, 16, 64, 2u << 20, "physical", ""}};
+  r.groups = std::move(groups);
+  r.findings = std::move(findings);
+  for (const auto &g : r.groups) {
+    r.live_objects += g.objects;
+    r.live_bytes += g.group.bytes;
+  }
+  return r;
+}
+
+Finding finding(const std::string &kind, std::vector<uint32_t> groups) {
+  Finding f;
+  f.kind = kind;
+  f.severity = "high";
+  f.groups = std::move(groups);
+  return f;
+}
+
+const MetricDelta &metric(const GroupDelta &g, const std::string &name) {
+  for (const auto &m : g.metrics)
+    if (m.metric == name)
+      return m;
+  FAIL("no metric " << name);
+  return g.metrics.front();
+}
+
+} // namespace
+
+TEST_CASE("report_diff.segregation_fix", "[report_diff]") {
+  // Before: nodes share a class with descriptors. After: nodes in a pool
+  // (renamed, matched by site), descriptors unchanged, a new group appears.
+  Report a = report({group(1, "make_node (t.c:1)", "make_node", 64, 0.5),
+                     group(2, "make_desc (t.c:2)", "make_desc", 64, 0.5),
+                     group(3, "gone (t.c:3)", "gone", 16, 1.0)},
+                    {finding("set_underutilization", {1}), finding("size_class_sharing", {1, 2}),
+                     finding("set_underutilization", {2})});
+  GroupReport nodes = group(5, "pool:nodes", "make_node", 64, 1.0);
+  nodes.group.site.line = 1;      // the same call site as A's make_node
+  nodes.straddle_fraction = 0.25; // worse
+  nodes.pages_4k = 16;            // page_spread 2.0 -> 1.0: better
+  Report b = report({group(4, "make_desc (t.c:2)", "make_desc", 64, 0.5), nodes,
+                     group(6, "fresh (t.c:6)", "fresh", 32, 1.0)},
+                    {finding("set_underutilization", {4}), finding("page_spread", {6})});
+  ReportDiff d = diff_reports(a, b);
+
+  REQUIRE(d.groups.size() == 2);
+  const GroupDelta &first = d.groups[0]; // the biggest change first
+  CHECK(first.a->group.name == "make_node (t.c:1)");
+  CHECK(first.b->group.name == "pool:nodes");
+  CHECK(first.matched_by == MatchedBy::kSiteAndSizeClass);
+  const MetricDelta &l1 = metric(first, "set_effective_fraction_L1");
+  CHECK(l1.delta().value() == Approx(0.5));
+  CHECK(l1.verdict == Verdict::kBetter);
+  CHECK(metric(first, "straddle_fraction").verdict == Verdict::kWorse);
+  CHECK(metric(first, "page_spread").verdict == Verdict::kBetter);
+  CHECK(metric(first, "pages_4k").verdict == Verdict::kChanged); // a count: no opinion
+  CHECK(metric(first, "objects").verdict == Verdict::kSame);
+  // L3 was never computable: no verdict, no delta.
+  CHECK(metric(first, "set_effective_fraction_L3").verdict == Verdict::kSame);
+  CHECK_FALSE(metric(first, "set_effective_fraction_L3").delta());
+  CHECK(d.groups[1].matched_by == MatchedBy::kName);
+  CHECK(d.groups[1].magnitude == 0);
+
+  REQUIRE(d.only_a.size() == 1);
+  CHECK(d.only_a[0]->group.name == "gone (t.c:3)");
+  REQUIRE(d.only_b.size() == 1);
+  CHECK(d.only_b[0]->group.name == "fresh (t.c:6)");
+
+  // The renamed group's finding is matched through A's name: resolved.
+  REQUIRE(d.resolved.size() == 2);
+  CHECK(d.resolved[0].finding->kind == "set_underutilization");
+  CHECK(d.resolved[0].groups == std::vector<std::string>{"make_node (t.c:1)"});
+  CHECK(d.resolved[1].finding->kind == "size_class_sharing");
+  REQUIRE(d.kept.size() == 1);
+  CHECK(d.kept[0].groups == std::vector<std::string>{"make_desc (t.c:2)"});
+  REQUIRE(d.added.size() == 1);
+  CHECK(d.added[0].finding->kind == "page_spread");
+  CHECK(d.live_objects.delta().value() == 0);
+  CHECK(d.notes.empty());
+}
+
+TEST_CASE("report_diff.matching_passes", "[report_diff]") {
+  // Two groups of one site in different classes: the name is ambiguous, so
+  // site + class pairs them. Padding (class 48 -> 64) is caught by site alone.
+  Report a = report({group(1, "same", "f", 32, 1.0), group(2, "same", "f", 64, 1.0),
+                     group(3, "padded (t.c:3)", "g", 48, 1.0)},
+                    {});
+  a.groups[1].group.site.line = 1;
+  Report b = report({group(7, "same", "f", 64, 0.5), group(8, "same", "f", 32, 1.0),
+                     group(9, "padded (t.c:9)", "g", 64, 1.0)},
+                    {});
+  b.groups[0].group.site.line = 1;
+  b.groups[1].group.site.line = 1;
+  b.groups[2].group.site.line = 3;
+  b.levels[1].sets = 1024;
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.groups.size() == 3);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  for (const auto &g : d.groups) {
+    if (g.a->group.id == 1)
+      CHECK(g.b->group.id == 8);
+    if (g.a->group.id == 2) {
+      CHECK(g.b->group.id == 7);
+      CHECK(g.matched_by == MatchedBy::kSiteAndSizeClass);
+    }
+    if (g.a->group.id == 3) {
+      CHECK(g.b->group.id == 9);
+      CHECK(g.matched_by == MatchedBy::kSite);
+    }
+  }
+  // Different L2 geometry is said, not hidden.
+  REQUIRE(d.notes.size() == 1);
+  CHECK(d.notes[0].find("cache level 2") != std::string::npos);
+}
