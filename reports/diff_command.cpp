@@ -1,5 +1,6 @@
 // memlayout diff: what a layout fix changed, from two traces or saved
 // reports (before, after).
+#include "analysis_options.h"
 #include "commands.h"
 #include "render_diff.h"
 #include "report_builder.h"
@@ -94,6 +95,12 @@ int diff_main(int argc, char **argv) {
   DiffTextOptions text;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    std::string option_error;
+    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
+    if (taken == OptionParse::kError)
+      return usage_error(option_error);
+    if (taken == OptionParse::kTaken)
+      continue;
     auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
@@ -108,29 +115,6 @@ int diff_main(int argc, char **argv) {
       if (!v || !*v)
         return usage_error(a + " needs a path");
       output = v;
-    } else if (a == "--at") {
-      const char *v = value();
-      if (!v || !inspector::parse_snapshot_spec(v, o.at))
-        return usage_error(std::string("--at takes peak, end or mark:NAME, not '") + (v ? v : "") +
-                           "'");
-    } else if (a == "--hot") {
-      const char *v = value();
-      const char *eq = v ? std::strrchr(v, '=') : nullptr;
-      char *end = nullptr;
-      unsigned long long n = eq ? std::strtoull(eq + 1, &end, 10) : 0;
-      if (!eq || eq == v || !*(eq + 1) || *end || n == 0)
-        return usage_error(std::string("--hot takes NAME=BYTES, not '") + (v ? v : "") + "'");
-      o.hot.push_back({std::string(v, static_cast<size_t>(eq - v)), n});
-    } else if (a == "--cache") {
-      const char *v = value();
-      if (!v)
-        return usage_error("--cache needs a file");
-      o.cache_file = v;
-    } else if (a == "--wrapper") {
-      const char *v = value();
-      if (!v)
-        return usage_error("--wrapper needs a function name");
-      o.wrappers.push_back(v);
     } else if (a == "--rows") {
       const char *v = value();
       char *end = nullptr;

@@ -1,5 +1,6 @@
 // memlayout report: where each allocation group landed, what is wrong with
 // it and what to change.
+#include "analysis_options.h"
 #include "commands.h"
 #include "gnuplot.h"
 #include "render.h"
@@ -30,16 +31,12 @@ constexpr const char *kUsage =
     "                         OUT/index.html and its plots (gnuplot) into the\n"
     "                         directory OUT, which -o must name\n"
     "  -o, --output OUT       write to OUT instead of stdout\n"
-    "  --at peak|end|mark:NAME  the moment analysed (default peak: most live bytes)\n"
-    "  --hot NAME=BYTES       only the first BYTES of NAME's objects are hot (NAME:\n"
-    "                         a group's type, pool, tag or function); repeatable\n"
-    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
-    "  --top N                groups listed in text (default 15)\n"
-    "  -h, --help             this text\n";
+    "  --top N                groups listed in text (default 15)\n";
+constexpr const char *kHelpOption = "  -h, --help             this text\n";
 
 int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout report: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "memlayout report: %s\n\n%s%s%s", message.c_str(), kUsage,
+               kAnalysisOptionsHelp, kHelpOption);
   return 2;
 }
 
@@ -70,9 +67,17 @@ int report_main(int argc, char **argv) {
   TextOptions text;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    std::string option_error;
+    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
+    if (taken == OptionParse::kError)
+      return usage_error(option_error);
+    if (taken == OptionParse::kTaken)
+      continue;
     auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(kAnalysisOptionsHelp, stdout);
+      std::fputs(kHelpOption, stdout);
       return 0;
     } else if (a == "--format") {
       const char *v = value();
@@ -85,29 +90,6 @@ int report_main(int argc, char **argv) {
       if (!v || !*v)
         return usage_error(a + " needs a path");
       output = v;
-    } else if (a == "--at") {
-      const char *v = value();
-      if (!v || !inspector::parse_snapshot_spec(v, o.at))
-        return usage_error(std::string("--at takes peak, end or mark:NAME, not '") + (v ? v : "") +
-                           "'");
-    } else if (a == "--hot") {
-      const char *v = value();
-      const char *eq = v ? std::strrchr(v, '=') : nullptr;
-      char *end = nullptr;
-      unsigned long long n = eq ? std::strtoull(eq + 1, &end, 10) : 0;
-      if (!eq || eq == v || !*(eq + 1) || *end || n == 0)
-        return usage_error(std::string("--hot takes NAME=BYTES, not '") + (v ? v : "") + "'");
-      o.hot.push_back({std::string(v, static_cast<size_t>(eq - v)), n});
-    } else if (a == "--cache") {
-      const char *v = value();
-      if (!v)
-        return usage_error("--cache needs a file");
-      o.cache_file = v;
-    } else if (a == "--wrapper") {
-      const char *v = value();
-      if (!v)
-        return usage_error("--wrapper needs a function name");
-      o.wrappers.push_back(v);
     } else if (a == "--top") {
       const char *v = value();
       char *end = nullptr;
