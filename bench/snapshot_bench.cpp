@@ -1,7 +1,7 @@
 // snapshot-bench: how fast build_snapshot replays a trace and how much memory
 // it needs per live object (docs/performance.md).
 //
-//   snapshot-bench [--events N] [--threads T] [--live L] [--keep FILE]
+//   snapshot-bench [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]
 //
 // Writes a synthetic trace like the recorder's (T threads, compressed
 // blocks of about 64 KiB, a TSC sample every 16 events, blocks interleaved
@@ -14,10 +14,12 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
@@ -127,6 +129,8 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
   reset_peak_rss();
   long base = status_kib("VmRSS");
   auto t0 = std::chrono::steady_clock::now();
+  timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   TraceReader r;
   if (!r.open(path)) {
     std::fprintf(stderr, "%s\n", r.error().message.c_str());
@@ -139,13 +143,18 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
     std::exit(1);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  // CPU time too: on a shared machine it is the steadier figure.
+  double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) +
+               static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9;
   long peak = status_kib("VmHWM");
   double per_obj = s.objects.empty() ? 0.0
                                      : static_cast<double>(peak - base) * 1024.0 /
                                            static_cast<double>(s.objects.size());
-  std::printf("%-5s %6.2f s  %6.1f M events/s  %9zu live objects  %6.1f MB peak added  %6.1f "
-              "B/live object\n",
-              what, secs, static_cast<double>(events) / secs / 1e6, s.objects.size(),
+  std::printf("%-5s %6.2f s  %6.1f M events/s (%5.1f per CPU s)  %9zu live objects  %6.1f MB peak "
+              "added  %6.1f B/live object\n",
+              what, secs, static_cast<double>(events) / secs / 1e6,
+              static_cast<double>(events) / cpu / 1e6, s.objects.size(),
               static_cast<double>(peak - base) / 1024.0, per_obj);
 }
 
@@ -155,6 +164,7 @@ int main(int argc, char **argv) {
   uint64_t events = 20'000'000, live = 2'000'000;
   unsigned threads = 2;
   std::string keep;
+  unsigned repeat = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--events")
@@ -165,8 +175,11 @@ int main(int argc, char **argv) {
       live = std::strtoull(argv[i + 1], nullptr, 10);
     else if (a == "--keep")
       keep = argv[i + 1];
+    else if (a == "--repeat")
+      repeat = static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
     else {
-      std::fprintf(stderr, "usage: %s [--events N] [--threads T] [--live L] [--keep FILE]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]\n",
                    argv[0]);
       return 2;
     }
@@ -178,8 +191,10 @@ int main(int argc, char **argv) {
   uint64_t n = generate(path, events, threads, live);
   std::printf("trace: %llu events, %u threads, up to %llu live objects\n",
               static_cast<unsigned long long>(n), threads, static_cast<unsigned long long>(live));
-  run(path, SnapshotPoint::kPeak, "peak", n);
-  run(path, SnapshotPoint::kEnd, "end", n);
+  for (unsigned i = 0; i < std::max(repeat, 1u); ++i) {
+    run(path, SnapshotPoint::kPeak, "peak", n);
+    run(path, SnapshotPoint::kEnd, "end", n);
+  }
   if (keep.empty())
     std::remove(path.c_str());
   return 0;

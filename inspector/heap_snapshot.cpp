@@ -30,6 +30,8 @@ struct BlockRef {
   uint64_t offset = 0;    // of the record
   uint64_t first_tsc = 0; // of its first event
   uint32_t events = 0;    // events the indexing read yielded from it
+  int32_t net = 0;        // objects it creates less those it ends
+  int32_t max_prefix = 0; // most of `net` reached within it
 };
 
 struct ThreadBlocks {
@@ -45,7 +47,40 @@ struct TraceIndex {
   std::vector<ThreadBlocks> threads; // by first appearance in the file
   std::vector<MapRef> maps;
   std::vector<uint64_t> mark_ids; // distinct, by first appearance
+  std::vector<uint64_t> mark_tsc; // stamp of each one's first occurrence
+  bool lost_events = false;       // the recorder dropped some (kLost)
 };
+
+// Most objects live at once, until events stamped `until`, in any merge of
+// the threads' blocks by their first stamps: each thread counts its earlier
+// blocks' net and the most its current block reaches. A sizing hint for the
+// replay (unknown frees and double allocations can make the real count
+// exceed it; the containers then grow).
+uint64_t live_bound(const TraceIndex &ix, uint64_t until = UINT64_MAX) {
+  struct Start {
+    uint64_t tsc;
+    uint32_t thread, block;
+  };
+  std::vector<Start> starts;
+  for (uint32_t t = 0; t < ix.threads.size(); ++t)
+    for (uint32_t b = 0; b < ix.threads[t].blocks.size(); ++b)
+      if (ix.threads[t].blocks[b].first_tsc <= until)
+        starts.push_back({ix.threads[t].blocks[b].first_tsc, t, b});
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Start &a, const Start &b) { return a.tsc < b.tsc; });
+  std::vector<int64_t> done(ix.threads.size()), active(ix.threads.size());
+  int64_t total = 0, best = 0;
+  for (const Start &s : starts) {
+    const std::vector<BlockRef> &blocks = ix.threads[s.thread].blocks;
+    if (s.block > 0)
+      done[s.thread] += blocks[s.block - 1].net;
+    int64_t now = done[s.thread] + blocks[s.block].max_prefix;
+    total += now - active[s.thread];
+    active[s.thread] = now;
+    best = std::max(best, total);
+  }
+  return static_cast<uint64_t>(best);
+}
 
 TraceIndex index_trace(TraceReader &r) {
   TraceIndex ix;
@@ -66,13 +101,33 @@ TraceIndex index_trace(TraceReader &r) {
       if (fresh)
         ix.threads.push_back({e.tid, {}});
       std::vector<BlockRef> &blocks = ix.threads[pos->second].blocks;
-      blocks.push_back({block_offset, e.tsc, 0});
+      blocks.push_back({block_offset, e.tsc, 0, 0, 0});
       block = &blocks.back();
     }
     ++block->events;
+    switch (e.kind) {
+    case EventKind::kAlloc:
+      block->net += e.ptr != 0;
+      break;
+    case EventKind::kFree:
+      block->net -= e.ptr != 0;
+      break;
+    case EventKind::kRealloc:
+      if (e.ptr != 0 || e.size == 0)
+        block->net += int32_t{e.ptr != 0} - int32_t{e.old_ptr != 0};
+      break;
+    case EventKind::kExt:
+      ix.lost_events |= e.ext == trace::ExtKind::kLost;
+      break;
+    default:
+      break;
+    }
+    block->max_prefix = std::max(block->max_prefix, block->net);
     if (e.kind == EventKind::kMark &&
-        std::find(ix.mark_ids.begin(), ix.mark_ids.end(), e.string_id) == ix.mark_ids.end())
+        std::find(ix.mark_ids.begin(), ix.mark_ids.end(), e.string_id) == ix.mark_ids.end()) {
       ix.mark_ids.push_back(e.string_id);
+      ix.mark_tsc.push_back(e.tsc);
+    }
   }
   return ix;
 }
@@ -253,6 +308,7 @@ private:
 class SizeHeap {
 public:
   const AddrTable &table() const { return table_; }
+  void reserve(size_t n) { table_.reserve(n); }
   bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
   void insert(const LiveObject &o) {
     table_.insert(o.addr, o.size);
@@ -311,6 +367,10 @@ public:
     if (tag)
       *tag = slab_[i].tag_id;
     free_.push_back(static_cast<uint32_t>(i));
+    // The next allocation takes this slot: start fetching its lines now.
+    const char *p = reinterpret_cast<const char *>(&slab_[i]);
+    __builtin_prefetch(p, 1);
+    __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
     --count_;
     return true;
   }
@@ -812,10 +872,14 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   out.partial = r.status() != ReadStatus::kOk;
 
   ReplayStop stop;
+  uint64_t until = UINT64_MAX; // no event stamped later is replayed
   if (spec.point == SnapshotPoint::kMark) {
-    for (uint64_t id : ix.mark_ids)
-      if (const std::string *n = r.string(id); n && *n == spec.mark)
-        stop.mark_ids.push_back(id);
+    until = 0;
+    for (size_t i = 0; i < ix.mark_ids.size(); ++i)
+      if (const std::string *n = r.string(ix.mark_ids[i]); n && *n == spec.mark) {
+        stop.mark_ids.push_back(ix.mark_ids[i]);
+        until = std::max(until, ix.mark_tsc[i]);
+      }
     if (stop.mark_ids.empty()) {
       error = "no mark named " + spec.mark + " in " + r.name() + "; " + mark_list(r, ix);
       return false;
@@ -825,29 +889,35 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     return false;
   uint64_t window = static_cast<uint64_t>(kCausalityWindowNs * r.ticks_per_ns());
 
-  // Replay 1: where the point is and how many objects live at most until
-  // then, so replay 2 sizes its containers exactly.
-  ReplayResult first;
-  {
-    SizeHeap heap;
-    Merger m(ix, src, r.name(), heap.table());
-    first = Replay<SizeHeap>(heap, m, stop, window).run();
-    if (!m.error().empty()) {
-      error = m.error();
-      return false;
+  // The index bounds the live count, so the containers are sized up front
+  // and only the peak needs a first replay: to find where it is. When the
+  // recorder lost events, frees may be missing and each reuse of their
+  // addresses would inflate the bound: a first replay then counts exactly.
+  uint64_t bound = live_bound(ix, until);
+  uint64_t reserve = bound;
+  if (spec.point == SnapshotPoint::kPeak || ix.lost_events) {
+    ReplayResult first;
+    {
+      SizeHeap heap;
+      if (!ix.lost_events)
+        heap.reserve(bound);
+      Merger m(ix, src, r.name(), heap.table());
+      first = Replay<SizeHeap>(heap, m, stop, window).run();
+      if (!m.error().empty()) {
+        error = m.error();
+        return false;
+      }
     }
-  }
-  uint64_t reserve = first.max_count;
-  if (spec.point == SnapshotPoint::kPeak) {
-    if (!first.has_peak) { // nothing was ever live: the start is the peak
-      out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
-      out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
-      return true;
+    reserve = spec.point == SnapshotPoint::kMark ? first.stop_max_count : first.max_count;
+    if (spec.point == SnapshotPoint::kPeak) {
+      if (!first.has_peak) { // nothing was ever live: the start is the peak
+        out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
+        out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
+        return true;
+      }
+      stop.at_seq = first.peak_seq;
+      reserve = first.peak_max_count;
     }
-    stop.at_seq = first.peak_seq;
-    reserve = first.peak_max_count;
-  } else if (spec.point == SnapshotPoint::kMark) {
-    reserve = first.stop_max_count;
   }
 
   ObjectHeap heap;

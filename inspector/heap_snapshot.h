@@ -11,8 +11,12 @@
 // (a block is at most the recorder's 64 KiB buffer, decompressed), plus
 // look-ahead of at most kMaxLookahead events per thread when resolving an
 // address reuse. Memory for the heap: one 56-byte LiveObject plus a 16-byte
-// hash slot at <= 70% load per object alive at the busiest moment before the
-// point (about 80 bytes per object), sized exactly from a first replay.
+// hash slot at <= 75% load per object alive at the busiest moment before the
+// point (about 80 bytes per object). `end` and `mark` replay once, sized by
+// a bound on the live count the indexing read computes from each block's
+// net allocations; `peak` replays first with sizes only to find the peak,
+// then again to it. A trace with lost events (frees may be missing, which
+// inflates the bound) is sized by the exact first replay at every point.
 #pragma once
 
 #include "heap_model.h"
