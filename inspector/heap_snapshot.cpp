@@ -713,17 +713,32 @@ struct ReplayResult {
   uint64_t stop_max_count = 0; // max_count when the stop was reached
 };
 
+// Which replay, for progress reports: the events it will go through at most
+// and the callback (may be empty).
+struct ReplayProgress {
+  const SnapshotProgress *report = nullptr;
+  const char *stage = "";
+  uint64_t total = 1;
+};
+
 template <class Heap> class Replay {
 public:
-  Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks)
-      : heap_(heap), m_(m), stop_(stop), window_(window_ticks) {}
+  Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks,
+         ReplayProgress progress = {})
+      : heap_(heap), m_(m), stop_(stop), window_(window_ticks), progress_(progress) {}
 
   ReplayResult run() {
+    constexpr uint64_t kReportEvery = uint64_t{1} << 20;
+    bool report = progress_.report && *progress_.report;
     while (!res_.stopped) {
       const Step *e = m_.next();
       if (!e)
         break;
       step(*e, true);
+      if (report && (res_.seq & (kReportEvery - 1)) == 0)
+        (*progress_.report)(
+            progress_.stage,
+            std::min(1.0, static_cast<double>(res_.seq) / static_cast<double>(progress_.total)));
     }
     return res_;
   }
@@ -820,6 +835,7 @@ private:
   Merger &m_;
   const ReplayStop &stop_;
   uint64_t window_;
+  ReplayProgress progress_;
   ReplayResult res_;
   std::vector<Step> pulled_;
 };
@@ -861,15 +877,21 @@ std::optional<MemoryMap> pick_map(const TraceIndex &ix, RecordSource &src, const
 }
 
 bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnapshot &out,
-           std::string &error) {
+           std::string &error, const SnapshotProgress &progress) {
   out = HeapSnapshot{};
   out.at = spec;
   if (r.status() == ReadStatus::kUnreadable) {
     error = r.error().message;
     return false;
   }
+  if (progress)
+    progress("indexing the trace", 0);
   TraceIndex ix = index_trace(r);
   out.partial = r.status() != ReadStatus::kOk;
+  uint64_t total_events = 1;
+  for (const auto &t : ix.threads)
+    for (const auto &b : t.blocks)
+      total_events += b.events;
 
   ReplayStop stop;
   uint64_t until = UINT64_MAX; // no event stamped later is replayed
@@ -902,7 +924,9 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
       if (!ix.lost_events)
         heap.reserve(bound);
       Merger m(ix, src, r.name(), heap.table());
-      first = Replay<SizeHeap>(heap, m, stop, window).run();
+      first = Replay<SizeHeap>(heap, m, stop, window,
+                               {&progress, "finding the moment to analyse", total_events})
+                  .run();
       if (!m.error().empty()) {
         error = m.error();
         return false;
@@ -923,7 +947,9 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   ObjectHeap heap;
   heap.reserve(reserve);
   Merger m(ix, src, r.name(), heap.table());
-  ReplayResult res = Replay<ObjectHeap>(heap, m, stop, window).run();
+  ReplayResult res = Replay<ObjectHeap>(heap, m, stop, window,
+                                        {&progress, "rebuilding the live heap", total_events})
+                         .run();
   if (!m.error().empty()) {
     error = m.error();
     return false;
@@ -944,18 +970,18 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
 
 } // namespace
 
-bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out,
-                    std::string &error) {
+bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out, std::string &error,
+                    const SnapshotProgress &progress) {
   RecordSource src({});
   if (!src.open_file(r.name(), error))
     return false;
-  return build(r, src, spec, out, error);
+  return build(r, src, spec, out, error, progress);
 }
 
 bool build_snapshot(TraceReader &r, std::span<const uint8_t> trace_bytes, const SnapshotSpec &spec,
-                    HeapSnapshot &out, std::string &error) {
+                    HeapSnapshot &out, std::string &error, const SnapshotProgress &progress) {
   RecordSource src(trace_bytes);
-  return build(r, src, spec, out, error);
+  return build(r, src, spec, out, error, progress);
 }
 
 } // namespace memlayout::inspector

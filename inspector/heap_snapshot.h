@@ -23,6 +23,7 @@
 #include "trace_reader.h"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -35,9 +36,13 @@ namespace memlayout::inspector {
 // `error` set, when the trace cannot be read at all or a mark is missing.
 // Blocks are re-read from the file r.name(); a reader opened with
 // open_buffer must use the overload that is given the same bytes.
-bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out,
-                    std::string &error);
+//
+// `progress`, when given, is called now and then with what is being done
+// and how far along it is (0..1), for a progress bar.
+using SnapshotProgress = std::function<void(const char *stage, double fraction)>;
+bool build_snapshot(TraceReader &r, const SnapshotSpec &spec, HeapSnapshot &out, std::string &error,
+                    const SnapshotProgress &progress = {});
 bool build_snapshot(TraceReader &r, std::span<const uint8_t> trace_bytes, const SnapshotSpec &spec,
-                    HeapSnapshot &out, std::string &error);
+                    HeapSnapshot &out, std::string &error, const SnapshotProgress &progress = {});
 
 } // namespace memlayout::inspector

@@ -30,9 +30,19 @@ uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot) {
   return 0;
 }
 
-void progress(bool on, const char *stage) {
-  if (on)
-    std::fprintf(stderr, "\rmemlayout report: %-40s", stage);
+// One line on stderr, redrawn in place: the stage and, where known, how far.
+void progress(bool on, const char *stage, double fraction = -1) {
+  if (!on)
+    return;
+  if (fraction < 0) {
+    std::fprintf(stderr, "\r\033[Kmemlayout: %s...", stage);
+  } else {
+    constexpr int kWidth = 30;
+    int filled = static_cast<int>(fraction * kWidth);
+    std::fprintf(stderr, "\r\033[Kmemlayout: %-32s [%.*s%*s] %3.0f%%", stage, filled,
+                 "##############################", kWidth - filled, "", fraction * 100);
+  }
+  std::fflush(stderr);
 }
 
 std::string at_text(const SnapshotSpec &s) {
@@ -147,10 +157,15 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     error = r.error().message;
     return false;
   }
-  progress(o.progress, "replaying allocations");
   HeapSnapshot snap;
-  if (!build_snapshot(r, o.at, snap, error))
+  SnapshotProgress on_progress;
+  if (o.progress)
+    on_progress = [](const char *stage, double fraction) { progress(true, stage, fraction); };
+  if (!build_snapshot(r, o.at, snap, error, on_progress)) {
+    if (o.progress)
+      std::fprintf(stderr, "\r\033[K");
     return false;
+  }
   out.allocator = r.header().allocator.empty() ? "unknown" : r.header().allocator;
   out.at_ns = snap.ts_ns;
   out.partial = snap.partial;
@@ -246,7 +261,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                       *out.plots);
   out.findings = find_problems(out, o.thresholds);
   if (o.progress)
-    std::fprintf(stderr, "\r%-60s\r", "");
+    std::fprintf(stderr, "\r\033[K");
   return true;
 }
 
