@@ -167,8 +167,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     if (!fresh)
       return it->second;
     Group::Site site = call_site(r.stack(stack_id), sym, o);
-    std::string key = site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' +
-                      site.caller;
+    std::string key =
+        site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' + site.caller;
     auto [sit, new_site] = site_ids.emplace(std::move(key), static_cast<uint32_t>(sites.size()));
     if (new_site)
       sites.push_back(std::move(site));

@@ -67,4 +67,9 @@ struct Group {
   uint64_t bytes = 0;            // requested bytes of its objects
 };
 
+// A group's object indices in address order. Group::objects is documented as
+// address-ordered; a hand-built group may not be, and analyses that walk
+// neighbours are meaningless unless it is. Out-of-range indices are dropped.
+std::vector<uint32_t> objects_by_address(const HeapSnapshot &snapshot, const Group &group);
+
 } // namespace memlayout::inspector

@@ -6,22 +6,6 @@ namespace memlayout::inspector {
 
 namespace {
 
-// Group::objects is documented as address-ordered; a hand-built group may not
-// be, and the strides are meaningless unless it is.
-std::vector<uint32_t> by_address(const HeapSnapshot &snapshot, const Group &group) {
-  std::vector<uint32_t> order;
-  order.reserve(group.objects.size());
-  for (uint32_t idx : group.objects)
-    if (idx < snapshot.objects.size())
-      order.push_back(idx);
-  auto addr_less = [&](uint32_t a, uint32_t b) {
-    return snapshot.objects[a].addr < snapshot.objects[b].addr;
-  };
-  if (!std::is_sorted(order.begin(), order.end(), addr_less))
-    std::sort(order.begin(), order.end(), addr_less);
-  return order;
-}
-
 std::vector<AddressStride> top_strides(const HeapSnapshot &snapshot,
                                        const std::vector<uint32_t> &order, uint32_t keep) {
   if (order.size() < 2 || keep == 0)
@@ -61,7 +45,7 @@ LineLayout analyse_line_layout(const HeapSnapshot &snapshot, const Group &group,
   out.offset_histogram.assign(line, 0);
   out.straddling_by_offset.assign(line, 0);
 
-  const std::vector<uint32_t> order = by_address(snapshot, group);
+  const std::vector<uint32_t> order = objects_by_address(snapshot, group);
   out.objects = order.size();
   if (order.empty())
     return out;

@@ -6,20 +6,6 @@ namespace memlayout::inspector {
 
 namespace {
 
-std::vector<uint32_t> by_address(const HeapSnapshot &snapshot, const Group &group) {
-  std::vector<uint32_t> order;
-  order.reserve(group.objects.size());
-  for (uint32_t idx : group.objects)
-    if (idx < snapshot.objects.size())
-      order.push_back(idx);
-  auto addr_less = [&](uint32_t a, uint32_t b) {
-    return snapshot.objects[a].addr < snapshot.objects[b].addr;
-  };
-  if (!std::is_sorted(order.begin(), order.end(), addr_less))
-    std::sort(order.begin(), order.end(), addr_less);
-  return order;
-}
-
 // Pages are about what the allocator reserved, so the usable size; a trace
 // without it (0) falls back to the requested size, and an empty object still
 // occupies the byte at its address.
@@ -96,7 +82,7 @@ PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
 
   UnitCounter pages, regions;
   FillCounter fill{ps, out.fill_histogram};
-  for (uint32_t idx : by_address(snapshot, group)) {
+  for (uint32_t idx : objects_by_address(snapshot, group)) {
     const LiveObject &o = snapshot.objects[idx];
     const uint64_t extent = extent_of(o);
     const uint64_t end = last_byte(o, extent);
@@ -140,7 +126,7 @@ ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
   out.pages_per_region = static_cast<uint32_t>(ppr);
   out.words_per_region = static_cast<uint32_t>(ceil_div(ppr, 64));
 
-  for (uint32_t idx : by_address(snapshot, group)) {
+  for (uint32_t idx : objects_by_address(snapshot, group)) {
     const LiveObject &o = snapshot.objects[idx];
     const uint64_t end = last_byte(o, extent_of(o));
     for (uint64_t p = o.addr / ps; p <= end / ps; ++p) {

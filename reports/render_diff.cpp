@@ -2,6 +2,7 @@
 // memlayout.diff/1 JSON (docs/diff.md).
 #include "render_diff.h"
 #include "findings.h"
+#include "json_write.h"
 
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
@@ -191,15 +192,6 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
 namespace {
 
 using llvm::json::OStream;
-
-void optional_number(OStream &j, const char *key, const std::optional<double> &v) {
-  j.attributeBegin(key);
-  if (v)
-    j.value(*v);
-  else
-    j.value(nullptr);
-  j.attributeEnd();
-}
 
 void metric_json(OStream &j, const MetricDelta &m) {
   j.attributeObject(m.metric, [&] {

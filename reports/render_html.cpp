@@ -4,6 +4,7 @@
 #include "gnuplot.h"
 #include "plot_scripts.h"
 #include "render.h"
+#include "text_format.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -59,27 +60,11 @@ std::string esc(const std::string &s) {
   return out;
 }
 
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-std::string bytes(double v) {
-  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (v >= 1024 && i < 4) {
-    v /= 1024;
-    ++i;
-  }
-  return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
-}
-
 void summary(const Report &r, std::ostream &h) {
   h << "<h1>memlayout report</h1>\n<p>Trace <code>" << esc(r.trace) << "</code> at <b>" << esc(r.at)
     << "</b> (" << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9) << " s): " << r.live_objects
-    << " live objects, " << bytes(static_cast<double>(r.live_bytes)) << " in " << r.groups_total
-    << " groups; allocator " << esc(r.allocator) << ".</p>\n";
+    << " live objects, " << human_bytes(static_cast<double>(r.live_bytes)) << " in "
+    << r.groups_total << " groups; allocator " << esc(r.allocator) << ".</p>\n";
   if (r.partial)
     h << "<p class=\"partial\">Partial trace: this is the layout of its readable part.</p>\n";
 }
@@ -89,7 +74,7 @@ void levels(const Report &r, std::ostream &h) {
        "<th>line</th><th>indexing</th><th class=\"name\">address bits the figures rest on</th>"
        "</tr>\n";
   for (const auto &l : r.levels)
-    h << "<tr><td>L" << l.level << "</td><td>" << bytes(static_cast<double>(l.size_bytes))
+    h << "<tr><td>L" << l.level << "</td><td>" << human_bytes(static_cast<double>(l.size_bytes))
       << "</td><td>" << l.ways << "</td><td>" << l.sets << "</td><td>" << l.line_size
       << " B</td><td>" << esc(l.indexing) << "</td><td class=\"name\">" << esc(l.bits)
       << "</td></tr>\n";
@@ -117,7 +102,7 @@ void groups(const Report &r, std::ostream &h, size_t top) {
     if (shown++ == top)
       break;
     h << "<tr><td>" << g.group.id << "</td><td class=\"name\">" << esc(g.group.name) << "</td><td>"
-      << g.objects << "</td><td>" << bytes(static_cast<double>(g.group.bytes)) << "</td><td>"
+      << g.objects << "</td><td>" << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>"
       << g.group.requested_size << "</td><td>" << g.group.size_class << "</td><td>"
       << fmt("%.2f", g.lines_per_object) << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100)
       << "</td>";

@@ -1,4 +1,5 @@
 // The report as JSON, schema memlayout.report/1 (../shared/design.md).
+#include "json_write.h"
 #include "render.h"
 
 #include <llvm/Support/JSON.h>
@@ -8,15 +9,6 @@ namespace memlayout::cli {
 namespace {
 
 using llvm::json::OStream;
-
-void optional_number(OStream &j, const char *key, const std::optional<double> &v) {
-  j.attributeBegin(key);
-  if (v)
-    j.value(*v);
-  else
-    j.value(nullptr);
-  j.attributeEnd();
-}
 
 void group(OStream &j, const inspector::Report &r, const inspector::GroupReport &g) {
   j.object([&] {

@@ -1,28 +1,13 @@
 // The report for a terminal: where the heap is, the biggest groups with their
 // layout figures, then what is wrong and what to change.
 #include "render.h"
+#include "text_format.h"
 
 #include <cstdio>
 #include <string>
 
 namespace memlayout::cli {
 namespace {
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-std::string bytes(double v) {
-  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (v >= 1024 && i < 4) {
-    v /= 1024;
-    ++i;
-  }
-  return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
-}
 
 std::string clip(const std::string &s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 1) + "~";
@@ -41,11 +26,13 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   Paint paint{o.color};
   out << paint("memlayout report", "1") << " of " << r.trace << " at " << r.at << " ("
       << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9) << " s): " << r.live_objects
-      << " live objects, " << bytes(static_cast<double>(r.live_bytes)) << " in " << r.groups_total
-      << " groups, allocator " << r.allocator << (r.partial ? ", PARTIAL TRACE" : "") << "\n";
+      << " live objects, " << human_bytes(static_cast<double>(r.live_bytes)) << " in "
+      << r.groups_total << " groups, allocator " << r.allocator
+      << (r.partial ? ", PARTIAL TRACE" : "") << "\n";
   for (const auto &l : r.levels)
-    out << "  L" << l.level << " " << bytes(static_cast<double>(l.size_bytes)) << " " << l.ways
-        << "-way, " << l.sets << " sets, " << l.indexing << "ly indexed: " << l.bits << "\n";
+    out << "  L" << l.level << " " << human_bytes(static_cast<double>(l.size_bytes)) << " "
+        << l.ways << "-way, " << l.sets << " sets, " << l.indexing << "ly indexed: " << l.bits
+        << "\n";
   out << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%4s %-40s %9s %10s %6s %6s %6s %5s %5s %5s %12s\n", "id",
@@ -64,7 +51,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
     std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6llu %6.2f %5.0f%% %5s %5s %5s %12s\n",
                   g.group.id, clip(g.group.name, 40).c_str(),
                   static_cast<unsigned long long>(g.objects),
-                  bytes(static_cast<double>(g.group.bytes)).c_str(),
+                  human_bytes(static_cast<double>(g.group.bytes)).c_str(),
                   static_cast<unsigned long long>(g.group.size_class), g.lines_per_object,
                   g.straddle_fraction * 100, frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),
                   (std::to_string(g.pages_4k) + "/" + std::to_string(g.pages_min)).c_str());
