@@ -240,6 +240,47 @@ int rank(const std::string &severity) {
   return severity == "high" ? 0 : severity == "medium" ? 1 : 2;
 }
 
+// A call site allocating many sizes (a buffer pool, a string builder) has one
+// group per size class, and each would carry the same finding: one finding
+// per (kind, site) reads better. Single-group findings of the same kind and
+// site merge into the most severe one, which lists every group.
+std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
+  auto site_of = [&](const Finding &f) -> const Group * {
+    if (f.groups.size() != 1)
+      return nullptr;
+    const GroupReport *g = by_id(r, f.groups[0]);
+    return g && !g->group.site.function.empty() ? &g->group : nullptr;
+  };
+  auto same_site = [](const Group &a, const Group &b) {
+    return a.site.function == b.site.function && a.site.file == b.site.file &&
+           a.site.line == b.site.line && a.site.caller == b.site.caller;
+  };
+  std::vector<Finding> out;
+  std::vector<bool> used(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (used[i])
+      continue;
+    Finding f = in[i];
+    const Group *site = site_of(f);
+    size_t merged = 0;
+    for (size_t j = i + 1; site && j < in.size(); ++j) {
+      const Group *other = site_of(in[j]);
+      if (used[j] || in[j].kind != f.kind || !other || !same_site(*site, *other))
+        continue;
+      used[j] = true;
+      ++merged;
+      f.groups.push_back(in[j].groups[0]);
+    }
+    if (merged) {
+      f.metric["groups_merged"] = static_cast<double>(merged + 1);
+      f.message += " (and " + std::to_string(merged) + " more size class" +
+                   (merged > 1 ? "es" : "") + " of the same call site alike)";
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) {
@@ -253,10 +294,11 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     thread_sharing(g, t, out);
     page_spread(g, t, out);
   }
+  // Most severe first, so a merged finding keeps its worst case's words.
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {
     return rank(a.severity) < rank(b.severity);
   });
-  return out;
+  return merge_by_site(r, std::move(out));
 }
 
 } // namespace memlayout::inspector

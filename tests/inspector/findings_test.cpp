@@ -160,3 +160,30 @@ TEST_CASE("findings: shares stay shares, unnamed sites get size rules", "[findin
   CHECK(f->fix.find("size=72") != std::string::npos);
   CHECK(f->fix.find("function=??") == std::string::npos);
 }
+
+TEST_CASE("findings: one call site's size classes share one finding", "[findings]") {
+  Report r = base_report();
+  for (uint32_t i = 0; i < 5; ++i) {
+    GroupReport g = clean_group(i + 1, "read_buffer", 48 + 16 * i);
+    g.straddle_fraction = i == 2 ? 0.4 : 0.15; // group 3 is the worst
+    r.groups.push_back(g);
+  }
+  GroupReport other = clean_group(9, "make_node", 48);
+  other.straddle_fraction = 0.3;
+  r.groups.push_back(other);
+  auto fs = find_problems(r);
+  size_t straddles = 0;
+  for (const auto &f : fs)
+    straddles += f.kind == "line_straddle";
+  CHECK(straddles == 2); // read_buffer's five merged, make_node's own
+  // The merged one is the worst case's (group 3, high), listing all five.
+  const Finding *merged = nullptr;
+  for (const auto &f : fs)
+    if (f.kind == "line_straddle" && f.groups.size() == 5)
+      merged = &f;
+  REQUIRE(merged);
+  CHECK(merged->groups.front() == 3);
+  CHECK(merged->severity == "high");
+  CHECK(merged->metric.at("groups_merged") == Approx(5));
+  CHECK(merged->message.find("4 more size classes") != std::string::npos);
+}
