@@ -214,10 +214,12 @@ struct BlockSlot {
 // wastes nothing to rounding up to a power of two.
 class AddrTable {
 public:
-  AddrTable() { rehash(16); }
+  // Linear probing: deletions shift the rest of a probe run back, and runs
+  // grow fast with the load. `max_load_percent` trades memory for speed.
+  explicit AddrTable(unsigned max_load_percent = 75) : max_load_(max_load_percent) { rehash(16); }
 
   void reserve(size_t n) {
-    size_t cap = std::max<size_t>(16, n * 4 / 3 + 1);
+    size_t cap = std::max<size_t>(16, n * 100 / max_load_ + 1);
     if (cap > slots_.size())
       rehash(cap);
   }
@@ -235,7 +237,7 @@ public:
   }
 
   void insert(uint64_t addr, uint64_t value) { // addr must be absent
-    if ((size_ + 1) * 4 > slots_.size() * 3)
+    if ((size_ + 1) * 100 > slots_.size() * max_load_)
       rehash(slots_.size() * 2);
     size_t i = home(addr);
     while (slots_[i].addr != 0)
@@ -280,6 +282,7 @@ private:
   struct Slot {
     uint64_t addr, value;
   };
+  unsigned max_load_;
 
   size_t home(uint64_t addr) const {
     uint64_t h = addr * 0x9E3779B97F4A7C15ull;
@@ -330,7 +333,9 @@ public:
   uint64_t count() const { return count_; }
 
 private:
-  AddrTable table_;
+  // Only sizes, and gone before the object store is built: a sparse table is
+  // affordable here (16 B a slot) and keeps deletions short.
+  AddrTable table_{33};
   uint64_t bytes_ = 0, count_ = 0;
 };
 
