@@ -119,14 +119,12 @@ bool TraceWriter::open(const char *path, const void *header, size_t n) {
   ino_ = st.st_ino;
   fd_ = fd;
   broken_.store(false);
-  bytes_.store(0);
   errors_.store(0);
   if (!sys::write_all(fd_, header, n)) {
     broken_.store(true);
     errors_.fetch_add(1);
     return true; // the program still runs; the trace says it is truncated
   }
-  bytes_.fetch_add(n);
   return true;
 }
 
@@ -206,9 +204,7 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (c)
     c->lock.unlock();
-  if (ok) {
-    bytes_.fetch_add(total, std::memory_order_relaxed);
-  } else {
+  if (!ok) {
     broken_.store(true);
     errors_.fetch_add(1, std::memory_order_relaxed);
   }

@@ -36,7 +36,6 @@ public:
   // From a signal handler: no zstd (its contexts sit behind locks the
   // interrupted code may hold), records go out as they are.
   void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }
-  uint64_t bytes_written() const { return bytes_.load(std::memory_order_relaxed); }
   uint64_t write_errors() const { return errors_.load(std::memory_order_relaxed); }
 
 private:
@@ -46,7 +45,6 @@ private:
   int level_ = 1;
   std::atomic<bool> broken_{false};
   std::atomic<bool> raw_only_{false};
-  std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   char path_[4096] = {};
 };

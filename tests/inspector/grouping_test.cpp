@@ -1,5 +1,6 @@
 #include "grouping.h"
 #include "heap_snapshot.h"
+#include "this_process_modules.h"
 #include "trace_builder.h"
 
 #include <catch2/catch.hpp>
@@ -48,24 +49,8 @@ extern "C" __attribute__((noinline)) GroupingFrames grouping_make_edge() {
 
 namespace {
 
-int collect(struct dl_phdr_info *info, size_t, void *data) {
-  auto *mods = static_cast<std::vector<ModuleEntry> *>(data);
-  ModuleEntry m;
-  m.load_bias = info->dlpi_addr;
-  m.path = info->dlpi_name ? info->dlpi_name : "";
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD)
-      m.segments.push_back(
-          {ph.p_vaddr, ph.p_memsz, static_cast<uint8_t>(ph.p_flags & (PF_X | PF_W | PF_R))});
-  }
-  mods->push_back(std::move(m));
-  return 0;
-}
-
 std::unique_ptr<Symbolizer> this_process_symbolizer() {
-  std::vector<ModuleEntry> mods;
-  dl_iterate_phdr(collect, &mods);
+  std::vector<ModuleEntry> mods = memlayout::testing::this_process_modules();
   Symbolizer::Options opts;
   opts.main_executable = "/proc/self/exe";
   return std::make_unique<Symbolizer>(mods, opts);

@@ -1,4 +1,5 @@
 #include "symbolizer.h"
+#include "this_process_modules.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,39 +17,7 @@ extern "C" __attribute__((noinline)) int memlayout_symbolizer_probe(int x) {
 
 namespace {
 
-// The module list the recorder would write for this process.
-int collect(struct dl_phdr_info *info, size_t, void *data) {
-  auto *mods = static_cast<std::vector<ModuleEntry> *>(data);
-  ModuleEntry m;
-  m.load_bias = info->dlpi_addr;
-  m.path = info->dlpi_name ? info->dlpi_name : "";
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD)
-      m.segments.push_back(
-          {ph.p_vaddr, ph.p_memsz, static_cast<uint8_t>(ph.p_flags & (PF_X | PF_W | PF_R))});
-    if (ph.p_type == PT_NOTE) {
-      const char *p = reinterpret_cast<const char *>(info->dlpi_addr + ph.p_vaddr);
-      const char *end = p + ph.p_memsz;
-      while (p + sizeof(ElfW(Nhdr)) <= end) {
-        const auto *n = reinterpret_cast<const ElfW(Nhdr) *>(p);
-        const char *name = p + sizeof *n;
-        const char *desc = name + ((n->n_namesz + 3) & ~3u);
-        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !std::memcmp(name, "GNU", 4))
-          m.build_id.assign(desc, n->n_descsz);
-        p = desc + ((n->n_descsz + 3) & ~3u);
-      }
-    }
-  }
-  mods->push_back(std::move(m));
-  return 0;
-}
-
-std::vector<ModuleEntry> this_process() {
-  std::vector<ModuleEntry> mods;
-  dl_iterate_phdr(collect, &mods);
-  return mods;
-}
+std::vector<ModuleEntry> this_process() { return memlayout::testing::this_process_modules(); }
 
 } // namespace
 
