@@ -1,5 +1,7 @@
 #include "findings.h"
 
+#include "rules.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -29,12 +31,25 @@ std::string rule_match(const Group &g) {
   return "size=" + std::to_string(g.requested_size);
 }
 
+// A short pool name from the site's function: its last two scopes
+// ("IntLf.new_node"), in the characters rules allow.
 std::string pool_name(const Group &g) {
   bool named = !g.site.function.empty() && g.site.function.find("??") == std::string::npos;
-  std::string n = named ? g.site.function : "group" + std::to_string(g.id);
+  char scopes[rules::kMaxName];
+  if (!named || !rules::normalize_function(g.site.function.c_str(), scopes, sizeof scopes))
+    return "group" + std::to_string(g.id);
+  std::string n = scopes;
+  size_t last = n.rfind("::");
+  if (last != std::string::npos) {
+    size_t before = last ? n.rfind("::", last - 1) : std::string::npos;
+    n = n.substr(before == std::string::npos ? 0 : before + 2);
+    n.replace(n.find("::"), 2, ".");
+  }
   for (char &c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c)))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
       c = '_';
+  if (n.size() > rules::kMaxPoolName - 1)
+    n = n.substr(n.size() - (rules::kMaxPoolName - 1));
   return n;
 }
 
@@ -298,7 +313,29 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {
     return rank(a.severity) < rank(b.severity);
   });
-  return merge_by_site(r, std::move(out));
+  out = merge_by_site(r, std::move(out));
+  for (Finding &f : out)
+    f.rule = rule_of_fix(f.fix);
+  return out;
+}
+
+std::string rule_of_fix(const std::string &fix) {
+  static constexpr std::string_view kFlag = "--segregate ";
+  size_t at = fix.find(kFlag);
+  if (at == std::string::npos)
+    return {};
+  std::string rule = fix.substr(at + kFlag.size());
+  if (size_t alt = rule.find(" (or "); alt != std::string::npos)
+    rule.resize(alt);
+  while (!rule.empty() && (rule.back() == ' ' || rule.back() == '.'))
+    rule.pop_back();
+  rules::Rule parsed;
+  rules::ParseError e{};
+  if (!rules::parse_rule(rule.data(), rule.size(), 1, &parsed, &e))
+    return {};
+  char canonical[4096];
+  size_t n = rules::format_rule(parsed, canonical, sizeof canonical);
+  return n ? std::string(canonical, n) : std::string();
 }
 
 } // namespace memlayout::inspector

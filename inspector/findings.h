@@ -33,4 +33,8 @@ struct FindingThresholds {
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t = {});
 
+// The segregation rule in a fix's text ("... --segregate RULE"), canonical;
+// empty when the fix has none.
+std::string rule_of_fix(const std::string &fix);
+
 } // namespace memlayout::inspector

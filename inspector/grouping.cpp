@@ -109,7 +109,10 @@ const std::vector<std::string> &default_wrappers() {
       "strdup", "strndup", "__strdup", "__strndup", "wcsdup",
       // Python, OpenSSL, APR-style wrappers
       "PyMem_Malloc", "PyMem_RawMalloc", "PyObject_Malloc", "_PyObject_Malloc", "CRYPTO_malloc",
-      "CRYPTO_zalloc", "CRYPTO_realloc"};
+      "CRYPTO_zalloc", "CRYPTO_realloc",
+      // memlayout's own trees: the record allocator inlined into each tree's
+      // new_node/new_descriptor/... which then names the group
+      "memlayout::trees::RecordAllocator::*"};
   return kWrappers;
 }
 
@@ -211,10 +214,14 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     auto [tag, tagged] = most_common(t.tags);
     auto [pool, pooled] = most_common(t.pools);
     const std::string *tag_name = tagged * 2 > n ? r.string(tag) : nullptr;
+    if (o.type_of)
+      g.type = o.type_of(g.site);
     if (tag_name)
       g.name = *tag_name;
     else if (pooled * 2 > n)
       g.name = pool;
+    else if (!g.type.empty())
+      g.name = g.type;
     else
       g.name = site_name(g.site);
     groups.push_back(std::move(g));

@@ -26,6 +26,9 @@ struct GroupingOptions {
   // served from, or empty. A group most of whose objects come from one pool
   // is named after it (a tag, when most objects carry one, still wins).
   std::function<std::string(const LiveObject &)> pool_of;
+  // Hook for type maps (`memlayout structs`): the record a call site
+  // allocates, or empty. It names the group when no tag or pool does.
+  std::function<std::string(const Group::Site &)> type_of;
 };
 
 // malloc-style wrappers of common C libraries (xmalloc and friends, GLib,

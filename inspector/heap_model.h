@@ -7,6 +7,7 @@
 #include "trace_reader.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,9 +28,22 @@ struct LiveObject {
 
 enum class SnapshotPoint : uint8_t { kPeak, kEnd, kMark };
 
+// An event as the replay applied it: the merged order of all threads, which
+// is what `memlayout replay` re-executes.
+struct AppliedEvent {
+  trace::EventKind kind;
+  trace::Api api;
+  uint32_t tid;
+  uint64_t seq; // its position in the merged order (LiveObject::seq of an allocation)
+  uint64_t ptr, old_ptr, size, usable, stack_id;
+};
+
 struct SnapshotSpec {
   SnapshotPoint point = SnapshotPoint::kPeak;
   std::string mark; // kMark: the memlayout_mark name (its first occurrence)
+  // Given every event up to the point, in order, as the final replay applies
+  // it (pulled-forward frees included where they are applied).
+  std::function<void(const AppliedEvent &)> observer;
 };
 
 struct HeapSnapshot {
@@ -65,6 +79,7 @@ struct Group {
   std::vector<uint32_t> objects; // indices into HeapSnapshot::objects, by address
   std::vector<uint32_t> threads; // allocating threads, ascending
   uint64_t bytes = 0;            // requested bytes of its objects
+  std::string type; // the record its call site allocates, from a type map; "" when unknown
 };
 
 // A group's object indices in address order. Group::objects is documented as

@@ -729,8 +729,10 @@ struct ReplayProgress {
 template <class Heap> class Replay {
 public:
   Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks,
-         ReplayProgress progress = {})
-      : heap_(heap), m_(m), stop_(stop), window_(window_ticks), progress_(progress) {}
+         ReplayProgress progress = {},
+         const std::function<void(const AppliedEvent &)> *observer = nullptr)
+      : heap_(heap), m_(m), stop_(stop), window_(window_ticks), progress_(progress),
+        observer_(observer && *observer ? observer : nullptr) {}
 
   ReplayResult run() {
     constexpr uint64_t kReportEvery = uint64_t{1} << 20;
@@ -787,8 +789,12 @@ private:
     default:
       break;
     }
-    if (res_.stopped)
+    if (res_.stopped && e.kind != EventKind::kMark)
       return; // a nested step (a pulled-forward free) reached the stop
+    if (observer_)
+      (*observer_)({e.kind, e.api, e.tid, seq, e.ptr, e.old_ptr, e.size, e.usable, e.stack_id});
+    if (res_.stopped)
+      return;
     if (heap_.count() > res_.max_count)
       res_.max_count = heap_.count();
     if (heap_.bytes() > res_.peak_bytes) {
@@ -841,6 +847,7 @@ private:
   const ReplayStop &stop_;
   uint64_t window_;
   ReplayProgress progress_;
+  const std::function<void(const AppliedEvent &)> *observer_;
   ReplayResult res_;
   std::vector<Step> pulled_;
 };
@@ -952,9 +959,10 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   ObjectHeap heap;
   heap.reserve(reserve);
   Merger m(ix, src, r.name(), heap.table());
-  ReplayResult res = Replay<ObjectHeap>(heap, m, stop, window,
-                                        {&progress, "rebuilding the live heap", total_events})
-                         .run();
+  ReplayResult res =
+      Replay<ObjectHeap>(heap, m, stop, window,
+                         {&progress, "rebuilding the live heap", total_events}, &spec.observer)
+          .run();
   if (!m.error().empty()) {
     error = m.error();
     return false;

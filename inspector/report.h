@@ -59,6 +59,9 @@ struct Finding {
   std::vector<uint32_t> groups;
   std::map<std::string, double> metric; // the numbers behind it
   std::string message, fix;
+  // The fix as a segregation rule (`--segregate RULE`, a line of `advise`'s
+  // rules file); empty when no rule carries it out.
+  std::string rule;
 };
 
 // What the HTML report's plots show, for the largest groups only. Filled by

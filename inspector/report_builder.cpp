@@ -8,8 +8,10 @@
 #include "line_layout.h"
 #include "page_spread.h"
 #include "set_occupancy.h"
+#include "structs_report.h"
 #include "symbolizer.h"
 #include "trace_reader.h"
+#include "type_map.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +23,78 @@ namespace {
 constexpr size_t kMaxLevels = 3;      // L1, L2, L3: the report's columns
 constexpr size_t kNeighboursKept = 8; // per group, the closest by objects next to it
 
-// --hot NAME matches a group's name (its tag or pool when it has one) or the
-// function of its call site.
-uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot) {
-  for (const auto &h : hot)
-    if (h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0)
+// --hot NAME matches a group's name (its tag or pool when it has one), the
+// function of its call site or the record it allocates; NAME=FIELD takes the
+// prefix through FIELD of that record.
+uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types) {
+  for (const auto &h : hot) {
+    if (h.name != g.name && h.name != g.site.function && g.name.rfind(h.name + " (", 0) != 0 &&
+        (g.type.empty() || !record_selected(g.type, h.name)))
+      continue;
+    if (h.field.empty())
       return h.bytes;
+    const RecordLayout *record = types ? types->record(g.type.empty() ? h.name : g.type) : nullptr;
+    if (auto bytes = record ? prefix_through(*record, h.field) : std::nullopt)
+      return *bytes;
+  }
   return 0;
+}
+
+// The type map --types names, else the one beside the recorded executable.
+// A missing or unreadable map beside the executable is a note, not an error.
+bool load_type_map(const ReportOptions &o, const std::string &executable,
+                   std::optional<TypeMap> &map, std::vector<std::string> &notes,
+                   std::string &error) {
+  std::string path = o.types_file;
+  if (path.empty()) {
+    if (!o.find_types)
+      return true;
+    path = type_map_beside(executable);
+    if (path.empty() || access(path.c_str(), R_OK) != 0)
+      return true;
+    std::string why;
+    map = TypeMap::load(path, why);
+    notes.push_back(map ? "groups named by type from " + path
+                        : "the type map beside the program is unusable (" + why +
+                              "): groups are named by call site");
+    return true;
+  }
+  map = TypeMap::load(path, error);
+  if (map)
+    notes.push_back("groups named by type from " + path);
+  return map.has_value();
+}
+
+// Every --hot NAME=FIELD must name a member of a record of the map.
+bool check_hot_fields(const std::vector<HotPrefix> &hot, const TypeMap *types,
+                      std::string &error) {
+  for (const HotPrefix &h : hot) {
+    if (h.field.empty())
+      continue;
+    const std::string spec = "--hot " + h.name + "=" + h.field;
+    if (!types) {
+      error = spec + ": a field needs a type map (--types MAP, from memlayout structs --format json)";
+      return false;
+    }
+    bool named = false, found = false;
+    std::string members;
+    for (const RecordLayout &r : types->records()) {
+      if (!record_selected(r.name, h.name))
+        continue;
+      named = true;
+      found = r.field(h.field) != nullptr;
+      if (found)
+        break;
+      for (const FieldLayout &f : r.fields)
+        members += (members.empty() ? "" : ", ") + f.name;
+    }
+    if (found)
+      continue;
+    error = spec + (named ? ": no such member (" + h.name + " has " + members + ")"
+                          : ": no record named " + h.name + " in " + types->path());
+    return false;
+  }
+  return true;
 }
 
 // One line on stderr, redrawn in place: the stage and, where known, how far.
@@ -112,15 +179,15 @@ void colocation_corner(const Colocation &c, size_t n, ReportPlots &out) {
 
 bool parse_snapshot_spec(const std::string &text, SnapshotSpec &out) {
   if (text == "peak") {
-    out = {SnapshotPoint::kPeak, {}};
+    out = {SnapshotPoint::kPeak, {}, {}};
     return true;
   }
   if (text == "end") {
-    out = {SnapshotPoint::kEnd, {}};
+    out = {SnapshotPoint::kEnd, {}, {}};
     return true;
   }
   if (text.rfind("mark:", 0) == 0 && text.size() > 5) {
-    out = {SnapshotPoint::kMark, text.substr(5)};
+    out = {SnapshotPoint::kMark, text.substr(5), {}};
     return true;
   }
   return false;
@@ -157,6 +224,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     error = r.error().message;
     return false;
   }
+  std::optional<TypeMap> types;
+  if (!load_type_map(o, r.header().executable, types, out.notes, error) ||
+      !check_hot_fields(o.hot, types ? &*types : nullptr, error))
+    return false;
   HeapSnapshot snap;
   SnapshotProgress on_progress;
   if (o.progress)
@@ -166,6 +237,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       std::fprintf(stderr, "\r\033[K");
     return false;
   }
+  if (o.transform_snapshot)
+    o.transform_snapshot(snap);
   out.allocator = r.header().allocator.empty() ? "unknown" : r.header().allocator;
   out.at_ns = snap.ts_ns;
   out.partial = snap.partial;
@@ -189,6 +262,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   Symbolizer sym(r.modules(), sym_opts);
   GroupingOptions grouping;
   grouping.wrappers = o.wrappers;
+  grouping.pool_of = o.pool_of;
+  if (types)
+    grouping.type_of = [&types](const Group::Site &s) {
+      std::string type = types->type_at(s.function, s.file, s.line);
+      return types->record(type) ? type : std::string();
+    };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
   out.groups_total = groups.size();
 
@@ -216,7 +295,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     GroupReport gr;
     gr.group = g;
     gr.objects = g.objects.size();
-    gr.hot_bytes = hot_bytes_for(g, o.hot);
+    gr.hot_bytes = hot_bytes_for(g, o.hot, types ? &*types : nullptr);
     LineLayoutOptions lo;
     lo.hot_bytes = gr.hot_bytes;
     LineLayout ll = analyse_line_layout(snap, g, lo);

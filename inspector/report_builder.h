@@ -6,14 +6,18 @@
 #include "heap_model.h"
 #include "report.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace memlayout::inspector {
 
 struct HotPrefix {
-  std::string name; // matches a group's name, tag or function
+  std::string name; // matches a group's name, tag, function or type
   uint64_t bytes = 0;
+  // Instead of bytes: the hot prefix ends with this member of the group's
+  // record (from the type map).
+  std::string field;
 };
 
 // What the plots of the HTML report need (Report::plots).
@@ -29,9 +33,19 @@ struct ReportOptions {
   std::vector<HotPrefix> hot;
   std::string cache_file;            // cache model override; empty: this machine's sysfs
   std::vector<std::string> wrappers; // extra allocation wrappers to look through
+  // A type map (`memlayout structs --format json`) naming groups by type;
+  // empty: EXECUTABLE.memlayout-types.json when there is one and
+  // find_types is set.
+  std::string types_file;
+  bool find_types = true;
   FindingThresholds thresholds;
   bool progress = false; // a progress bar on stderr (the caller decides: tty only)
   PlotOptions plots;
+  // `memlayout replay`: rewrites the snapshot (addresses and sizes as another
+  // allocator placed the same objects) before it is analysed, and names
+  // groups by pool.
+  std::function<void(HeapSnapshot &)> transform_snapshot;
+  std::function<std::string(const LiveObject &)> pool_of;
 };
 
 // Returns false with `error` set ("FILE: offset N: ...") when the trace

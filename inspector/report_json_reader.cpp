@@ -182,6 +182,8 @@ bool values(Fields &parent, const char *key, std::string &error, std::vector<T> 
 void read_group(Fields &f, std::string &error, GroupReport &g) {
   f.uint("id", g.group.id);
   f.str("name", g.group.name);
+  if (f.has("type"))
+    f.str("type", g.group.type);
   if (const json::Object *site = f.object("site")) {
     Fields s(site, f.path() + ".site", error);
     s.str("function", g.group.site.function);
@@ -261,6 +263,8 @@ void read_finding(Fields &f, std::string &error, Finding &out) {
   }
   f.str("message", out.message);
   f.str("fix", out.fix);
+  if (f.has("rule"))
+    f.str("rule", out.rule);
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "lifecycle.h"
 #include "real_alloc.h"
 #include "recorder.h"
+#include "rule_router.h"
 
 #include <cerrno>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 using namespace memlayout::preload;
 using memlayout::trace::Api;
+namespace seg = memlayout::seg;
 
 namespace {
 
@@ -49,8 +51,54 @@ void *forward_malloc(size_t n) { return have_real() ? g_real.malloc(n) : bootstr
 
 bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
 
+// An allocation a rule matched: from its pool, or from the program's
+// allocator padded and aligned. Recorded with the pool's name as its tag.
+[[gnu::noinline]] void *routed_alloc(ThreadState &ts, Api api, const Route &r, size_t n,
+                                     size_t align, bool zero, const UnwindStart &start) {
+  size_t size = n < r.pad ? r.pad : n;
+  if (align < r.align)
+    align = r.align;
+  void *p;
+  size_t usable;
+  if (r.pool) {
+    p = seg::pool_alloc(r.pool, size, align);
+    if (p && zero)
+      memset(p, 0, size);
+    usable = p ? seg::pool_usable_size(p) : 0;
+  } else {
+    if (align > alignof(max_align_t))
+      p = g_real.memalign(align, size);
+    else
+      p = g_real.malloc(size);
+    if (p && zero)
+      memset(p, 0, size);
+    usable = p && g_real.usable_size ? g_real.usable_size(p) : size;
+  }
+  if (!p) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (begin(ts)) {
+    record_alloc(ts, api, p, n, align, start, usable < n ? n : usable);
+    if (r.name)
+      record_tag(ts, p, r.name);
+    ts.busy = 0;
+  }
+  return p;
+}
+
+// The rule for this allocation, if rules are loaded and it is not one of our
+// own (made while recording).
+inline const Route *route_of(const ThreadState &ts, size_t n, const UnwindStart &start) {
+  if (ML_LIKELY(!g_routing) || ts.busy)
+    return nullptr;
+  return route_for(start.pc, n);
+}
+
 inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {
   ThreadState &ts = tl_state;
+  if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
+    return routed_alloc(ts, api, *r, n, 0, false, start);
   if (!begin(ts))
     return forward_malloc(n);
   void *p = g_real.malloc(n);
@@ -67,6 +115,10 @@ template <class Allocate>
 inline void *aligned_impl(Api api, size_t align, size_t size, Allocate allocate,
                           const UnwindStart &start) {
   ThreadState &ts = tl_state;
+  // Alignments the real allocator would refuse keep its answer.
+  if (const Route *r = route_of(ts, size, start);
+      ML_UNLIKELY(r != nullptr) && align && !(align & (align - 1)))
+    return routed_alloc(ts, api, *r, size, align, false, start);
   if (!begin(ts))
     return have_real() ? allocate() : bootstrap_alloc(size, align);
   void *p = allocate();
@@ -76,15 +128,47 @@ inline void *aligned_impl(Api api, size_t align, size_t size, Allocate allocate,
   return p;
 }
 
+[[gnu::noinline]] void pool_free(ThreadState &ts, Api api, void *p) {
+  if (begin(ts)) {
+    record_free(ts, api, p);
+    ts.busy = 0;
+  }
+  seg::pool_free(p);
+}
+
+inline bool from_pool(const void *p) {
+  return ML_UNLIKELY(g_pools_exist.load(std::memory_order_relaxed)) && seg::pool_of(p);
+}
+
 inline void free_impl(Api api, void *p) {
   if (!p || ML_UNLIKELY(is_bootstrap(p)))
     return;
   ThreadState &ts = tl_state;
+  if (from_pool(p))
+    return pool_free(ts, api, p);
   if (begin(ts)) {
     record_free(ts, api, p);
     ts.busy = 0;
   }
   g_real.free(p);
+}
+
+// realloc of a pool object stays in its pool.
+[[gnu::noinline]] void *pool_realloc(ThreadState &ts, Api api, void *old, size_t n,
+                                     const UnwindStart &start) {
+  if (n == 0) {
+    pool_free(ts, api, old);
+    return nullptr;
+  }
+  void *p = seg::pool_realloc(old, n);
+  if (p && begin(ts)) {
+    record_free(ts, api, old);
+    record_alloc(ts, api, p, n, 0, start, seg::pool_usable_size(p));
+    if (seg::Pool *pool = seg::pool_of(p))
+      record_tag(ts, p, seg::pool_name(pool));
+    ts.busy = 0;
+  }
+  return p;
 }
 
 void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
@@ -101,6 +185,11 @@ void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
     ts.busy = 0;
     return p;
   }
+  if (old && from_pool(old))
+    return pool_realloc(ts, api, old, n, start);
+  if (!old)
+    if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
+      return routed_alloc(ts, api, *r, n, 0, false, start);
   if (!begin(ts))
     return have_real() ? g_real.realloc(old, n) : nullptr;
   void *p = g_real.realloc(old, n);
@@ -140,6 +229,8 @@ ML_EXPORT void *calloc(size_t n, size_t size) {
     return nullptr;
   }
   ThreadState &ts = tl_state;
+  if (const Route *r = route_of(ts, total, ML_START); ML_UNLIKELY(r != nullptr))
+    return routed_alloc(ts, Api::kCalloc, *r, total, 0, true, ML_START);
   if (!begin(ts))
     return have_real() ? g_real.calloc(n, size) : bootstrap_alloc(total, 16); // static: zeroed
   void *p = g_real.calloc(n, size);
@@ -164,6 +255,15 @@ ML_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
 
 ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   int rc = EINVAL;
+  if (align < sizeof(void *) || (align & (align - 1)))
+    return EINVAL; // as every allocator answers, and nothing to record
+  if (const Route *r = route_of(tl_state, n, ML_START); ML_UNLIKELY(r != nullptr)) {
+    void *p = routed_alloc(tl_state, Api::kPosixMemalign, *r, n, align, false, ML_START);
+    if (!p)
+      return ENOMEM;
+    *out = p;
+    return 0;
+  }
   aligned_impl(
       Api::kPosixMemalign, align, n,
       [&]() -> void * {
@@ -200,6 +300,8 @@ ML_EXPORT size_t malloc_usable_size(void *p) {
     return 0;
   if (is_bootstrap(p))
     return bootstrap_usable(p);
+  if (from_pool(p))
+    return seg::pool_usable_size(p);
   return have_real() && g_real.usable_size ? g_real.usable_size(p) : 0;
 }
 

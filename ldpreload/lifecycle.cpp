@@ -1,6 +1,7 @@
 #include "lifecycle.h"
 
 #include "process_info.h"
+#include "rule_router.h"
 #include "real_alloc.h"
 #include "stack_table.h"
 #include "trace_writer.h"
@@ -264,7 +265,11 @@ char **child_environment(char *const *envp, bool same_pid, size_t *bytes_out) {
 
 // ---- Hooks registered with libc --------------------------------------------------
 
-void on_thread_exit(void *) { thread_exit(tl_state); }
+void on_thread_exit(void *) {
+  thread_exit(tl_state);
+  if (g_pools_exist.load(std::memory_order_relaxed))
+    seg::thread_exit();
+}
 
 void on_process_exit(int status, void *) { finish_trace(trace::EndReason::kExit, status); }
 
@@ -372,6 +377,7 @@ bool initialize() {
   resolve_real_allocator(g_options.allocator);
   if (g_options.allocator == AllocatorMode::kJemalloc)
     g_real.free(g_real.malloc(1)); // jemalloc's fork handlers must precede ours
+  router_init();
   g_pid = sys::getpid();
   if (!g_options.output[0]) {
     // Preloaded by hand without a path: heaptrack-style default name.
@@ -390,7 +396,8 @@ bool initialize() {
   g_have_key = pthread_key_create(&g_thread_key, on_thread_exit) == 0;
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   on_exit(on_process_exit, nullptr);
-  bool ok = open_trace();
+  // `memlayout run`: rules only, nothing recorded.
+  bool ok = !g_options.route_only && open_trace();
   if (ok)
     install_signal_handlers();
   g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
@@ -629,8 +636,10 @@ ML_EXPORT void *dlopen(const char *file, int flags) {
   using DlopenFn = void *(*)(const char *, int);
   static auto real = next_symbol<DlopenFn>("dlopen");
   void *h = real(file, flags & ~RTLD_DEEPBIND);
-  if (h)
+  if (h) {
     unwind_modules_changed();
+    router_modules_changed();
+  }
   if (h && recording_process() && !tl_state.busy) {
     tl_state.busy = 1;
     record_module_changes();

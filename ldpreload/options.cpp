@@ -80,6 +80,12 @@ void load_options(Options *o) {
     }
   }
   int64_t flag = 0;
+  if (const char *v = getenv("MEMLAYOUT_MODE"); v && *v) {
+    if (!strcmp(v, "run"))
+      o->route_only = true;
+    else if (strcmp(v, "record"))
+      sys::warn("ignoring unknown MEMLAYOUT_MODE (record|run)", v);
+  }
   if (const char *v = getenv("MEMLAYOUT_FOLLOW_CHILDREN"); v && *v)
     o->follow_children = parse_int("MEMLAYOUT_FOLLOW_CHILDREN", v, {0, 1}, &flag) && flag;
   if (const char *v = getenv("MEMLAYOUT_PAGEMAP");

@@ -23,6 +23,7 @@ struct Options {
   int zstd_level;           // MEMLAYOUT_ZSTD_LEVEL: -7..9
   bool page_frames;         // MEMLAYOUT_PAGEMAP: read PFNs at snapshots (0 disables)
   uint32_t exec_generation; // MEMLAYOUT_EXEC_GEN=PID:N: execs this pid went through
+  bool route_only;          // MEMLAYOUT_MODE=run: apply MEMLAYOUT_RULES, record nothing
 };
 
 inline constexpr uint32_t kMaxStackDepth = 64;

@@ -74,7 +74,7 @@ uint32_t string_id(ThreadLog *log, const char *s);
 
 // Records from entry points; the caller holds ts.busy.
 void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
-                  const UnwindStart &start);
+                  const UnwindStart &start, size_t usable);
 void record_free(ThreadState &ts, trace::Api api, void *p);
 void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_t size,
                     const UnwindStart &start);
@@ -165,13 +165,16 @@ ML_HOT inline uint8_t *put_sizes(uint8_t *w, size_t size, size_t usable, trace::
   return trace::put_varint_branchless(w, usable >= size ? usable - size : 0);
 }
 
+// `usable` 0: from the allocator's layout (usable_size_of). Allocations the
+// rules routed elsewhere (pools, padding) pass theirs.
 ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
-                                const UnwindStart &start) {
+                                const UnwindStart &start, size_t usable = 0) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
     return count_lost_event();
   uint32_t sid = stack_id(log, start);
-  size_t usable = usable_size_of(p, size, api);
+  if (!usable)
+    usable = usable_size_of(p, size, api);
   uint8_t *w = begin_event(log);
   *w++ = trace::event_head(trace::EventKind::kAlloc, api);
   w = put_pointer(log, w, p);

@@ -3,6 +3,7 @@
 #include "analysis_options.h"
 #include "commands.h"
 #include "render_diff.h"
+#include "report_input.h"
 #include "report_builder.h"
 #include "report_diff.h"
 #include "report_json.h"
@@ -44,46 +45,6 @@ constexpr const char *kUsage =
 int usage_error(const std::string &message) {
   std::fprintf(stderr, "memlayout diff: %s\n\n%s", message.c_str(), kUsage);
   return 2;
-}
-
-enum class InputKind { kTrace, kReport, kUnknown };
-
-// By content, not by name: a trace may be called anything.
-InputKind sniff(const std::string &path, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot read: " + std::strerror(errno);
-    return InputKind::kUnknown;
-  }
-  char head[sizeof trace::kFileMagic] = {};
-  in.read(head, sizeof head);
-  if (in.gcount() == sizeof head && !std::memcmp(head, trace::kFileMagic, sizeof head))
-    return InputKind::kTrace;
-  for (std::streamsize i = 0; i < in.gcount(); ++i) {
-    if (head[i] == '{')
-      return InputKind::kReport;
-    if (!std::strchr(" \t\r\n", head[i]))
-      break;
-  }
-  error = path + ": neither a memlayout trace nor a memlayout.report/1 JSON report";
-  return InputKind::kUnknown;
-}
-
-bool load(const std::string &path, const inspector::ReportOptions &o, inspector::Report &out,
-          std::string &kind, std::string &error) {
-  switch (sniff(path, error)) {
-  case InputKind::kTrace:
-    kind = "trace";
-    if (!inspector::build_report(path, o, out, error))
-      return false;
-    return true;
-  case InputKind::kReport:
-    kind = "report";
-    return inspector::read_report_json(path, out, error);
-  case InputKind::kUnknown:
-    break;
-  }
-  return false;
 }
 
 } // namespace
@@ -136,8 +97,8 @@ int diff_main(int argc, char **argv) {
   inspector::Report a, b;
   DiffSources sources{inputs[0], inputs[1], "", ""};
   std::string error;
-  if (!load(inputs[0], o, a, sources.a_kind, error) ||
-      !load(inputs[1], o, b, sources.b_kind, error)) {
+  if (!load_report_input(inputs[0], o, a, sources.a_kind, error) ||
+      !load_report_input(inputs[1], o, b, sources.b_kind, error)) {
     std::fprintf(stderr, "memlayout diff: %s\n", error.c_str());
     return 2;
   }

@@ -15,11 +15,17 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"record", memlayout::cli::record_main, "run a program and record its allocations"},
+    {"run", memlayout::cli::run_main, "run a program with segregation rules applied"},
     {"dump", memlayout::cli::dump_main, "print a trace's events"},
     {"report", memlayout::cli::report_main,
      "where each allocation group landed in caches and pages, what is wrong, what to change"},
     {"diff", memlayout::cli::diff_main,
      "what changed between two traces or reports (before and after a fix)"},
+    {"advise", memlayout::cli::advise_main, "turn a report's findings into segregation rules"},
+    {"replay", memlayout::cli::replay_main,
+     "re-run a recorded allocation sequence under rules and report the layout"},
+    {"structs", memlayout::cli::structs_main,
+     "record layouts as the allocators place them, and allocation sites (clang)"},
 };
 
 void usage(FILE *out) {

@@ -1,5 +1,6 @@
 // memlayout record: run a program under the preload and leave its trace.
 #include "commands.h"
+#include "rule_args.h"
 #include "trace_reader.h"
 
 #include <cerrno>
@@ -35,6 +36,10 @@ constexpr const char *kUsage =
     "                           fp (frame pointers), dwarf (libgcc, slow)\n"
     "  --follow-children        also record programs COMMAND executes\n"
     "  --no-page-frames         do not read physical frames at snapshots\n"
+    "  --segregate SPEC         route matching allocations: a rule such as\n"
+    "                           function=make_node,pool=nodes (repeatable)\n"
+    "  --rules FILE             rules, one per line (# comments); see\n"
+    "                           docs/segregation.md\n"
     "  -h, --help               this text\n"
     "\n"
     "Forked children write FILE with .PID inserted before the extension; with\n"
@@ -47,13 +52,33 @@ struct Options {
   int stack_depth = 8;
   bool follow_children = false;
   bool page_frames = true;
+  RuleArgs rules;
   std::vector<char *> command;
 };
 
+constexpr const char *kRunUsage =
+    "usage: memlayout run [options] [--] COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND with segregation rules applied and nothing recorded: the\n"
+    "allocations the rules match come from their pools, padded or aligned as\n"
+    "the rules say. COMMAND's output and exit status are its own.\n"
+    "\n"
+    "options:\n"
+    "  --segregate SPEC         a rule such as function=make_node,pool=nodes\n"
+    "                           (repeatable)\n"
+    "  --rules FILE             rules, one per line (# comments), e.g. from\n"
+    "                           memlayout advise; see docs/segregation.md\n"
+    "  --allocator MODE         native (default) or jemalloc, for what the rules\n"
+    "                           leave alone\n"
+    "  -h, --help               this text\n";
+
+// `record` and `run` share their launcher; run records nothing.
+bool g_run_mode = false;
+
 int usage_error(const char *fmt, const char *arg) {
-  std::fprintf(stderr, "memlayout record: ");
+  std::fprintf(stderr, "memlayout %s: ", g_run_mode ? "run" : "record");
   std::fprintf(stderr, fmt, arg);
-  std::fprintf(stderr, "\n\n%s", kUsage);
+  std::fprintf(stderr, "\n\n%s", g_run_mode ? kRunUsage : kUsage);
   return 2;
 }
 
@@ -84,8 +109,13 @@ int parse(int argc, char **argv, Options &o) {
     auto take = [&]() -> const char * {
       return has_inline ? inline_value.c_str() : value(name.c_str());
     };
+    bool record_only = name == "-o" || name == "--output" || name == "--unwind" ||
+                       name == "--stack-depth" || name == "--follow-children" ||
+                       name == "--no-page-frames";
+    if (g_run_mode && record_only)
+      return usage_error("'%s' is an option of memlayout record", name.c_str());
     if (name == "-h" || name == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(g_run_mode ? kRunUsage : kUsage, stdout);
       return 0;
     } else if (name == "-o" || name == "--output") {
       const char *v = take();
@@ -113,6 +143,16 @@ int parse(int argc, char **argv, Options &o) {
       o.follow_children = true;
     } else if (name == "--no-page-frames") {
       o.page_frames = false;
+    } else if (name == "--segregate") {
+      const char *v = take();
+      if (!v || !*v)
+        return usage_error("%s needs a rule, e.g. function=make_node,pool=nodes", name.c_str());
+      o.rules.specs.push_back(v);
+    } else if (name == "--rules") {
+      const char *v = take();
+      if (!v || !*v)
+        return usage_error("%s needs a file name", name.c_str());
+      o.rules.files.push_back(v);
     } else {
       return usage_error("unknown option '%s'", a.c_str());
     }
@@ -120,7 +160,7 @@ int parse(int argc, char **argv, Options &o) {
   for (; i < argc; ++i)
     o.command.push_back(argv[i]);
   if (o.command.empty())
-    return usage_error("%s", "no command to record");
+    return usage_error("%s", g_run_mode ? "no command to run" : "no command to record");
   o.command.push_back(nullptr);
   return -1;
 }
@@ -223,12 +263,17 @@ void print_summary(const std::string &path) {
       s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
 }
 
-} // namespace
 
-int record_main(int argc, char **argv) {
+int launch(int argc, char **argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0)
     return rc;
+  LoadedRules rules;
+  if (!load_rules(o.rules, &rules))
+    return 2;
+  if (g_run_mode && rules.set->count == 0)
+    return usage_error("%s", "no rules to apply: give --segregate SPEC or --rules FILE");
+  warn_unmatched_functions(rules, o.command[0]);
   std::string preload = find_preload();
   if (preload.empty()) {
     std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
@@ -259,10 +304,12 @@ int record_main(int argc, char **argv) {
       (void)!write(pipefd[1], &f, sizeof f);
       _exit(stage == 2 ? (err == ENOENT ? 127 : 126) : 2);
     };
-    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-      fail(1, errno);
-    close(fd);
+    if (!g_run_mode) {
+      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0)
+        fail(1, errno);
+      close(fd);
+    }
     std::string ld = preload;
     if (const char *old = std::getenv("LD_PRELOAD"); old && *old)
       ld += ":" + std::string(old);
@@ -275,6 +322,11 @@ int record_main(int argc, char **argv) {
     setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
     setenv("MEMLAYOUT_PAGEMAP", o.page_frames ? "1" : "0", 1);
     unsetenv("MEMLAYOUT_EXEC_GEN");
+    if (rules.set->count)
+      setenv("MEMLAYOUT_RULES", rules.text.c_str(), 1);
+    else
+      unsetenv("MEMLAYOUT_RULES");
+    setenv("MEMLAYOUT_MODE", g_run_mode ? "run" : "record", 1);
     execvp(o.command[0], o.command.data());
     fail(2, errno);
   }
@@ -310,7 +362,8 @@ int record_main(int argc, char **argv) {
     unlink(out.c_str());
     return failure.error == ENOENT ? 127 : 126;
   }
-  print_summary(out);
+  if (!g_run_mode)
+    print_summary(out);
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);
@@ -324,6 +377,18 @@ int record_main(int argc, char **argv) {
     return 128 + sig;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+} // namespace
+
+int record_main(int argc, char **argv) {
+  g_run_mode = false;
+  return launch(argc, argv);
+}
+
+int run_main(int argc, char **argv) {
+  g_run_mode = true;
+  return launch(argc, argv);
 }
 
 } // namespace memlayout::cli

@@ -14,6 +14,8 @@ void group(OStream &j, const inspector::Report &r, const inspector::GroupReport 
   j.object([&] {
     j.attribute("id", g.group.id);
     j.attribute("name", g.group.name);
+    if (!g.group.type.empty())
+      j.attribute("type", g.group.type);
     j.attributeObject("site", [&] {
       j.attribute("function", g.group.site.function);
       j.attribute("file", g.group.site.file);
@@ -113,6 +115,8 @@ void render_json(const inspector::Report &r, std::ostream &out) {
           });
           j.attribute("message", f.message);
           j.attribute("fix", f.fix);
+          if (!f.rule.empty())
+            j.attribute("rule", f.rule);
         });
     });
     j.attributeArray("notes", [&] {

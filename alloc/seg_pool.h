@@ -1,0 +1,54 @@
+// The pool record behind seg_pool, and the process-wide table of them.
+#pragma once
+
+#include "seg_class_map.h"
+#include "seg_core.h"
+#include "seg_mallocx.h"
+#include "seg_range.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace memlayout::seg {
+
+inline constexpr size_t kMaxNameLength = 127;
+
+// The hooks jemalloc hands back to every extent call, with the pool they serve.
+struct PoolHooks {
+  extent_hooks_t hooks; // first: the hooks' pointer is this struct's
+  Pool *pool;
+};
+
+} // namespace memlayout::seg
+
+struct alignas(64) seg_pool {
+  // What every allocation and free reads, on one line with the range bounds.
+  unsigned index = 0;
+  int alloc_flags = 0; // MALLOCX_ARENA(arena) and the pool's alignment
+  int arena_flags = 0; // MALLOCX_ARENA(arena) alone
+  size_t pad_to = 0;
+  size_t alignment = 0;
+  memlayout::seg::Range range;
+  memlayout::seg::ClassMap classes; // magazine class by page of the range
+
+  unsigned arena = 0;
+  bool huge_pages = false;
+  std::atomic<bool> live{false};
+  // Changes each time the slot is destroyed: thread entries set up for an
+  // earlier pool in this slot are recognised as stale.
+  std::atomic<uint32_t> generation{0};
+  // Counts of threads that have exited or have no thread cache of their own.
+  std::atomic<uint64_t> shared_allocations{0}, shared_frees{0};
+  std::atomic<int64_t> shared_live_bytes{0};
+  memlayout::seg::PoolHooks hooks{};
+  char name[memlayout::seg::kMaxNameLength + 1] = {};
+};
+
+namespace memlayout::seg {
+
+extern Pool g_pools[kMaxPools];
+
+// A pointer to one of g_pools that is in use, not garbage.
+bool is_live_pool(const Pool *pool);
+
+} // namespace memlayout::seg

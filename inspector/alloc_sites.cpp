@@ -1,0 +1,185 @@
+#include "alloc_sites.h"
+
+#include "struct_layout.h"
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/DeclCXX.h>
+#include <clang/AST/DeclTemplate.h>
+#include <clang/AST/ExprCXX.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+namespace memlayout::inspector {
+namespace {
+
+using namespace clang::ast_matchers;
+
+std::string lower(std::string s) {
+  for (char &c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The function a statement is in, as a qualified name; a lambda's body
+// counts as its enclosing function's, marked "::<lambda>".
+std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
+  std::string suffix;
+  clang::DynTypedNodeList parents = ctx.getParents(s);
+  while (!parents.empty()) {
+    const clang::DynTypedNode &p = parents[0];
+    if (p.get<clang::LambdaExpr>() && suffix.empty())
+      suffix = "::<lambda>";
+    if (const auto *fd = p.get<clang::FunctionDecl>()) {
+      const auto *md = llvm::dyn_cast<clang::CXXMethodDecl>(fd);
+      if (!md || !md->getParent()->isLambda())
+        return fd->getQualifiedNameAsString() + suffix;
+    }
+    parents = ctx.getParents(p);
+  }
+  return {};
+}
+
+// The first sizeof(T), sizeof expr or offsetof(T, m) in a statement, in
+// source order: the type a size argument is computed from.
+std::optional<clang::QualType> sized_type(const clang::Stmt *s) {
+  if (!s)
+    return std::nullopt;
+  if (const auto *u = llvm::dyn_cast<clang::UnaryExprOrTypeTraitExpr>(s))
+    if (u->getKind() == clang::UETT_SizeOf)
+      return u->isArgumentType() ? u->getArgumentType() : u->getArgumentExpr()->getType();
+  if (const auto *o = llvm::dyn_cast<clang::OffsetOfExpr>(s))
+    return o->getTypeSourceInfo()->getType();
+  for (const clang::Stmt *child : s->children())
+    if (auto t = sized_type(child))
+      return t;
+  return std::nullopt;
+}
+
+// An allocator's value_type (std::allocator<T>, memlayout::seg::allocator,
+// std::allocator_traits<A>): what its allocate(n) allocates.
+std::optional<clang::QualType> value_type(const clang::FunctionDecl &fd, clang::ASTContext &ctx) {
+  const auto *md = llvm::dyn_cast<clang::CXXMethodDecl>(&fd);
+  if (!md)
+    return std::nullopt;
+  for (const clang::NamedDecl *d : md->getParent()->lookup(&ctx.Idents.get("value_type")))
+    if (const auto *td = llvm::dyn_cast<clang::TypedefNameDecl>(d))
+      return td->getUnderlyingType();
+  return std::nullopt;
+}
+
+// The pointer type the call's result is converted to, explicitly or not
+// (`Node *n = malloc(size)` in C, `(Node *)malloc(size)`).
+std::optional<clang::QualType> converted_to(const clang::Expr &call, clang::ASTContext &ctx) {
+  std::optional<clang::QualType> found;
+  clang::DynTypedNodeList parents = ctx.getParents(call);
+  while (!parents.empty()) {
+    const clang::DynTypedNode &p = parents[0];
+    if (p.get<clang::ParenExpr>()) {
+    } else if (const auto *cast = p.get<clang::CastExpr>()) {
+      clang::QualType t = cast->getType();
+      if (t->isPointerType() && !t->getPointeeType()->isVoidType())
+        found = t->getPointeeType();
+    } else {
+      break;
+    }
+    parents = ctx.getParents(p);
+  }
+  return found;
+}
+
+bool is_make_function(const clang::FunctionDecl &fd) {
+  if (!fd.isInStdNamespace() || !fd.getIdentifier())
+    return false;
+  llvm::StringRef n = fd.getName();
+  return n == "make_unique" || n == "make_shared" || n == "allocate_shared" ||
+         n == "make_unique_for_overwrite" || n == "make_shared_for_overwrite";
+}
+
+} // namespace
+
+bool is_allocating_function(const std::string &name) {
+  const std::string n = lower(name);
+  if (n == "operator new" || n == "operator new[]" || n == "memalign" || n == "posix_memalign")
+    return true;
+  if (n.find("alloc") == std::string::npos)
+    return false;
+  return n.find("dealloc") == std::string::npos && n.find("free") == std::string::npos &&
+         n != "alloca" && n.rfind("__builtin_alloca", 0) != 0 && n != "get_allocator";
+}
+
+void AllocSiteCollector::add_matchers(MatchFinder &finder) {
+  finder.addMatcher(cxxNewExpr(unless(isExpansionInSystemHeader())).bind("new"), this);
+  finder.addMatcher(
+      callExpr(unless(isExpansionInSystemHeader()), callee(functionDecl().bind("callee")))
+          .bind("call"),
+      this);
+}
+
+void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
+  clang::ASTContext &ctx = *result.Context;
+  const clang::Expr *e = nullptr;
+  std::optional<clang::QualType> type;
+  std::string call;
+
+  if (const auto *n = result.Nodes.getNodeAs<clang::CXXNewExpr>("new")) {
+    // Placement new constructs in memory allocated elsewhere. In a template
+    // not yet instantiated the operator is unresolved: one pointer argument
+    // is the same placement form.
+    const clang::FunctionDecl *op = n->getOperatorNew();
+    if (op ? op->isReservedGlobalPlacementOperator()
+           : n->getNumPlacementArgs() == 1 && n->getPlacementArg(0)->getType()->isPointerType())
+      return;
+    e = n;
+    type = n->getAllocatedType();
+    call = n->isArray() ? "new[]" : "new";
+  } else if (const auto *c = result.Nodes.getNodeAs<clang::CallExpr>("call")) {
+    const auto *fd = result.Nodes.getNodeAs<clang::FunctionDecl>("callee");
+    if (!fd)
+      return;
+    e = c;
+    if (is_make_function(*fd)) {
+      const clang::TemplateArgumentList *args = fd->getTemplateSpecializationArgs();
+      if (!args || args->size() == 0 || args->get(0).getKind() != clang::TemplateArgument::Type)
+        return;
+      type = args->get(0).getAsType();
+      call = fd->getNameAsString();
+      if ((*type)->isArrayType())
+        call += "[]";
+    } else {
+      call = fd->getNameAsString();
+      if (!is_allocating_function(call))
+        return;
+      type = sized_type(c);
+      if (!type)
+        type = value_type(*fd, ctx);
+      if (!type)
+        type = converted_to(*c, ctx);
+    }
+  }
+  if (!e || !type || type->isNull())
+    return;
+  clang::QualType allocated = ctx.getBaseElementType(type->getNonReferenceType());
+  allocated = allocated.getUnqualifiedType();
+  if (allocated->isVoidType())
+    return;
+
+  const clang::SourceManager &sm = ctx.getSourceManager();
+  clang::SourceLocation begin = sm.getExpansionLoc(e->getBeginLoc());
+  AllocSite s;
+  s.file = file_of(begin, sm);
+  if (s.file.empty())
+    return;
+  s.line = sm.getExpansionLineNumber(begin);
+  s.column = sm.getExpansionColumnNumber(begin);
+  s.end_line = std::max(s.line, sm.getExpansionLineNumber(sm.getExpansionLoc(e->getEndLoc())));
+  s.function = enclosing_function(*e, ctx);
+  s.type = type_name(allocated, ctx);
+  s.call = call;
+  s.dependent = allocated->isDependentType();
+  out_.push_back(std::move(s));
+}
+
+} // namespace memlayout::inspector

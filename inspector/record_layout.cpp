@@ -1,0 +1,168 @@
+#include "record_layout.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace memlayout::inspector {
+
+const char *role_name(FieldRole r) {
+  switch (r) {
+  case FieldRole::kField:
+    return "field";
+  case FieldRole::kBase:
+    return "base";
+  case FieldRole::kVirtualBase:
+    return "virtual_base";
+  case FieldRole::kVptr:
+    return "vptr";
+  }
+  return "field";
+}
+
+const char *sync_name(SyncKind s) {
+  switch (s) {
+  case SyncKind::kNone:
+    return "";
+  case SyncKind::kAtomic:
+    return "atomic";
+  case SyncKind::kLock:
+    return "lock";
+  }
+  return "";
+}
+
+std::optional<FieldRole> parse_role(std::string_view s) {
+  for (FieldRole r :
+       {FieldRole::kField, FieldRole::kBase, FieldRole::kVirtualBase, FieldRole::kVptr})
+    if (s == role_name(r))
+      return r;
+  return std::nullopt;
+}
+
+std::optional<SyncKind> parse_sync(std::string_view s) {
+  for (SyncKind k : {SyncKind::kNone, SyncKind::kAtomic, SyncKind::kLock})
+    if (s == sync_name(k))
+      return k;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char &c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+} // namespace
+
+const FieldLayout *RecordLayout::field(std::string_view wanted) const {
+  for (const FieldLayout &f : fields)
+    if (f.name == wanted)
+      return &f;
+  return nullptr;
+}
+
+void compute_holes(RecordLayout &r) {
+  r.holes.clear();
+  r.bit_holes = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> used; // [begin, end) in bits
+  for (const FieldLayout &f : r.fields)
+    if (f.end_bit() > f.begin_bit())
+      used.emplace_back(f.begin_bit(), f.end_bit());
+  std::sort(used.begin(), used.end());
+
+  // A gap of unused bits becomes a hole of the whole bytes inside it; the
+  // bits before and after those bytes share a byte with a member.
+  auto gap = [&r](uint64_t from, uint64_t to) {
+    uint64_t first_byte = (from + 7) / 8, end_byte = to / 8;
+    if (end_byte > first_byte) {
+      r.holes.push_back({first_byte, end_byte - first_byte});
+      r.bit_holes += (first_byte * 8 - from) + (to - end_byte * 8);
+    } else {
+      r.bit_holes += to - from;
+    }
+  };
+  uint64_t covered = 0; // end of the merged members so far, in bits
+  for (const auto &[begin, end] : used) {
+    if (begin > covered)
+      gap(covered, begin);
+    covered = std::max(covered, end);
+  }
+  const uint64_t data_end = (covered + 7) / 8;
+  r.bit_holes += data_end * 8 - covered;
+  r.tail_padding = r.size > data_end ? r.size - data_end : 0;
+}
+
+std::optional<uint64_t> prefix_through(const RecordLayout &r, std::string_view field) {
+  const FieldLayout *f = r.field(field);
+  if (!f)
+    return std::nullopt;
+  return (f->end_bit() + 7) / 8;
+}
+
+bool is_padding_member(const FieldLayout &f) {
+  if (f.role != FieldRole::kField || f.sync != SyncKind::kNone)
+    return false;
+  // pad, _pad2, __padding, cacheline_pad_; or any array whose name says pad.
+  std::string n = lower(f.name);
+  n.erase(0, n.find_first_not_of('_'));
+  while (!n.empty() && (std::isdigit(static_cast<unsigned char>(n.back())) || n.back() == '_'))
+    n.pop_back();
+  auto ends_with = [&](std::string_view s) {
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends_with("pad") || ends_with("padding") ||
+         (!f.type.empty() && f.type.back() == ']' && n.find("pad") != std::string::npos);
+}
+
+SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical) {
+  auto classify = [](std::string_view t) {
+    while (!t.empty() && (t.back() == ' ' || t.back() == ']')) {
+      size_t open = t.rfind('[');
+      if (t.back() == ']' && open != std::string_view::npos)
+        t = t.substr(0, open);
+      else
+        t.remove_suffix(1);
+    }
+    if (!t.empty() && (t.back() == '*' || t.back() == '&'))
+      return SyncKind::kNone;
+    for (bool stripped = true; stripped;) {
+      stripped = false;
+      for (std::string_view q : {"volatile ", "const ", "struct ", "class ", "union "})
+        if (t.substr(0, q.size()) == q) {
+          t.remove_prefix(q.size());
+          stripped = true;
+        }
+    }
+    const std::string l = lower(t);
+    if (l.find("_atomic") != std::string::npos || l.rfind("std::atomic", 0) == 0 ||
+        l.rfind("std::__atomic", 0) == 0 || l.rfind("atomic_", 0) == 0 ||
+        l.rfind("atomic<", 0) == 0)
+      return SyncKind::kAtomic;
+    // The type's own name, outside namespaces and template arguments.
+    std::string_view own = t.substr(0, t.find('<'));
+    if (size_t colon = own.rfind("::"); colon != std::string_view::npos)
+      own.remove_prefix(colon + 2);
+    const std::string name = lower(own);
+    for (std::string_view raii : {"unique_lock", "lock_guard", "scoped_lock", "shared_lock"})
+      if (name == raii)
+        return SyncKind::kNone;
+    // A word "lock" at the end: SpinLock, ticket_lock, not Block or clock.
+    auto ends_with = [](std::string_view s, std::string_view end) {
+      return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+    };
+    const bool ends_lock = name == "lock" || ends_with(own, "Lock") || ends_with(name, "_lock");
+    for (std::string_view word : {"mutex", "spin", "rwlock", "lock_t", "condition_variable",
+                                  "cond_t", "semaphore", "futex"})
+      if (name.find(word) != std::string::npos)
+        return SyncKind::kLock;
+    return ends_lock ? SyncKind::kLock : SyncKind::kNone;
+  };
+  SyncKind s = classify(spelled);
+  return s != SyncKind::kNone ? s : classify(canonical);
+}
+
+} // namespace memlayout::inspector

@@ -1,0 +1,192 @@
+#include "struct_layout.h"
+
+#include "layout_advice.h"
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/Attr.h>
+#include <clang/AST/DeclCXX.h>
+#include <clang/AST/RecordLayout.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/Basic/TargetInfo.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+
+#include <algorithm>
+
+namespace memlayout::inspector {
+namespace {
+
+clang::PrintingPolicy name_policy(const clang::ASTContext &ctx) {
+  clang::PrintingPolicy p(ctx.getLangOpts());
+  p.SuppressTagKeyword = true;
+  p.FullyQualifiedName = true;
+  p.SuppressScope = false;
+  return p;
+}
+
+clang::PrintingPolicy member_type_policy(const clang::ASTContext &ctx) {
+  clang::PrintingPolicy p(ctx.getLangOpts());
+  p.SuppressScope = false;
+  return p;
+}
+
+// Whether ASTRecordLayout may be asked about the record: it asserts on
+// anything incomplete, dependent or invalid, which code with errors has.
+bool layout_computable(const clang::RecordDecl &rd) {
+  if (rd.isInvalidDecl() || !rd.isCompleteDefinition() || rd.isDependentType())
+    return false;
+  for (const clang::FieldDecl *f : rd.fields()) {
+    if (f->isInvalidDecl())
+      return false;
+    clang::QualType t = f->getType();
+    if (t->isDependentType() || (t->isIncompleteType() && !t->isIncompleteArrayType()))
+      return false;
+  }
+  if (const auto *cxx = llvm::dyn_cast<clang::CXXRecordDecl>(&rd))
+    for (const clang::CXXBaseSpecifier &b : cxx->bases()) {
+      const clang::CXXRecordDecl *base = b.getType()->getAsCXXRecordDecl();
+      if (!base || !layout_computable(*base))
+        return false;
+    }
+  return true;
+}
+
+FieldLayout base_member(const clang::CXXRecordDecl &base, uint64_t offset, FieldRole role,
+                        const clang::ASTContext &ctx) {
+  const clang::ASTRecordLayout &bl = ctx.getASTRecordLayout(&base);
+  FieldLayout f;
+  f.name = record_name(base, ctx);
+  f.type = f.name;
+  f.offset = offset;
+  f.size = static_cast<uint64_t>(bl.getNonVirtualSize().getQuantity());
+  f.align = static_cast<uint64_t>(bl.getNonVirtualAlignment().getQuantity());
+  f.role = role;
+  return f;
+}
+
+FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::ASTContext &ctx) {
+  FieldLayout f;
+  f.name = fd.getNameAsString();
+  clang::QualType t = fd.getType();
+  const clang::RecordDecl *inner = t->getAsRecordDecl();
+  if (inner && record_name(*inner, ctx).empty())
+    f.type = inner->isUnion() ? "union {...}" : "struct {...}"; // not its source location
+  else
+    f.type = t.getAsString(member_type_policy(ctx));
+  f.align = static_cast<uint64_t>(ctx.getDeclAlign(&fd).getQuantity());
+  if (fd.isBitField()) {
+    const unsigned width = fd.getBitWidthValue(ctx);
+    f.bit_offset = static_cast<uint32_t>(bit_offset);
+    f.bit_size = width;
+    f.offset = bit_offset / 8;
+    f.size = (bit_offset + width + 7) / 8 - f.offset;
+  } else {
+    f.offset = bit_offset / 8;
+    if (!t->isIncompleteArrayType() && !fd.isZeroSize(ctx))
+      f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
+  }
+  f.sync = sync_kind_of_type(f.type, t.getCanonicalType().getAsString(member_type_policy(ctx)));
+  return f;
+}
+
+} // namespace
+
+std::string record_name(const clang::RecordDecl &rd, const clang::ASTContext &ctx) {
+  if (rd.getDeclName().isEmpty()) {
+    if (const clang::TypedefNameDecl *td = rd.getTypedefNameForAnonDecl())
+      return td->getQualifiedNameAsString();
+    return {};
+  }
+  return ctx.getRecordType(&rd).getAsString(name_policy(ctx));
+}
+
+std::string type_name(clang::QualType t, const clang::ASTContext &ctx) {
+  if (const clang::RecordDecl *rd = t->getAsRecordDecl())
+    if (std::string name = record_name(*rd, ctx); !name.empty())
+      return name;
+  return t.getAsString(name_policy(ctx));
+}
+
+std::string file_of(clang::SourceLocation loc, const clang::SourceManager &sm) {
+  clang::SourceLocation file_loc = sm.getExpansionLoc(loc);
+  if (file_loc.isInvalid())
+    return {};
+  if (const clang::FileEntry *fe = sm.getFileEntryForID(sm.getFileID(file_loc))) {
+    llvm::StringRef real = fe->tryGetRealPathName();
+    if (!real.empty())
+      return real.str();
+  }
+  llvm::SmallString<256> path(sm.getFilename(file_loc));
+  if (path.empty())
+    return {};
+  llvm::sys::fs::make_absolute(path);
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  return std::string(path.str());
+}
+
+std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTContext &ctx) {
+  if (!layout_computable(rd))
+    return std::nullopt;
+  const auto *cxx = llvm::dyn_cast<clang::CXXRecordDecl>(&rd);
+  if (cxx && cxx->isLambda())
+    return std::nullopt;
+  // Empty classes (tags, policies, a template holding only types) have
+  // nothing to lay out.
+  if (rd.field_empty() && (!cxx || (cxx->getNumBases() == 0 && !cxx->isDynamicClass())))
+    return std::nullopt;
+  RecordLayout r;
+  r.name = record_name(rd, ctx);
+  if (r.name.empty())
+    return std::nullopt;
+  r.kind = rd.isUnion() ? "union" : rd.isClass() ? "class" : "struct";
+  const clang::SourceManager &sm = ctx.getSourceManager();
+  r.file = file_of(rd.getLocation(), sm);
+  r.line = sm.getExpansionLineNumber(rd.getLocation());
+  const clang::ASTRecordLayout &l = ctx.getASTRecordLayout(&rd);
+  r.size = static_cast<uint64_t>(l.getSize().getQuantity());
+  r.align = static_cast<uint64_t>(l.getAlignment().getQuantity());
+  r.packed = rd.hasAttr<clang::PackedAttr>() || rd.hasAttr<clang::MaxFieldAlignmentAttr>();
+
+  if (cxx) {
+    // Itanium ABI: a dynamic class without a primary base puts its own vptr
+    // first; with one, the vptr lives in that base.
+    if (cxx->isDynamicClass() && !l.getPrimaryBase()) {
+      FieldLayout vptr;
+      vptr.name = "_vptr";
+      vptr.type = "vtable pointer";
+      vptr.size = vptr.align = ctx.getTargetInfo().getPointerWidth(0) / 8;
+      vptr.role = FieldRole::kVptr;
+      r.fields.push_back(vptr);
+    }
+    for (const clang::CXXBaseSpecifier &b : cxx->bases()) {
+      const clang::CXXRecordDecl *base = b.getType()->getAsCXXRecordDecl();
+      if (b.isVirtual() || base->isEmpty())
+        continue;
+      r.fields.push_back(
+          base_member(*base, static_cast<uint64_t>(l.getBaseClassOffset(base).getQuantity()),
+                      FieldRole::kBase, ctx));
+    }
+  }
+  for (const clang::FieldDecl *fd : rd.fields()) {
+    if (fd->isBitField() && fd->getBitWidthValue(ctx) == 0)
+      continue; // `int : 0` only moves the next bit-field; it holds nothing
+    r.fields.push_back(data_member(*fd, l.getFieldOffset(fd->getFieldIndex()), ctx));
+  }
+  if (cxx)
+    for (const clang::CXXBaseSpecifier &b : cxx->vbases()) {
+      const clang::CXXRecordDecl *base = b.getType()->getAsCXXRecordDecl();
+      if (base->isEmpty())
+        continue;
+      r.fields.push_back(
+          base_member(*base, static_cast<uint64_t>(l.getVBaseClassOffset(base).getQuantity()),
+                      FieldRole::kVirtualBase, ctx));
+    }
+  if (!r.is_union())
+    std::stable_sort(
+        r.fields.begin(), r.fields.end(),
+        [](const FieldLayout &a, const FieldLayout &b) { return a.begin_bit() < b.begin_bit(); });
+  compute_holes(r);
+  return r;
+}
+
+} // namespace memlayout::inspector

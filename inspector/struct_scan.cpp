@@ -1,0 +1,172 @@
+#include "struct_scan.h"
+
+#include "alloc_sites.h"
+#include "struct_layout.h"
+
+#include <clang/AST/ASTContext.h>
+#include <clang/ASTMatchers/ASTMatchFinder.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+#include <clang/Tooling/ArgumentsAdjusters.h>
+#include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <tuple>
+
+#ifndef MEMLAYOUT_CLANG_RESOURCE_DIR
+#error                                                                                             \
+    "MEMLAYOUT_CLANG_RESOURCE_DIR must name clang's resource directory (inspector/CMakeLists.txt)"
+#endif
+
+namespace memlayout::inspector {
+namespace {
+
+using namespace clang::ast_matchers;
+
+class RecordCollector : public MatchFinder::MatchCallback {
+public:
+  explicit RecordCollector(std::vector<RecordLayout> &out) : out_(out) {}
+  void run(const MatchFinder::MatchResult &result) override {
+    if (const auto *rd = result.Nodes.getNodeAs<clang::RecordDecl>("record"))
+      if (auto layout = layout_of(*rd, *result.Context))
+        out_.push_back(std::move(*layout));
+  }
+
+private:
+  std::vector<RecordLayout> &out_;
+};
+
+std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOptions &o,
+                                                                   std::string &error) {
+  using clang::tooling::CompilationDatabase;
+  if (o.fixed_args)
+    return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", *o.fixed_args);
+  std::string why;
+  std::unique_ptr<CompilationDatabase> db =
+      o.build_dir.empty() ? CompilationDatabase::autoDetectFromSource(o.files.front(), why)
+                          : CompilationDatabase::autoDetectFromDirectory(o.build_dir, why);
+  if (!db) {
+    std::string where = o.build_dir.empty() ? "for '" + o.files.front() + "'"
+                                            : "in '" + o.build_dir + "' or a parent directory";
+    std::string indented;
+    for (char c : llvm::StringRef(why).rtrim().str())
+      indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    error = "no compilation database " + where + ":\n  " + indented +
+            "\nGive the build directory that holds compile_commands.json with -p BUILD_DIR "
+            "(CMake writes one with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON), or the compiler "
+            "arguments after --, e.g.\n  memlayout structs " +
+            o.files.front() + " -- -std=c++20 -Iinclude";
+  }
+  return db;
+}
+
+std::string resource_dir(const ScanOptions &o) {
+  if (!o.resource_dir.empty())
+    return o.resource_dir;
+  if (const char *env = std::getenv("MEMLAYOUT_CLANG_RESOURCE_DIR"); env && *env)
+    return env;
+  return default_resource_dir();
+}
+
+// The same header seen by several files gives the same records and sites:
+// one of each. A site inside a template is kept with its instantiated types;
+// as written (T, Node<K>) only where no instantiation was seen.
+void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites) {
+  std::stable_sort(records.begin(), records.end(), [](const auto &a, const auto &b) {
+    return std::tie(a.file, a.line, a.name) < std::tie(b.file, b.line, b.name);
+  });
+  records.erase(std::unique(records.begin(), records.end(),
+                            [](const auto &a, const auto &b) {
+                              return a.file == b.file && a.line == b.line && a.name == b.name;
+                            }),
+                records.end());
+
+  auto key = [](const AllocSite &s) {
+    return std::tie(s.file, s.line, s.column, s.dependent, s.type, s.call, s.function);
+  };
+  std::sort(sites.begin(), sites.end(),
+            [&](const auto &a, const auto &b) { return key(a) < key(b); });
+  sites.erase(std::unique(sites.begin(), sites.end(),
+                          [&](const auto &a, const auto &b) { return key(a) == key(b); }),
+              sites.end());
+  std::set<std::tuple<std::string, uint32_t, uint32_t>> concrete;
+  for (const AllocSite &s : sites)
+    if (!s.dependent)
+      concrete.emplace(s.file, s.line, s.column);
+  std::erase_if(sites, [&](const AllocSite &s) {
+    return s.dependent && concrete.count({s.file, s.line, s.column});
+  });
+}
+
+} // namespace
+
+const char *default_resource_dir() { return MEMLAYOUT_CLANG_RESOURCE_DIR; }
+
+bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
+  out = ScanResult{};
+  if (o.files.empty()) {
+    error = "no source files given";
+    return false;
+  }
+  const std::string resources = resource_dir(o);
+  if (!llvm::sys::fs::is_directory(resources + "/include")) {
+    error = "clang's resource directory '" + resources +
+            "' has no include/ (builtin headers such as stddef.h); set "
+            "MEMLAYOUT_CLANG_RESOURCE_DIR to the one of the installed clang " +
+            "(clang -print-resource-dir)";
+    return false;
+  }
+  // clang tools search a -p directory's parents too; one that does not
+  // exist would silently take some parent's database.
+  if (!o.build_dir.empty() && !llvm::sys::fs::is_directory(o.build_dir)) {
+    error = "'" + o.build_dir +
+            "' is not a directory (-p names the build directory holding compile_commands.json)";
+    return false;
+  }
+  std::unique_ptr<clang::tooling::CompilationDatabase> db = load_database(o, error);
+  if (!db)
+    return false;
+
+  RecordCollector records(out.records);
+  AllocSiteCollector sites(out.sites);
+  MatchFinder finder;
+  finder.addMatcher(
+      recordDecl(isDefinition(), unless(isImplicit()), unless(isExpansionInSystemHeader()))
+          .bind("record"),
+      &records);
+  sites.add_matchers(finder);
+  std::unique_ptr<clang::tooling::FrontendActionFactory> factory =
+      clang::tooling::newFrontendActionFactory(&finder);
+
+  for (const std::string &file : o.files) {
+    if (!llvm::sys::fs::exists(file)) {
+      llvm::errs() << "memlayout structs: " << file << ": no such file\n";
+      out.failed.push_back(file);
+      continue;
+    }
+    llvm::SmallString<256> absolute(file);
+    llvm::sys::fs::make_absolute(absolute);
+    if (db->getCompileCommands(absolute).empty()) {
+      llvm::errs() << "memlayout structs: " << file
+                   << ": the compilation database has no command for it (nor for a file like "
+                      "it); build it in that project, or give its arguments after --\n";
+      out.failed.push_back(file);
+      continue;
+    }
+    clang::tooling::ClangTool tool(*db, {file});
+    // Warnings are the build's business; errors still print. The resource
+    // directory goes first so that a database's own one still wins.
+    tool.appendArgumentsAdjuster(clang::tooling::getInsertArgumentAdjuster(
+        {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
+    if (tool.run(factory.get()) != 0)
+      out.failed.push_back(file);
+  }
+  merge(out.records, out.sites);
+  return true;
+}
+
+} // namespace memlayout::inspector

@@ -1,0 +1,248 @@
+#include "type_map.h"
+
+#include "structs_report.h"
+
+#include <llvm/Support/Error.h>
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include <limits>
+
+namespace memlayout::inspector {
+namespace {
+
+namespace json = llvm::json;
+
+bool narrow(const json::Value &v, uint32_t &out, json::Path p) {
+  uint64_t wide = 0;
+  if (!json::fromJSON(v, wide, p))
+    return false;
+  if (wide > std::numeric_limits<uint32_t>::max()) {
+    p.report("number too large");
+    return false;
+  }
+  out = static_cast<uint32_t>(wide);
+  return true;
+}
+
+// A key that may be absent: `out` keeps its default then.
+template <typename F>
+bool optional_key(const json::Object &o, llvm::StringLiteral key, json::Path p, F read) {
+  const json::Value *v = o.get(key);
+  return !v || read(*v, p.field(key));
+}
+
+bool read_field(const json::Value &v, FieldLayout &f, json::Path p) {
+  json::ObjectMapper m(v, p);
+  if (!m || !m.map("name", f.name) || !m.map("type", f.type) || !m.map("offset", f.offset) ||
+      !m.map("size", f.size) || !m.mapOptional("align", f.align))
+    return false;
+  const json::Object &o = *v.getAsObject();
+  std::string role = role_name(f.role), sync;
+  if (!m.mapOptional("role", role) || !m.mapOptional("sync", sync))
+    return false;
+  auto r = parse_role(role);
+  auto s = parse_sync(sync);
+  if (!r) {
+    p.field("role").report("not field, base, virtual_base or vptr");
+    return false;
+  }
+  if (!s) {
+    p.field("sync").report("not atomic or lock");
+    return false;
+  }
+  f.role = *r;
+  f.sync = *s;
+  auto u32 = [](uint32_t &out) {
+    return [&out](const json::Value &x, json::Path q) { return narrow(x, out, q); };
+  };
+  return optional_key(o, "bit_offset", p, u32(f.bit_offset)) &&
+         optional_key(o, "bit_size", p, u32(f.bit_size));
+}
+
+bool read_record(const json::Value &v, RecordLayout &r, json::Path p) {
+  json::ObjectMapper m(v, p);
+  if (!m || !m.map("name", r.name) || !m.map("size", r.size) || !m.map("align", r.align) ||
+      !m.mapOptional("kind", r.kind) || !m.mapOptional("file", r.file))
+    return false;
+  const json::Object &o = *v.getAsObject();
+  if (!optional_key(o, "line", p,
+                    [&](const json::Value &x, json::Path q) { return narrow(x, r.line, q); }))
+    return false;
+  const json::Array *fields = o.getArray("fields");
+  if (!fields) {
+    p.field("fields").report("missing array");
+    return false;
+  }
+  r.fields.resize(fields->size());
+  for (size_t i = 0; i < fields->size(); ++i)
+    if (!read_field((*fields)[i], r.fields[i], p.field("fields").index(static_cast<unsigned>(i))))
+      return false;
+  compute_holes(r);
+  return true;
+}
+
+bool read_site(const json::Value &v, AllocSite &s, json::Path p) {
+  json::ObjectMapper m(v, p);
+  if (!m || !m.map("file", s.file) || !m.map("function", s.function) || !m.map("type", s.type) ||
+      !m.map("call", s.call))
+    return false;
+  const json::Object &o = *v.getAsObject();
+  auto u32 = [](uint32_t &out) {
+    return [&out](const json::Value &x, json::Path q) { return narrow(x, out, q); };
+  };
+  if (!o.get("line")) {
+    p.field("line").report("missing value");
+    return false;
+  }
+  return optional_key(o, "line", p, u32(s.line)) && optional_key(o, "column", p, u32(s.column)) &&
+         optional_key(o, "end_line", p, u32(s.end_line));
+}
+
+std::string basename(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// Path components two paths share at their ends ("a/b/c.cpp", "/x/b/c.cpp": 2).
+size_t common_suffix(std::string_view a, std::string_view b) {
+  size_t n = 0;
+  while (!a.empty() && !b.empty()) {
+    size_t sa = a.rfind('/'), sb = b.rfind('/');
+    std::string_view ca = sa == std::string_view::npos ? a : a.substr(sa + 1);
+    std::string_view cb = sb == std::string_view::npos ? b : b.substr(sb + 1);
+    if (ca != cb || ca.empty() || ca == "..")
+      break;
+    ++n;
+    a = sa == std::string_view::npos ? std::string_view() : a.substr(0, sa);
+    b = sb == std::string_view::npos ? std::string_view() : b.substr(0, sb);
+  }
+  return n;
+}
+
+// A symbolizer's name ("Tree<int>::insert(int)") against a map's qualified
+// name without parameters ("Tree<int>::insert").
+bool same_function(const std::string &recorded, const std::string &mapped) {
+  if (mapped.empty() || recorded.compare(0, mapped.size(), mapped) != 0)
+    return false;
+  if (recorded.size() == mapped.size())
+    return true;
+  char next = recorded[mapped.size()];
+  return next == '(' || next == '<' || next == ' ';
+}
+
+// The one type `sites` allocate, "" when they allocate several or none.
+std::string single_type(const std::vector<const AllocSite *> &sites) {
+  std::string type;
+  for (const AllocSite *s : sites) {
+    if (!type.empty() && s->type != type)
+      return {};
+    type = s->type;
+  }
+  return type;
+}
+
+} // namespace
+
+std::optional<TypeMap> TypeMap::load(const std::string &path, std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    error = path + ": " + buffer.getError().message();
+    return std::nullopt;
+  }
+  return parse((*buffer)->getBuffer(), path, error);
+}
+
+std::optional<TypeMap> TypeMap::parse(std::string_view text, const std::string &path,
+                                      std::string &error) {
+  llvm::Expected<json::Value> doc = json::parse(llvm::StringRef(text.data(), text.size()));
+  if (!doc) {
+    error = path + ": " + llvm::toString(doc.takeError());
+    return std::nullopt;
+  }
+  const json::Object *top = doc->getAsObject();
+  auto schema = top ? top->getString("schema") : llvm::None;
+  if (!schema || !schema->startswith("memlayout.structs/")) {
+    error = path + ": not a type map (no \"schema\": \"" + kStructsSchema +
+            "\"; write one with memlayout structs --format json)";
+    return std::nullopt;
+  }
+  TypeMap map;
+  map.path_ = path;
+  json::Path::Root root("map");
+  json::Path p(root);
+  bool ok = true;
+  const json::Array *records = top->getArray("records");
+  const json::Array *sites = top->getArray("sites");
+  if (!records || !sites) {
+    (records ? p.field("sites") : p.field("records")).report("missing array");
+    ok = false;
+  }
+  for (size_t i = 0; ok && i < records->size(); ++i) {
+    RecordLayout r;
+    ok = read_record((*records)[i], r, p.field("records").index(static_cast<unsigned>(i)));
+    map.records_.push_back(std::move(r));
+  }
+  for (size_t i = 0; ok && i < sites->size(); ++i) {
+    AllocSite s;
+    ok = read_site((*sites)[i], s, p.field("sites").index(static_cast<unsigned>(i)));
+    map.sites_.push_back(std::move(s));
+  }
+  if (!ok) {
+    error = path + ": " + llvm::toString(root.getError());
+    return std::nullopt;
+  }
+  return map;
+}
+
+const RecordLayout *TypeMap::record(const std::string &name) const {
+  const RecordLayout *found = nullptr;
+  for (const RecordLayout &r : records_) {
+    if (r.name == name)
+      return &r;
+    if (record_selected(r.name, name)) {
+      if (found && found->name != r.name)
+        return nullptr; // ambiguous without its scope
+      found = &r;
+    }
+  }
+  return found;
+}
+
+std::string TypeMap::type_at(const std::string &function, const std::string &file,
+                             uint32_t line) const {
+  std::vector<const AllocSite *> best;
+  if (!file.empty() && line) {
+    const std::string base = basename(file);
+    size_t best_score = 0;
+    for (const AllocSite &s : sites_) {
+      if (line < s.line || line > std::max(s.line, s.end_line) || basename(s.file) != base)
+        continue;
+      size_t score = common_suffix(s.file, file);
+      if (score > best_score)
+        best.clear();
+      if (score >= best_score) {
+        best_score = score;
+        best.push_back(&s);
+      }
+    }
+    if (best.empty())
+      return {};
+    if (std::string t = single_type(best); !t.empty() || function.empty())
+      return t;
+    std::erase_if(best, [&](const AllocSite *s) { return !same_function(function, s->function); });
+    return single_type(best);
+  }
+  if (function.empty())
+    return {};
+  for (const AllocSite &s : sites_)
+    if (same_function(function, s.function))
+      best.push_back(&s);
+  return single_type(best);
+}
+
+std::string type_map_beside(const std::string &executable) {
+  return executable.empty() ? std::string() : executable + ".memlayout-types.json";
+}
+
+} // namespace memlayout::inspector

@@ -1,0 +1,51 @@
+// A type map: the JSON `memlayout structs --format json` writes, read back
+// so that `memlayout report` can name allocation groups by the type their
+// call site allocates and take hot prefixes from field lists
+// (docs/structs.md, "Naming report groups by type").
+#pragma once
+
+#include "record_layout.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memlayout::inspector {
+
+class TypeMap {
+public:
+  // nullopt with `error` ("PATH: records[2].fields[0]: no offset") when the
+  // file cannot be read or is not a structs map.
+  static std::optional<TypeMap> load(const std::string &path, std::string &error);
+  static std::optional<TypeMap> parse(std::string_view json, const std::string &path,
+                                      std::string &error);
+
+  const std::string &path() const { return path_; }
+  const std::vector<RecordLayout> &records() const { return records_; }
+  const std::vector<AllocSite> &sites() const { return sites_; }
+
+  // A record by its full name, else by its unqualified name when only one
+  // record has it (record_selected()).
+  const RecordLayout *record(const std::string &name) const;
+
+  // The type allocated at a recorded call site, "" when the map cannot say.
+  // A site matches on the file (the longest common path suffix wins, so
+  // build trees moved elsewhere still match) and a line within the
+  // allocating expression; several types there (a template's
+  // instantiations) are told apart by `function`. Without file and line
+  // (no debug line info), by the function alone when all its sites
+  // allocate one type.
+  std::string type_at(const std::string &function, const std::string &file, uint32_t line) const;
+
+private:
+  std::string path_;
+  std::vector<RecordLayout> records_;
+  std::vector<AllocSite> sites_;
+};
+
+// Where `memlayout report` looks for a map when --types does not name one:
+// beside the recorded executable, EXECUTABLE.memlayout-types.json.
+std::string type_map_beside(const std::string &executable);
+
+} // namespace memlayout::inspector

@@ -1,0 +1,195 @@
+// `memlayout structs` as text: pahole's layout (`/* offset size */`
+// columns, holes, cacheline boundaries, the summary) followed by where
+// jemalloc and glibc put the record, its risks and the suggested changes.
+#include "render_structs.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace memlayout::cli {
+namespace {
+
+namespace in = memlayout::inspector;
+
+std::string shown_path(const std::string &path, const StructsTextOptions &o) {
+  const std::string &base = o.relative_to;
+  if (!base.empty() && path.size() > base.size() && path.compare(0, base.size(), base) == 0 &&
+      path[base.size()] == '/')
+    return path.substr(base.size() + 1);
+  return path;
+}
+
+std::string member_name(const in::FieldLayout &f) {
+  switch (f.role) {
+  case in::FieldRole::kBase:
+    return "<base>";
+  case in::FieldRole::kVirtualBase:
+    return "<virtual base>";
+  default:
+    return f.name.empty() ? "<anonymous>" : f.name;
+  }
+}
+
+std::string offsets(const std::vector<uint32_t> &v) {
+  std::string s;
+  for (uint32_t o : v)
+    s += (s.empty() ? "+" : " +") + std::to_string(o);
+  return s;
+}
+
+// pahole's member line: type, name, then `/* offset size */`.
+void member(std::ostream &out, const in::FieldLayout &f, size_t type_width, size_t name_width) {
+  std::string type = f.type;
+  std::string name = member_name(f);
+  // C's declarator order, as pahole writes it: `char pad[56];`.
+  if (size_t bracket = type.find('[');
+      bracket != std::string::npos && type.back() == ']' && type.find('(') == std::string::npos) {
+    name += type.substr(bracket);
+    type.erase(type.find_last_not_of(' ', bracket - 1) + 1);
+  }
+  if (f.is_bitfield())
+    name += ":" + std::to_string(f.bit_size);
+  name += ";";
+  char cols[64];
+  if (f.is_bitfield())
+    std::snprintf(cols, sizeof cols, "/* %5llu:%-2u %4llu */",
+                  static_cast<unsigned long long>(f.offset), f.bit_offset % 8,
+                  static_cast<unsigned long long>(f.size));
+  else
+    std::snprintf(cols, sizeof cols, "/* %5llu %5llu */", static_cast<unsigned long long>(f.offset),
+                  static_cast<unsigned long long>(f.size));
+  out << '\t' << type << std::string(type.size() < type_width ? type_width - type.size() : 1, ' ')
+      << name << std::string(name.size() < name_width ? name_width - name.size() : 1, ' ') << cols;
+  if (f.sync != in::SyncKind::kNone)
+    out << " /* " << in::sync_name(f.sync) << " */";
+  out << "\n";
+}
+
+void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
+  size_t type_width = 26, name_width = 21;
+  for (const in::FieldLayout &f : r.fields) {
+    type_width = std::max(type_width, std::min<size_t>(f.type.size() + 1, 48));
+    name_width = std::max(name_width, std::min<size_t>(member_name(f).size() + 5, 40));
+  }
+  size_t next_hole = 0;
+  uint64_t next_boundary = line;
+  for (const in::FieldLayout &f : r.fields) {
+    if (!r.is_union()) {
+      while (next_hole < r.holes.size() &&
+             r.holes[next_hole].offset + r.holes[next_hole].size <= f.offset) {
+        out << "\n\t/* XXX " << r.holes[next_hole].size << " byte"
+            << (r.holes[next_hole].size == 1 ? "" : "s") << " hole, try to pack */\n\n";
+        ++next_hole;
+      }
+      while (f.offset >= next_boundary) {
+        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
+            << " bytes) --- */\n";
+        next_boundary += line;
+      }
+    }
+    member(out, f, type_width, name_width);
+    if (!r.is_union())
+      while (f.size && f.offset + f.size > next_boundary) {
+        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
+            << " bytes) was " << f.offset + f.size - next_boundary << " bytes ago --- */\n";
+        next_boundary += line;
+      }
+  }
+}
+
+void summary(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
+  uint64_t hole_bytes = 0, members_count = 0;
+  for (const in::Hole &h : r.holes)
+    hole_bytes += h.size;
+  for (const in::FieldLayout &f : r.fields)
+    members_count += f.role == in::FieldRole::kField;
+  out << "\n\t/* size: " << r.size << ", cachelines: " << (r.size + line - 1) / line
+      << ", members: " << members_count << ", align: " << r.align << (r.packed ? ", packed" : "")
+      << " */\n";
+  out << "\t/* sum members: " << r.size - hole_bytes - r.tail_padding
+      << ", holes: " << r.holes.size() << ", sum holes: " << hole_bytes << " */\n";
+  if (r.bit_holes)
+    out << "\t/* sum bit holes: " << r.bit_holes << " bits */\n";
+  if (r.tail_padding)
+    out << "\t/* padding: " << r.tail_padding << " */\n";
+  if (r.size % line)
+    out << "\t/* last cacheline: " << r.size % line << " bytes */\n";
+}
+
+// One allocator's column: slot, waste, starts, lines at each, straddling members.
+void placement(std::ostream &out, const in::RecordLayout &r, const in::Placement &p) {
+  std::vector<uint32_t> all, longer;
+  for (const in::LineStart &s : p.starts) {
+    all.push_back(s.offset);
+    if (s.lines > p.min_lines)
+      longer.push_back(s.offset);
+  }
+  std::string label = p.allocator + ":";
+  label.resize(std::max<size_t>(label.size(), 10), ' ');
+  out << "\t/* " << label << (p.allocator == "glibc" ? "chunk " : "class ") << p.slot << " ("
+      << p.waste << " B wasted), starts at " << offsets(all) << ": " << p.min_lines << " line"
+      << (p.min_lines == 1 ? "" : "s");
+  if (!longer.empty())
+    out << ", " << p.min_lines + 1 << " at " << offsets(longer) << " (" << longer.size() << " of "
+        << all.size() << ")";
+  out << " */\n";
+  std::map<uint32_t, std::vector<uint32_t>> straddles; // field -> starts
+  for (const in::LineStart &s : p.starts)
+    for (uint32_t f : s.straddling)
+      straddles[f].push_back(s.offset);
+  for (const auto &[f, at] : straddles)
+    out << "\t/*            '" << member_name(r.fields[f]) << "' crosses a line at " << offsets(at)
+        << " */\n";
+}
+
+void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
+            const StructsTextOptions &o) {
+  const in::RecordLayout &r = rr.layout;
+  out << "/* " << shown_path(r.file, o) << ":" << r.line << " */\n";
+  out << r.kind << " " << r.name << " {\n";
+  members(out, r, line);
+  summary(out, r, line);
+  for (const in::Placement &p : rr.placements)
+    placement(out, r, p);
+  out << "};\n";
+  for (const in::Risk &k : rr.advice.risks)
+    out << "/* risk (" << k.severity << ") " << k.kind << ": " << k.message << " */\n";
+  for (const in::Suggestion &s : rr.advice.suggestions)
+    out << "/* suggest " << s.kind << ": " << s.message << " */\n";
+  out << "\n";
+}
+
+void sites(std::ostream &out, const std::vector<in::AllocSite> &all, const StructsTextOptions &o) {
+  out << "/* allocation sites: " << all.size() << " */\n";
+  std::vector<std::string> where;
+  size_t where_width = 0, call_width = 4, type_width = 4;
+  for (const in::AllocSite &s : all) {
+    where.push_back(shown_path(s.file, o) + ":" + std::to_string(s.line) + ":" +
+                    std::to_string(s.column));
+    where_width = std::max(where_width, where.back().size());
+    call_width = std::max(call_width, s.call.size());
+    type_width = std::max(type_width, s.type.size() + (s.dependent ? 2 : 0));
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    const in::AllocSite &s = all[i];
+    std::string type = s.dependent ? "(" + s.type + ")" : s.type;
+    out << where[i] << std::string(where_width - where[i].size() + 2, ' ') << s.call
+        << std::string(call_width - s.call.size() + 2, ' ') << type
+        << std::string(type_width - type.size() + 2, ' ')
+        << (s.function.empty() ? "(file scope)" : s.function) << "\n";
+  }
+}
+
+} // namespace
+
+void render_structs_text(const inspector::StructsReport &r, std::ostream &out,
+                         const StructsTextOptions &o) {
+  for (const in::RecordReport &rr : r.records)
+    record(out, rr, r.line_size, o);
+  if (r.records.empty())
+    out << "/* no records */\n\n";
+  sites(out, r.sites, o);
+}
+
+} // namespace memlayout::cli

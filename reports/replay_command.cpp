@@ -1,0 +1,476 @@
+// memlayout replay: "should I segregate?" answered offline. The recorded
+// allocation sequence up to the analysed moment is re-executed, under rules,
+// against the real allocator in a fresh worker process; the objects alive at
+// that moment are then analysed where the worker placed them.
+#include "analysis_options.h"
+#include "commands.h"
+#include "heap_snapshot.h"
+#include "render.h"
+#include "replay_ops.h"
+#include "report_builder.h"
+#include "rule_args.h"
+#include "symbolizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+namespace memlayout::cli {
+namespace {
+
+constexpr const char *kUsage =
+    "usage: memlayout replay FILE (--rules RULES | --segregate SPEC)... [options]\n"
+    "\n"
+    "Re-executes the allocations and frees recorded in FILE up to the analysed\n"
+    "moment, each thread's in its own order, against the allocator the trace was\n"
+    "recorded with (glibc or jemalloc 5.3), with the rules applied: the matching\n"
+    "allocations go to their pools, padded and aligned as the rules say. Then\n"
+    "reports the layout the objects would have had, as 'memlayout report' does.\n"
+    "Compare with the recording: memlayout diff FILE REPLAY.json.\n"
+    "\n"
+    "options:\n"
+    "  --rules FILE           rules, one per line (from memlayout advise)\n"
+    "  --segregate SPEC       a rule, e.g. function=make_node,pool=nodes; repeatable\n"
+    "  --format text|json     output format (default text)\n"
+    "  -o, --output OUT       write to OUT instead of stdout\n"
+    "  --allocator native|jemalloc  replay against this allocator instead of the\n"
+    "                         trace's\n"
+    "  --at peak|end|mark:NAME  the moment analysed (default peak)\n"
+    "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
+    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
+    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
+    "  --top N                groups listed in text (default 15)\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Function rules match the function that called the allocator (frame 0 of\n"
+    "the recorded stack), file rules its source file and line. Page frames are\n"
+    "not replayed: L2/L3 sets rest on virtual address bits.\n";
+
+int usage_error(const std::string &message) {
+  std::fprintf(stderr, "memlayout replay: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+using replay::Op;
+using replay::OpKind;
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    return ".";
+  buf[n] = '\0';
+  std::string p = buf;
+  return p.substr(0, p.rfind('/'));
+}
+
+bool ends_with_path(const std::string &path, const std::string &suffix) {
+  if (suffix.size() > path.size())
+    return false;
+  if (path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  return path.size() == suffix.size() || suffix[0] == '/' ||
+         path[path.size() - suffix.size() - 1] == '/';
+}
+
+// The recorded sequence, as the worker will execute it.
+struct Sequence {
+  std::vector<Op> ops;
+  std::vector<uint64_t> alloc_seq; // per op: the event's seq (allocs and reallocs), else 0
+  std::vector<uint64_t> stack;     // per op: its stack id
+  uint32_t threads = 0;
+};
+
+class RouteDecider {
+public:
+  RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym)
+      : set_(set), r_(r), sym_(sym) {
+    for (unsigned i = 0; i < set.count; ++i) {
+      char want[rules::kMaxName] = "";
+      if (set.rules[i].function[0])
+        rules::normalize_function(set.rules[i].function, want, sizeof want);
+      wanted_.push_back(want);
+    }
+  }
+
+  uint8_t route(uint64_t stack_id, uint64_t size) {
+    const Site &s = site(stack_id);
+    for (unsigned i = 0; i < set_.count; ++i) {
+      const rules::Rule &rule = set_.rules[i];
+      if (rule.has_size && (size < rule.size_min || size > rule.size_max))
+        continue;
+      if (rule.type[0])
+        continue; // needs a type map: matches nothing here
+      if (rule.function[0] && !s.physical_function.empty() &&
+          !rules::demangled_matches(s.physical_function.c_str(), wanted_[i].c_str()))
+        continue;
+      if (rule.function[0] && s.physical_function.empty())
+        continue;
+      if (rule.file[0] &&
+          (!ends_with_path(s.file, rule.file) || (rule.file_line && rule.file_line != s.line)))
+        continue;
+      return static_cast<uint8_t>(i);
+    }
+    return replay::kNoRoute;
+  }
+
+private:
+  struct Site {
+    std::string physical_function, file;
+    uint32_t line = 0;
+  };
+
+  const Site &site(uint64_t stack_id) {
+    auto it = sites_.find(stack_id);
+    if (it != sites_.end())
+      return it->second;
+    Site s;
+    auto frames = r_.stack(stack_id);
+    if (!frames.empty()) {
+      const inspector::SymbolizedAddress &a = sym_.symbolize(frames[0]);
+      if (a.resolved) {
+        // The interposer matches the function whose symbol holds the return
+        // address: the outermost of the inlined frames.
+        s.physical_function = a.frames.back().function;
+        s.file = a.frames.front().file;
+        s.line = a.frames.front().line;
+      }
+    }
+    return sites_.emplace(stack_id, std::move(s)).first->second;
+  }
+
+  const rules::RuleSet &set_;
+  inspector::TraceReader &r_;
+  inspector::Symbolizer &sym_;
+  std::vector<std::string> wanted_;
+  std::unordered_map<uint64_t, Site> sites_;
+};
+
+bool write_file(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out.flush());
+}
+
+template <class T> void append(std::string &buf, const T &v) {
+  buf.append(reinterpret_cast<const char *>(&v), sizeof v);
+}
+
+// Runs the worker; false with error set.
+bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
+                std::vector<replay::OpResult> &results, std::string &error) {
+  std::string worker = self_dir() + "/memlayout-replay-worker";
+  if (access(worker.c_str(), X_OK) != 0) {
+    error = "cannot find " + worker;
+    return false;
+  }
+  char dir_template[] = "/tmp/memlayout-replay.XXXXXX";
+  const char *tmp_root = std::getenv("TMPDIR");
+  std::string dir_pattern =
+      tmp_root && *tmp_root ? std::string(tmp_root) + "/memlayout-replay.XXXXXX" : dir_template;
+  std::vector<char> pattern(dir_pattern.begin(), dir_pattern.end());
+  pattern.push_back('\0');
+  if (!mkdtemp(pattern.data())) {
+    error = std::string("cannot create a temporary directory: ") + std::strerror(errno);
+    return false;
+  }
+  std::string dir = pattern.data();
+  std::string ops_path = dir + "/ops", results_path = dir + "/results";
+
+  std::string bytes;
+  replay::OpsHeader h{};
+  std::memcpy(h.magic, replay::kOpsMagic, sizeof h.magic);
+  h.allocator = static_cast<uint32_t>(jemalloc ? replay::ReplayAllocator::kJemalloc
+                                               : replay::ReplayAllocator::kGlibc);
+  h.threads = seq.threads;
+  h.routes = rules.set->count;
+  h.ops = seq.ops.size();
+  append(bytes, h);
+  for (unsigned i = 0; i < rules.set->count; ++i) {
+    const rules::Rule &r = rules.set->rules[i];
+    replay::OpsRoute route{};
+    std::memcpy(route.pool, r.pool, sizeof route.pool);
+    route.pad = r.pad;
+    route.align = r.align;
+    route.huge_pages = r.huge_pages;
+    append(bytes, route);
+  }
+  bytes.append(reinterpret_cast<const char *>(seq.ops.data()), seq.ops.size() * sizeof(Op));
+  bool ok = write_file(ops_path, bytes) &&
+            write_file(results_path, std::string(seq.ops.size() * sizeof(replay::OpResult), '\0'));
+  if (!ok) {
+    error = "cannot write the replay's files in " + dir;
+  } else {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      // The program's environment, without our preload and without rules.
+      unsetenv("LD_PRELOAD");
+      execl(worker.c_str(), worker.c_str(), ops_path.c_str(), results_path.c_str(),
+            static_cast<char *>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      error = "the replay worker failed" +
+              (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                   : std::string());
+      ok = false;
+    } else {
+      std::ifstream in(results_path, std::ios::binary);
+      results.resize(seq.ops.size());
+      in.read(reinterpret_cast<char *>(results.data()),
+              static_cast<std::streamsize>(results.size() * sizeof(replay::OpResult)));
+      ok = static_cast<bool>(in);
+      if (!ok)
+        error = "cannot read the replay's results";
+    }
+  }
+  unlink(ops_path.c_str());
+  unlink(results_path.c_str());
+  rmdir(dir.c_str());
+  return ok;
+}
+
+} // namespace
+
+int replay_main(int argc, char **argv) {
+  std::string trace, format = "text", output, allocator;
+  RuleArgs rule_args;
+  inspector::ReportOptions o;
+  TextOptions text;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string option_error;
+    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
+    if (taken == OptionParse::kError)
+      return usage_error(option_error);
+    if (taken == OptionParse::kTaken)
+      continue;
+    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--rules" || a == "--segregate") {
+      const char *v = value();
+      if (!v || !*v)
+        return usage_error(a + " needs a value");
+      (a == "--rules" ? rule_args.files : rule_args.specs).push_back(v);
+    } else if (a == "--format") {
+      const char *v = value();
+      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
+        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
+      format = v;
+    } else if (a == "-o" || a == "--output") {
+      const char *v = value();
+      if (!v || !*v)
+        return usage_error(a + " needs a path");
+      output = v;
+    } else if (a == "--allocator") {
+      const char *v = value();
+      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
+        return usage_error(std::string("--allocator takes native or jemalloc, not '") +
+                           (v ? v : "") + "'");
+      allocator = v;
+    } else if (a == "--top") {
+      const char *v = value();
+      char *end = nullptr;
+      long n = v ? std::strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1)
+        return usage_error("--top takes a positive number");
+      text.top = static_cast<size_t>(n);
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option '" + a + "'");
+    } else if (trace.empty()) {
+      trace = a;
+    } else {
+      return usage_error("one trace at a time ('" + trace + "', then '" + a + "')");
+    }
+  }
+  if (trace.empty())
+    return usage_error("no trace given");
+  if (rule_args.empty())
+    return usage_error("no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  LoadedRules rules;
+  if (!load_rules(rule_args, &rules))
+    return 2;
+  for (unsigned i = 0; i < rules.set->count; ++i)
+    if (rules.set->rules[i].type[0])
+      std::fprintf(stderr,
+                   "memlayout replay: warning: %s: type= rules need a type map and match "
+                   "nothing in a replay\n",
+                   rules.origin[i].c_str());
+
+  // 1. The sequence up to the analysed moment, in the merged order.
+  inspector::TraceReader r;
+  if (!r.open(trace)) {
+    std::fprintf(stderr, "memlayout replay: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  Sequence seq;
+  std::vector<inspector::AppliedEvent> events;
+  inspector::SnapshotSpec spec = o.at;
+  spec.observer = [&](const inspector::AppliedEvent &e) {
+    if (e.kind == trace::EventKind::kAlloc || e.kind == trace::EventKind::kFree ||
+        e.kind == trace::EventKind::kRealloc)
+      events.push_back(e);
+  };
+  inspector::HeapSnapshot snap;
+  std::string error;
+  if (!inspector::build_snapshot(r, spec, snap, error)) {
+    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
+    return 2;
+  }
+  inspector::Symbolizer::Options sym_opts;
+  sym_opts.main_executable = r.header().executable;
+  inspector::Symbolizer sym(r.modules(), sym_opts);
+  RouteDecider decider(*rules.set, r, sym);
+  std::unordered_map<uint32_t, uint16_t> thread_index;
+  if (r.header().pid)
+    thread_index[*r.header().pid] = 0;
+  std::unordered_map<uint64_t, uint64_t> placed_by; // live address -> op
+  std::vector<uint64_t> routed_count(rules.set->count);
+  for (const auto &e : events) {
+    auto [t, fresh] = thread_index.emplace(e.tid, static_cast<uint16_t>(thread_index.size()));
+    if (thread_index.size() > 65535)
+      return std::fprintf(stderr, "memlayout replay: more than 65535 threads\n"), 2;
+    (void)fresh;
+    Op op{};
+    op.thread = t->second;
+    op.route = replay::kNoRoute;
+    op.ref = replay::kNoRef;
+    auto take_ref = [&](uint64_t addr) {
+      auto it = placed_by.find(addr);
+      if (it == placed_by.end())
+        return replay::kNoRef;
+      uint64_t ref = it->second;
+      placed_by.erase(it);
+      return ref;
+    };
+    uint64_t index = seq.ops.size();
+    if (e.kind == trace::EventKind::kFree) {
+      if (e.ptr == 0)
+        continue;
+      op.kind = OpKind::kFree;
+      op.ref = take_ref(e.ptr);
+      if (op.ref == replay::kNoRef)
+        continue; // allocated before the recording: not ours to replay
+    } else if (e.kind == trace::EventKind::kAlloc) {
+      if (e.ptr == 0)
+        continue; // failed in the recording
+      op.kind = OpKind::kAlloc;
+      op.size = e.size;
+      if (trace::api_is_aligned(e.api) && e.ptr)
+        op.align = uint64_t{1} << std::min(__builtin_ctzll(e.ptr), 21);
+      op.route = decider.route(e.stack_id, e.size);
+      placed_by[e.ptr] = index;
+    } else {
+      if (e.ptr == 0 && e.size != 0)
+        continue; // failed: the old block stays
+      op.kind = OpKind::kRealloc;
+      op.size = e.size;
+      op.ref = e.old_ptr ? take_ref(e.old_ptr) : replay::kNoRef;
+      if (op.ref == replay::kNoRef)
+        op.route = decider.route(e.stack_id, e.size);
+      if (e.ptr)
+        placed_by[e.ptr] = index;
+    }
+    if (op.route != replay::kNoRoute)
+      ++routed_count[op.route];
+    seq.ops.push_back(op);
+    seq.alloc_seq.push_back(op.kind == OpKind::kFree ? UINT64_MAX : e.seq);
+  }
+  seq.threads = static_cast<uint32_t>(std::max<size_t>(thread_index.size(), 1));
+  for (unsigned i = 0; i < rules.set->count; ++i)
+    if (!routed_count[i])
+      std::fprintf(stderr, "memlayout replay: warning: %s: the rule matched no allocation\n",
+                   rules.origin[i].c_str());
+
+  // 2. The worker places them.
+  bool jemalloc = allocator.empty() ? r.header().allocator == "jemalloc" : allocator == "jemalloc";
+  std::vector<replay::OpResult> results;
+  if (!run_worker(seq, rules, jemalloc, results, error)) {
+    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
+    return 2;
+  }
+
+  // 3. The same snapshot, analysed where the worker put its objects.
+  std::unordered_map<uint64_t, uint64_t> op_of_seq;
+  op_of_seq.reserve(seq.ops.size());
+  for (uint64_t i = 0; i < seq.ops.size(); ++i)
+    if (seq.alloc_seq[i] != UINT64_MAX)
+      op_of_seq[seq.alloc_seq[i]] = i;
+  o.transform_snapshot = [&](inspector::HeapSnapshot &s) {
+    std::vector<inspector::LiveObject> kept;
+    kept.reserve(s.objects.size());
+    s.live_usable_bytes = 0;
+    for (inspector::LiveObject obj : s.objects) {
+      auto it = op_of_seq.find(obj.seq);
+      if (it == op_of_seq.end() || !results[it->second].addr)
+        continue;
+      obj.addr = results[it->second].addr;
+      obj.usable = results[it->second].usable;
+      s.live_usable_bytes += obj.usable;
+      kept.push_back(obj);
+    }
+    std::sort(kept.begin(), kept.end(),
+              [](const inspector::LiveObject &a, const inspector::LiveObject &b) {
+                return a.addr < b.addr;
+              });
+    s.objects = std::move(kept);
+    s.memory_map.reset(); // the worker's page frames are not the program's
+  };
+  o.pool_of = [&](const inspector::LiveObject &obj) -> std::string {
+    auto it = op_of_seq.find(obj.seq);
+    if (it == op_of_seq.end())
+      return {};
+    uint8_t route = seq.ops[it->second].route;
+    return route == replay::kNoRoute ? std::string() : rules.set->rules[route].pool;
+  };
+  o.progress = isatty(2);
+  inspector::Report report;
+  if (!inspector::build_report(trace, o, report, error)) {
+    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
+    return 2;
+  }
+  report.notes.insert(report.notes.begin(),
+                      "replayed under " + std::to_string(rules.set->count) + " rule" +
+                          (rules.set->count == 1 ? "" : "s") + " against " +
+                          (jemalloc ? "jemalloc 5.3" : "glibc malloc") + ": " +
+                          std::to_string(seq.ops.size()) + " operations of " +
+                          std::to_string(seq.threads) + " thread" +
+                          (seq.threads == 1 ? "" : "s"));
+
+  std::ofstream file;
+  std::ostream *out = &std::cout;
+  if (!output.empty()) {
+    file.open(output);
+    if (!file) {
+      std::fprintf(stderr, "memlayout replay: cannot write '%s': %s\n", output.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+    out = &file;
+  }
+  text.color = output.empty() && isatty(1);
+  if (format == "json")
+    render_json(report, *out);
+  else
+    render_text(report, *out, text);
+  out->flush();
+  return report.partial ? 1 : 0;
+}
+
+} // namespace memlayout::cli

@@ -1,0 +1,286 @@
+#include "rule_args.h"
+
+#include <llvm/Demangle/Demangle.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace memlayout::cli {
+namespace {
+
+void print_error(const std::string &where, const std::string &line_text,
+                 const rules::ParseError &e) {
+  std::fprintf(stderr, "memlayout: %s:%u:%u: %s\n", where.c_str(), e.line, e.column, e.message);
+  if (!line_text.empty()) {
+    std::fprintf(stderr, "  %s\n  %*s^\n", line_text.c_str(), static_cast<int>(e.column - 1), "");
+  }
+}
+
+std::string nth_line(const std::string &text, uint32_t line) {
+  std::istringstream in(text);
+  std::string l;
+  for (uint32_t i = 0; i < line && std::getline(in, l); ++i) {
+  }
+  return l;
+}
+
+bool append(const std::string &text, const std::string &where, bool single, LoadedRules *out) {
+  rules::RuleSet parsed{};
+  rules::ParseError e{};
+  bool ok;
+  if (single) {
+    parsed.count = 1;
+    ok = rules::parse_rule(text.data(), text.size(), 1, &parsed.rules[0], &e);
+  } else {
+    ok = rules::parse_rules(text.data(), text.size(), &parsed, &e);
+  }
+  if (!ok) {
+    print_error(where, single ? text : nth_line(text, e.line), e);
+    return false;
+  }
+  for (unsigned i = 0; i < parsed.count; ++i) {
+    if (out->set->count == rules::kMaxRules) {
+      std::fprintf(stderr, "memlayout: %s: more than %u rules in all\n", where.c_str(),
+                   rules::kMaxRules);
+      return false;
+    }
+    out->set->rules[out->set->count++] = parsed.rules[i];
+    out->origin.push_back(single ? where
+                                 : where + ":" + std::to_string(parsed.rules[i].source_line));
+  }
+  return true;
+}
+
+std::string find_in_path(const std::string &program) {
+  if (program.find('/') != std::string::npos)
+    return program;
+  const char *path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(p.c_str(), X_OK) == 0)
+      return p;
+  }
+  return {};
+}
+
+// Function names defined in an ELF file, plus the libraries it needs.
+void collect_functions(const std::string &path, std::set<std::string> &names,
+                       std::vector<std::string> &needed, std::vector<std::string> &runpath) {
+  auto bin = llvm::object::ObjectFile::createObjectFile(path);
+  if (!bin) {
+    llvm::consumeError(bin.takeError());
+    return;
+  }
+  auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(bin->getBinary());
+  if (!elf)
+    return;
+  auto add = [&](const llvm::object::ELFSymbolRef &s) {
+    auto type = s.getType();
+    auto name = s.getName();
+    if (!type || !name || *type != llvm::object::SymbolRef::ST_Function || name->empty()) {
+      if (!type)
+        llvm::consumeError(type.takeError());
+      if (!name)
+        llvm::consumeError(name.takeError());
+      return;
+    }
+    names.insert(name->str());
+  };
+  for (const auto &s : elf->symbols())
+    add(s);
+  for (const auto &s : elf->getDynamicSymbolIterators())
+    add(s);
+  auto dynamic = elf->getELFFile().dynamicEntries();
+  if (!dynamic) {
+    llvm::consumeError(dynamic.takeError());
+    return;
+  }
+  std::vector<uint64_t> needed_offsets, runpath_offsets;
+  for (const auto &d : *dynamic) {
+    if (d.getTag() == llvm::ELF::DT_NEEDED)
+      needed_offsets.push_back(d.getVal());
+    else if (d.getTag() == llvm::ELF::DT_RUNPATH || d.getTag() == llvm::ELF::DT_RPATH)
+      runpath_offsets.push_back(d.getVal());
+  }
+  for (const auto &sec : elf->sections()) {
+    auto sname = sec.getName();
+    if (!sname || *sname != ".dynstr") {
+      if (!sname)
+        llvm::consumeError(sname.takeError());
+      continue;
+    }
+    auto contents = sec.getContents();
+    if (!contents) {
+      llvm::consumeError(contents.takeError());
+      break;
+    }
+    auto str = [&](uint64_t off) {
+      return off < contents->size() ? std::string(contents->data() + off) : std::string();
+    };
+    std::string origin = path.substr(0, path.rfind('/'));
+    for (uint64_t off : runpath_offsets) {
+      std::istringstream dirs(str(off));
+      std::string dir;
+      while (std::getline(dirs, dir, ':')) {
+        if (dir.rfind("$ORIGIN", 0) == 0)
+          dir = origin + dir.substr(7);
+        runpath.push_back(dir);
+      }
+    }
+    for (uint64_t off : needed_offsets)
+      needed.push_back(str(off));
+    break;
+  }
+}
+
+std::string find_library(const std::string &name, const std::vector<std::string> &runpath) {
+  std::vector<std::string> dirs = runpath;
+  if (const char *lp = std::getenv("LD_LIBRARY_PATH")) {
+    std::istringstream in(lp);
+    std::string d;
+    while (std::getline(in, d, ':'))
+      dirs.push_back(d);
+  }
+  for (const char *d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib",
+                        "/usr/local/lib"})
+    dirs.push_back(d);
+  for (const auto &d : dirs) {
+    std::string p = d + "/" + name;
+    if (access(p.c_str(), R_OK) == 0)
+      return p;
+  }
+  return {};
+}
+
+size_t edit_distance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string last_scope(const std::string &normalized) {
+  size_t p = normalized.rfind("::");
+  return p == std::string::npos ? normalized : normalized.substr(p + 2);
+}
+
+} // namespace
+
+bool load_rules(const RuleArgs &args, LoadedRules *out) {
+  out->set = std::make_unique<rules::RuleSet>();
+  *out->set = {};
+  for (const auto &file : args.files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "memlayout: cannot read the rules file '%s': %s\n", file.c_str(),
+                   std::strerror(errno));
+      return false;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!append(text.str(), file, false, out))
+      return false;
+  }
+  for (const auto &spec : args.specs)
+    if (!append(spec, "--segregate '" + spec + "'", true, out))
+      return false;
+  for (unsigned i = 0; i < out->set->count; ++i) {
+    char buf[4096];
+    size_t n = rules::format_rule(out->set->rules[i], buf, sizeof buf);
+    out->text.append(buf, n).push_back('\n');
+  }
+  return true;
+}
+
+size_t warn_unmatched_functions(const LoadedRules &rules, const std::string &program) {
+  std::vector<unsigned> function_rules;
+  for (unsigned i = 0; i < rules.set->count; ++i)
+    if (rules.set->rules[i].function[0])
+      function_rules.push_back(i);
+  if (function_rules.empty())
+    return 0;
+  std::string exe = find_in_path(program);
+  if (exe.empty())
+    return 0; // the launch reports a missing program
+  std::set<std::string> names;
+  std::vector<std::string> needed, runpath;
+  collect_functions(exe, names, needed, runpath);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < needed.size(); ++i) {
+    if (!seen.insert(needed[i]).second)
+      continue;
+    std::string lib = find_library(needed[i], runpath);
+    if (!lib.empty()) {
+      std::vector<std::string> more_runpath;
+      collect_functions(lib, names, needed, more_runpath);
+    }
+  }
+  size_t unmatched = 0;
+  for (unsigned i : function_rules) {
+    const rules::Rule &r = rules.set->rules[i];
+    char want[rules::kMaxName];
+    if (!rules::normalize_function(r.function, want, sizeof want))
+      continue;
+    bool found = false;
+    for (const auto &n : names)
+      if (rules::symbol_matches(n.c_str(), want)) {
+        found = true;
+        break;
+      }
+    if (found)
+      continue;
+    ++unmatched;
+    // Close names: by edit distance of the last scope, or containing it.
+    std::string wanted_last = last_scope(want);
+    std::vector<std::pair<size_t, std::string>> close;
+    std::set<std::string> listed;
+    for (const auto &n : names) {
+      std::string demangled = llvm::demangle(n);
+      char norm[rules::kMaxName];
+      if (!rules::normalize_function(demangled.c_str(), norm, sizeof norm))
+        continue;
+      std::string last = last_scope(norm);
+      size_t d = edit_distance(last, wanted_last);
+      bool contains = last.find(wanted_last) != std::string::npos ||
+                      (wanted_last.size() >= 4 && wanted_last.find(last) != std::string::npos &&
+                       last.size() >= 4);
+      if ((d <= std::max<size_t>(2, wanted_last.size() / 3) || contains) && listed.insert(norm).second)
+        close.push_back({contains ? 0 : d, norm});
+    }
+    std::sort(close.begin(), close.end());
+    std::fprintf(stderr, "memlayout: warning: %s: function=%s matches no function in %s",
+                 rules.origin[i].c_str(), r.function, exe.c_str());
+    if (!needed.empty())
+      std::fprintf(stderr, " or the libraries it links");
+    if (close.empty()) {
+      std::fprintf(stderr, " (functions of libraries it loads later are matched when they load)\n");
+      continue;
+    }
+    std::fprintf(stderr, "; close names:");
+    for (size_t k = 0; k < close.size() && k < 6; ++k)
+      std::fprintf(stderr, "%s %s", k ? "," : "", close[k].second.c_str());
+    std::fprintf(stderr, "\n");
+  }
+  return unmatched;
+}
+
+} // namespace memlayout::cli

@@ -1,0 +1,35 @@
+// The rules a user gives `record`, `run` and `replay` (--segregate SPEC,
+// --rules FILE): checked here, with errors naming the file, line and column,
+// and passed to the interposer as text.
+#pragma once
+
+#include "rules.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memlayout::cli {
+
+struct RuleArgs {
+  std::vector<std::string> specs; // --segregate, in order
+  std::vector<std::string> files; // --rules, in order
+  bool empty() const { return specs.empty() && files.empty(); }
+};
+
+struct LoadedRules {
+  std::unique_ptr<rules::RuleSet> set; // files' rules first, then --segregate's
+  std::vector<std::string> origin;     // per rule: "FILE:LINE" or "--segregate"
+  std::string text;                    // canonical, one rule per line (MEMLAYOUT_RULES)
+};
+
+// Parses every rule. On an error prints "memlayout: FILE:LINE:COL: message"
+// (with the offending line and a caret) and returns false.
+bool load_rules(const RuleArgs &args, LoadedRules *out);
+
+// Warns, for each function rule, when no function of that name is defined in
+// `program` (looked up in PATH) or the libraries it links, listing close
+// names. Returns how many rules matched nothing.
+size_t warn_unmatched_functions(const LoadedRules &rules, const std::string &program);
+
+} // namespace memlayout::cli

@@ -1,0 +1,169 @@
+#include "rules.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+using namespace memlayout::rules;
+
+namespace {
+
+Rule parse_ok(const std::string &spec) {
+  Rule r;
+  ParseError e{};
+  INFO(spec);
+  REQUIRE(parse_rule(spec.data(), spec.size(), 1, &r, &e));
+  return r;
+}
+
+ParseError parse_bad(const std::string &spec) {
+  Rule r;
+  ParseError e{};
+  INFO(spec);
+  REQUIRE_FALSE(parse_rule(spec.data(), spec.size(), 7, &r, &e));
+  CHECK(e.line == 7);
+  return e;
+}
+
+std::string format(const Rule &r) {
+  char buf[2048];
+  REQUIRE(format_rule(r, buf, sizeof buf) > 0);
+  return buf;
+}
+
+} // namespace
+
+TEST_CASE("rules: match keys and actions parse") {
+  Rule r = parse_ok("function=make_node,pool=nodes");
+  CHECK(std::string(r.function) == "make_node");
+  CHECK(std::string(r.pool) == "nodes");
+  CHECK_FALSE(r.has_size);
+
+  r = parse_ok(" size = 40-48 , pad=64, align=64 ");
+  CHECK(r.has_size);
+  CHECK(r.size_min == 40);
+  CHECK(r.size_max == 48);
+  CHECK(r.pad == 64);
+  CHECK(r.align == 64);
+  CHECK(r.pool[0] == 0);
+
+  r = parse_ok("file=src/tree.c:120,pool=t,hugepages=1");
+  CHECK(std::string(r.file) == "src/tree.c");
+  CHECK(r.file_line == 120);
+  CHECK(r.huge_pages);
+
+  r = parse_ok("size=2k,pool=big");
+  CHECK(r.size_min == 2048);
+
+  // Commas inside template arguments and parameter lists stay in the name.
+  r = parse_ok("function=std::map<int, long>::emplace(int, long),pool=m");
+  CHECK(std::string(r.function) == "std::map<int, long>::emplace(int, long)");
+  CHECK(std::string(r.pool) == "m");
+}
+
+TEST_CASE("rules: canonical form round-trips") {
+  for (const char *spec : {"function=make_node,pool=nodes", "file=a.c:3,size=1-8,pad=16",
+                           "size=64,type=Node,pool=n,align=64,hugepages=1"}) {
+    Rule r = parse_ok(spec);
+    std::string text = format(r);
+    Rule again = parse_ok(text);
+    CHECK(format(again) == text);
+  }
+  CHECK(format(parse_ok("pool=x, function=f")) == "function=f,pool=x");
+}
+
+TEST_CASE("rules: errors name the column") {
+  ParseError e = parse_bad("function=f,colour=red");
+  CHECK(e.column == 12);
+  CHECK(std::string(e.message).find("unknown key 'colour'") != std::string::npos);
+
+  e = parse_bad("function=f,pool=nodes,align=48");
+  CHECK(e.column == 29);
+  CHECK(std::string(e.message).find("power of two") != std::string::npos);
+
+  e = parse_bad("size=9-3,pool=p");
+  CHECK(e.column == 6);
+  e = parse_bad("size=abc,pool=p");
+  CHECK(std::string(e.message).find("bad size") != std::string::npos);
+  e = parse_bad("pool=nodes");
+  CHECK(std::string(e.message).find("match key") != std::string::npos);
+  e = parse_bad("function=f");
+  CHECK(std::string(e.message).find("action") != std::string::npos);
+  e = parse_bad("function");
+  CHECK(std::string(e.message).find("no value") != std::string::npos);
+  e = parse_bad("function=f,pool=a b");
+  CHECK(e.column == 18);
+  e = parse_bad("file=x.c:12a,pool=p");
+  e = parse_bad("size=8,hugepages=1");
+  CHECK(std::string(e.message).find("needs pool") != std::string::npos);
+  e = parse_bad("function=f,pool=");
+  CHECK(std::string(e.message).find("empty value") != std::string::npos);
+}
+
+TEST_CASE("rules: a file of rules, comments and blank lines") {
+  std::string text = "# nodes apart from descriptors\n"
+                     "\n"
+                     "function=new_node,pool=nodes   # the hot type\n"
+                     "  size=48,pad=64\n";
+  RuleSet set{};
+  ParseError e{};
+  REQUIRE(parse_rules(text.data(), text.size(), &set, &e));
+  REQUIRE(set.count == 2);
+  CHECK(set.rules[0].source_line == 3);
+  CHECK(set.rules[1].source_line == 4);
+
+  std::string bad = "function=a,pool=x\n\nsize=1,pool=x,zap=1\n";
+  RuleSet set2{};
+  REQUIRE_FALSE(parse_rules(bad.data(), bad.size(), &set2, &e));
+  CHECK(e.line == 3);
+  CHECK(e.column == 15);
+
+  std::string many;
+  for (int i = 0; i < 65; ++i)
+    many += "size=" + std::to_string(i + 1) + ",pad=64\n";
+  RuleSet set3{};
+  REQUIRE_FALSE(parse_rules(many.data(), many.size(), &set3, &e));
+  CHECK(e.line == 65);
+}
+
+TEST_CASE("rules: function names normalize to their scopes") {
+  char buf[256];
+  REQUIRE(normalize_function("ns::Tree<int, std::less<int> >::alloc_node(int) const", buf,
+                             sizeof buf));
+  CHECK(std::string(buf) == "ns::Tree::alloc_node");
+  REQUIRE(normalize_function("void foo<int>(int)", buf, sizeof buf));
+  CHECK(std::string(buf) == "foo");
+  REQUIRE(normalize_function("(anonymous namespace)::make(long)", buf, sizeof buf));
+  CHECK(std::string(buf) == "(anonymous namespace)::make");
+  REQUIRE(normalize_function("make_node", buf, sizeof buf));
+  CHECK(std::string(buf) == "make_node");
+}
+
+TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
+  // memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)
+  const char *member = "_ZN9memlayout5trees5IntLfINS0_14BaselineLayoutEE8new_nodeEll";
+  CHECK(symbol_matches(member, "new_node"));
+  CHECK(symbol_matches(member, "IntLf::new_node"));
+  CHECK(symbol_matches(member, "memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)"));
+  CHECK_FALSE(symbol_matches(member, "new_descriptor"));
+  CHECK_FALSE(symbol_matches(member, "Other::new_node"));
+  CHECK_FALSE(symbol_matches(member, "node"));
+
+  CHECK(symbol_matches("make_node", "make_node"));
+  CHECK(symbol_matches("make_node.constprop.0", "make_node"));
+  CHECK_FALSE(symbol_matches("make_nodes", "make_node"));
+  CHECK(symbol_matches("_Z9make_nodel", "make_node"));
+  CHECK(symbol_matches("_ZL9make_nodel", "make_node"));      // static
+  CHECK(symbol_matches("_ZNK4Tree4findEl", "Tree::find"));    // const member
+  CHECK(symbol_matches("_ZN12_GLOBAL__N_14makeEv", "(anonymous namespace)::make"));
+  CHECK(symbol_matches("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector::push_back"));
+  CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));        // constructor
+  CHECK_FALSE(symbol_matches("_ZZ4mainENKUlvE_clEv", "main")); // a lambda in main
+  CHECK_FALSE(symbol_matches("_Z", "x"));
+  CHECK_FALSE(symbol_matches("_ZN3foo", "foo")); // truncated: no crash, no match
+
+  CHECK(demangled_matches("memlayout::trees::IntLf<memlayout::trees::FixedLayout>::new_node(long, long)",
+                          "IntLf::new_node"));
+  CHECK_FALSE(demangled_matches("alloc_node_pool(int)", "alloc_node"));
+}

@@ -1,0 +1,319 @@
+// The pool engine linked as the interposer links it: the range allocator on
+// its own, isolation from jemalloc's default arena in the same jemalloc,
+// thread caches across thread exit, the cache limit, fork and destroy.
+#include "seg_core.h"
+#include "seg_mallocx.h"
+#include "seg_range.h"
+#include "seg_tcache.h"
+#include "seg_test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace seg = memlayout::seg;
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+bool in(const seg::Range &r, const void *p, size_t bytes) {
+  return r.contains(p) && reinterpret_cast<uintptr_t>(p) + bytes <= r.begin() + r.size();
+}
+
+struct PoolBounds {
+  uintptr_t begin, end;
+  bool contains(const void *p) const {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    return a >= begin && a < end;
+  }
+};
+
+PoolBounds bounds(const seg::Pool *pool) {
+  struct seg_pool_stats s {};
+  seg::pool_stats(pool, &s);
+  return {s.range_begin, s.range_end};
+}
+
+} // namespace
+
+TEST_CASE("engine: the range carves aligned extents and takes them back", "[seg]") {
+  static seg::Range range; // 2 KiB of slots: not on the stack
+  REQUIRE(range.reserve(64 * kMiB, 64 * kMiB, false));
+  CHECK(range.begin() % (64 * kMiB) == 0);
+  void *meta = range.carve(nullptr, 2 * kMiB, 2 * kMiB);
+  REQUIRE(meta == reinterpret_cast<void *>(range.begin()));
+  void *a = range.carve(nullptr, 8192, 4096);
+  void *b = range.carve(nullptr, 4096, 64 * 1024); // leaves a gap before it
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(reinterpret_cast<uintptr_t>(b) % (64 * 1024) == 0);
+  CHECK(in(range, b, 4096));
+  static_cast<char *>(a)[100] = 1; // accessible
+  CHECK(range.held_bytes() == 2 * kMiB + 8192 + 4096);
+
+  // The alignment gap is reused for a fitting request.
+  void *c = range.carve(nullptr, 4096, 4096);
+  CHECK(reinterpret_cast<uintptr_t>(c) == reinterpret_cast<uintptr_t>(a) + 8192);
+
+  // Given back, purged: comes back zero; a and c coalesce into one extent.
+  REQUIRE(range.give_back(a, 8192));
+  REQUIRE(range.give_back(c, 4096));
+  void *ac = range.carve(nullptr, 12288, 4096);
+  CHECK(ac == a);
+  CHECK(static_cast<char *>(ac)[100] == 0);
+
+  // Growing in place at the bump pointer.
+  uintptr_t frontier = reinterpret_cast<uintptr_t>(b) + 4096;
+  CHECK(range.carve(reinterpret_cast<void *>(frontier), 4096, 4096) ==
+        reinterpret_cast<void *>(frontier));
+  CHECK(range.carve(reinterpret_cast<void *>(range.begin() + 4096), 4096, 4096) == nullptr);
+
+  // Exhaustion: NULL, no crash; giving everything back returns the bump pointer.
+  CHECK(range.carve(nullptr, 128 * kMiB, 4096) == nullptr);
+  size_t untouched = range.untouched_bytes();
+  void *rest = range.carve(nullptr, untouched, 4096);
+  REQUIRE(rest);
+  CHECK(range.carve(nullptr, 4096, 4096) != nullptr); // the gaps left before b
+  CHECK(range.give_back(rest, untouched));
+  CHECK(range.untouched_bytes() == untouched);
+  CHECK(range.lost_bytes() == 0);
+  range.release();
+}
+
+TEST_CASE("engine: strict mode reserves PROT_NONE and commits what is carved", "[seg]") {
+  seg::force_strict_reservations(true);
+  seg::Pool *pool = seg::pool_create("strict", seg::PoolOptions{});
+  seg::force_strict_reservations(false);
+  REQUIRE(pool);
+  auto range = bounds(pool);
+  std::vector<void *> objects;
+  for (int i = 0; i < 10000; ++i) {
+    void *p = seg::pool_alloc(pool, 200, 0);
+    REQUIRE(range.contains(p));
+    memset(p, 1, 200);
+    objects.push_back(p);
+  }
+  // The far end of the range was never carved: still inaccessible.
+  std::string tail = seg_test::mapping_of(range.end - 4096);
+  CHECK(tail.find("---p") != std::string::npos);
+  for (void *p : objects)
+    seg::pool_free(p);
+  seg::pool_destroy(pool);
+  CHECK(seg_test::mapping_of(range.begin).empty());
+}
+
+// jemalloc issues #1535 / #825: through the default thread cache, objects of
+// a custom arena came back from plain malloc(). Here the default arena of
+// the very jemalloc the pools use never sees pool objects, however they are
+// freed.
+TEST_CASE("engine: jemalloc's default arena never hands out pool objects", "[seg]") {
+  seg::Pool *pool = seg::pool_create("iso-default", seg::PoolOptions{});
+  auto range = bounds(pool);
+  constexpr size_t kObjects = 4000;
+  std::vector<void *> objects(kObjects);
+  for (auto &p : objects)
+    p = seg::pool_alloc(pool, 48, 0);
+  std::atomic<bool> leaked{false};
+  std::thread other([&] {
+    for (void *p : objects)
+      seg::pool_free(p);
+    for (size_t i = 0; i < 2 * kObjects; ++i) {
+      void *d = mlje_malloc(48);
+      leaked = leaked || range.contains(d);
+      mlje_free(d);
+      void *e = mlje_mallocx(48, 0);
+      leaked = leaked || range.contains(e);
+    }
+  });
+  other.join();
+  for (size_t i = 0; i < 2 * kObjects; ++i)
+    leaked = leaked || range.contains(mlje_malloc(48));
+  CHECK(!leaked);
+  // And default-arena objects freed with mlje_free never come out of the pool.
+  std::set<void *> defaults;
+  for (size_t i = 0; i < kObjects; ++i)
+    defaults.insert(mlje_malloc(48));
+  for (void *d : defaults)
+    mlje_free(d);
+  for (size_t i = 0; i < kObjects; ++i)
+    REQUIRE(!defaults.count(seg::pool_alloc(pool, 48, 0)));
+  seg::pool_destroy(pool);
+}
+
+TEST_CASE("engine: thread caches are released when their threads exit", "[seg]") {
+  seg::Pool *a = seg::pool_create("exit-a", seg::PoolOptions{});
+  seg::Pool *b = seg::pool_create("exit-b", seg::PoolOptions{});
+  unsigned base = seg::thread_caches_in_use();
+  std::vector<void *> survivors;
+  std::mutex m;
+  // More threads than jemalloc has caches: each gets and returns two.
+  for (int round = 0; round < 2100; ++round) {
+    std::thread([&] {
+      void *x = seg::pool_alloc(a, 64, 0);
+      void *y = seg::pool_alloc(b, 64, 0);
+      seg::pool_free(x);
+      std::lock_guard<std::mutex> g(m);
+      survivors.push_back(y);
+    }).join();
+  }
+  CHECK(seg::thread_caches_in_use() == base);
+  // Still real caches, not the uncached fallback, for a new thread.
+  unsigned during = 0;
+  std::thread([&] {
+    seg::pool_free(seg::pool_alloc(a, 64, 0));
+    during = seg::thread_caches_in_use();
+  }).join();
+  CHECK(during == base + 1);
+  struct seg_pool_stats s {};
+  seg::pool_stats(b, &s);
+  CHECK(s.allocations == 2100);
+  CHECK(s.allocated_bytes == 2100 * 64);
+  for (void *y : survivors)
+    seg::pool_free(y);
+  seg::pool_stats(b, &s);
+  CHECK(s.allocated_bytes == 0);
+  seg::pool_destroy(a);
+  seg::pool_destroy(b);
+}
+
+TEST_CASE("engine: without thread caches left, pools still work and stay isolated", "[seg]") {
+  seg::Pool *pool = seg::pool_create("no-cache", seg::PoolOptions{});
+  auto range = bounds(pool);
+  std::vector<unsigned> taken;
+  for (;;) { // use up jemalloc's explicit caches
+    unsigned id;
+    size_t len = sizeof id;
+    if (mlje_mallctl("tcache.create", &id, &len, nullptr, 0) != 0)
+      break;
+    taken.push_back(id);
+  }
+  CHECK(taken.size() > 4000);
+  bool all_inside = true;
+  std::thread([&] {
+    std::vector<void *> objects;
+    for (int i = 0; i < 1000; ++i) {
+      objects.push_back(seg::pool_alloc(pool, 80, 0));
+      all_inside = all_inside && range.contains(objects.back());
+    }
+    for (void *p : objects)
+      seg::pool_free(p);
+    for (int i = 0; i < 1000; ++i) {
+      void *d = mlje_malloc(80);
+      all_inside = all_inside && !range.contains(d);
+    }
+  }).join();
+  CHECK(all_inside);
+  struct seg_pool_stats s {};
+  seg::pool_stats(pool, &s);
+  CHECK(s.allocations == 1000);
+  CHECK(s.frees == 1000);
+  CHECK(s.allocated_bytes == 0);
+  for (unsigned id : taken)
+    mlje_mallctl("tcache.destroy", nullptr, nullptr, &id, sizeof id);
+  seg::pool_destroy(pool);
+}
+
+TEST_CASE("engine: destroy drops other threads' caches, and the slot is reused", "[seg]") {
+  seg::Pool *pool = seg::pool_create("drop", seg::PoolOptions{});
+  unsigned base = seg::thread_caches_in_use();
+  std::atomic<int> phase{0};
+  bool second_ok = false;
+  std::thread holder([&] {
+    seg::pool_free(seg::pool_alloc(pool, 32, 0)); // a cache for this pool
+    phase = 1;
+    while (phase != 2)
+      std::this_thread::yield();
+    // The pool was destroyed and a new one made in its slot: this thread's
+    // stale entry must not be used for it.
+    seg::Pool *next = seg::pool_by_name("drop-next");
+    void *p = seg::pool_alloc(next, 32, 0);
+    second_ok = bounds(next).contains(p);
+    seg::pool_free(p);
+  });
+  while (phase != 1)
+    std::this_thread::yield();
+  CHECK(seg::thread_caches_in_use() == base + 1);
+  seg::pool_destroy(pool);
+  CHECK(seg::thread_caches_in_use() == base);
+  seg::Pool *next = seg::pool_create("drop-next", seg::PoolOptions{});
+  CHECK(seg::pool_index(next) == seg::pool_index(pool));
+  phase = 2;
+  holder.join();
+  CHECK(second_ok);
+  CHECK(seg::thread_caches_in_use() == base);
+  seg::pool_destroy(next);
+}
+
+TEST_CASE("engine: fork while other threads allocate from pools", "[seg]") {
+  seg::Pool *pool = seg::pool_create("fork", seg::PoolOptions{});
+  auto range = bounds(pool);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 2; ++t)
+    workers.emplace_back([&] {
+      std::vector<void *> live;
+      while (!stop) {
+        for (int i = 0; i < 64; ++i)
+          live.push_back(seg::pool_alloc(pool, 16 + i * 100, 0));
+        for (void *p : live)
+          seg::pool_free(p);
+        live.clear();
+        // Creating and destroying pools takes the engine lock and jemalloc's.
+        seg::pool_destroy(seg::pool_create("fork-churn", seg::PoolOptions{}));
+      }
+    });
+  unsigned forks_ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      // The child: only this thread's cache survives; everything works.
+      bool ok = seg::thread_caches_in_use() <= 1;
+      std::vector<void *> objects;
+      for (int k = 0; k < 1000; ++k) {
+        objects.push_back(seg::pool_alloc(pool, 100, 0));
+        ok = ok && range.contains(objects.back());
+      }
+      for (void *p : objects)
+        seg::pool_free(p);
+      seg::Pool *fresh = seg::pool_create("in-child", seg::PoolOptions{});
+      ok = ok && fresh && seg::pool_alloc(fresh, 10, 0);
+      _exit(ok ? 0 : 1);
+    }
+    REQUIRE(pid > 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    forks_ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  stop = true;
+  for (auto &w : workers)
+    w.join();
+  CHECK(forks_ok == 20);
+  seg::pool_destroy(pool);
+}
+
+TEST_CASE("engine: pool_try_free and pool_of on foreign pointers", "[seg]") {
+  seg::Pool *pool = seg::pool_create("foreign", seg::PoolOptions{});
+  void *mine = seg::pool_alloc(pool, 10, 0);
+  void *theirs = mlje_malloc(10);
+  int on_stack = 0;
+  CHECK(seg::pool_of(mine) == pool);
+  CHECK(seg::pool_of(theirs) == nullptr);
+  CHECK(seg::pool_of(&on_stack) == nullptr);
+  CHECK(seg::pool_of(reinterpret_cast<void *>(uintptr_t{1} << 62)) == nullptr);
+  CHECK(!seg::pool_try_free(theirs));
+  CHECK(seg::pool_try_free(mine));
+  mlje_free(theirs);
+  CHECK(std::string(seg::pool_name(pool)) == "foreign");
+  CHECK(seg::pool_by_name("foreign") == pool);
+  CHECK(seg::pool_by_name("nobody") == nullptr);
+  seg::pool_destroy(pool);
+  CHECK(seg::pool_by_name("foreign") == nullptr);
+}

@@ -1,0 +1,497 @@
+// The C API of libmemlayout_seg (<memlayout/seg.h>) as a program links it.
+#include "seg_test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <malloc.h>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+using seg_test::bounds_of;
+using seg_test::stats_of;
+
+namespace {
+
+bool aligned(const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+} // namespace
+
+TEST_CASE("pool: each pool's objects lie in its own range, never in the heap", "[seg]") {
+  seg_pool *a = seg_pool_create("iso-a", nullptr);
+  seg_pool *b = seg_pool_create("iso-b", nullptr);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(a != b);
+  auto ra = bounds_of(a), rb = bounds_of(b);
+  REQUIRE(ra.end > ra.begin);
+  REQUIRE((ra.end <= rb.begin || rb.end <= ra.begin)); // disjoint
+  CHECK(ra.end - ra.begin == (size_t{64} << 30));      // the default reservation
+
+  std::vector<void *> in_a, in_b, in_heap;
+  for (size_t i = 0; i < 20000; ++i) {
+    size_t size = 1 + (i * 37) % 3000;
+    in_a.push_back(seg_malloc(a, size));
+    in_heap.push_back(malloc(size));
+    in_b.push_back(seg_malloc(b, size));
+    if (i % 3 == 0) { // churn: reuse must stay in the pool
+      seg_free(in_a[i / 2]);
+      in_a[i / 2] = seg_malloc(a, size);
+    }
+  }
+  for (size_t i = 0; i < in_a.size(); ++i) {
+    REQUIRE(ra.contains(in_a[i]));
+    REQUIRE(seg_pool_of(in_a[i]) == a);
+    REQUIRE(rb.contains(in_b[i]));
+    REQUIRE(seg_pool_of(in_b[i]) == b);
+    REQUIRE(!ra.contains(in_heap[i]));
+    REQUIRE(!rb.contains(in_heap[i]));
+    REQUIRE(seg_pool_of(in_heap[i]) == nullptr);
+  }
+  for (void *p : in_a)
+    seg_free(p);
+  for (void *p : in_b)
+    seg_free(p);
+  for (void *p : in_heap)
+    seg_free(p); // not a pool pointer: goes to free()
+  CHECK(stats_of(a).allocated_bytes == 0);
+  CHECK(stats_of(b).allocated_bytes == 0);
+}
+
+TEST_CASE("pool: objects freed by another thread stay in their pool", "[seg]") {
+  seg_pool *a = seg_pool_create("xfree-a", nullptr);
+  seg_pool *b = seg_pool_create("xfree-b", nullptr);
+  auto ra = bounds_of(a);
+  constexpr size_t kObjects = 5000;
+  std::vector<void *> objects(kObjects);
+  std::thread([&] {
+    for (auto &p : objects)
+      p = seg_malloc(a, 48);
+  }).join();
+  std::set<void *> freed(objects.begin(), objects.end());
+
+  std::vector<void *> from_b, from_heap, again;
+  std::thread([&] {
+    for (void *p : objects)
+      seg_free(p); // into this thread's cache for pool a
+    for (size_t i = 0; i < kObjects; ++i) {
+      from_b.push_back(seg_malloc(b, 48));
+      from_heap.push_back(malloc(48));
+    }
+    for (size_t i = 0; i < kObjects; ++i)
+      again.push_back(seg_malloc(a, 48));
+  }).join();
+  for (size_t i = 0; i < kObjects; ++i) {
+    REQUIRE(!ra.contains(from_b[i]));
+    REQUIRE(!ra.contains(from_heap[i]));
+    REQUIRE(ra.contains(again[i]));
+  }
+  // The freed objects were reused by pool a, and only by it.
+  size_t reused =
+      std::count_if(again.begin(), again.end(), [&](void *p) { return freed.count(p); });
+  CHECK(reused > kObjects / 2);
+  for (size_t i = 0; i < kObjects; ++i) {
+    seg_free(from_b[i]);
+    free(from_heap[i]);
+    seg_free(again[i]);
+  }
+  auto s = stats_of(a);
+  CHECK(s.allocations == 2 * kObjects);
+  CHECK(s.frees == 2 * kObjects);
+  CHECK(s.allocated_bytes == 0);
+}
+
+TEST_CASE("pool: producer and consumer threads exchange objects of one pool", "[seg]") {
+  seg_pool *pool = seg_pool_create("xfree-stream", nullptr);
+  auto range = bounds_of(pool);
+  constexpr size_t kObjects = 200000, kRing = 1024;
+  std::vector<std::atomic<void *>> ring(kRing);
+  std::atomic<bool> outside{false};
+  std::thread consumer([&] {
+    for (size_t i = 0; i < kObjects; ++i) {
+      void *p;
+      while (!(p = ring[i % kRing].exchange(nullptr, std::memory_order_acquire)))
+        std::this_thread::yield();
+      if (seg_pool_of(p) != pool)
+        outside = true;
+      seg_free(p);
+    }
+  });
+  for (size_t i = 0; i < kObjects; ++i) {
+    void *p = seg_malloc(pool, 16 + i % 200);
+    if (!range.contains(p))
+      outside = true;
+    while (ring[i % kRing].load(std::memory_order_acquire))
+      std::this_thread::yield();
+    ring[i % kRing].store(p, std::memory_order_release);
+  }
+  consumer.join();
+  CHECK(!outside);
+  auto s = stats_of(pool);
+  CHECK(s.allocations == kObjects);
+  CHECK(s.frees == kObjects);
+  CHECK(s.allocated_bytes == 0);
+}
+
+// Objects of every size, aligned or not, resized, freed by their thread or
+// by the other, their pages reused for other size classes: no two live
+// objects may ever overlap, which each object's fill pattern would show.
+TEST_CASE("pool: mixed sizes and threads never hand out overlapping objects", "[seg]") {
+  seg_pool *pool = seg_pool_create("mixed", nullptr);
+  auto range = bounds_of(pool);
+  struct Object {
+    unsigned char *p;
+    size_t size;
+    unsigned char fill;
+  };
+  std::vector<Object> handoff[2];
+  std::mutex handoff_lock;
+  std::atomic<bool> corrupt{false}, outside{false};
+  auto verify_and_free = [&](const Object &o) {
+    for (size_t i = 0; i < o.size; i += 7)
+      if (o.p[i] != o.fill)
+        corrupt = true;
+    seg_free(o.p);
+  };
+  auto worker = [&](unsigned self) {
+    uint64_t state = 0x9e3779b97f4a7c15ull * (self + 1);
+    auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+    std::vector<Object> live;
+    for (int round = 0; round < 30; ++round) {
+      // Phases of small and of larger objects, so pages change size class.
+      size_t max_size = round % 3 == 0 ? 64 : round % 3 == 1 ? 1024 : 20000;
+      for (int i = 0; i < 2000; ++i) {
+        size_t size = 1 + next() % max_size;
+        size_t align = next() % 4 == 0 ? size_t{16} << (next() % 6) : 0;
+        auto *p = static_cast<unsigned char *>(align ? seg_aligned_alloc(pool, align, size)
+                                                     : seg_malloc(pool, size));
+        if (!range.contains(p) || (align && reinterpret_cast<uintptr_t>(p) % align))
+          outside = true;
+        auto fill = static_cast<unsigned char>(next());
+        if (next() % 8 == 0) { // grow or shrink it first
+          size = 1 + next() % (2 * max_size);
+          p = static_cast<unsigned char *>(seg_realloc(p, size));
+          if (!range.contains(p))
+            outside = true;
+        }
+        memset(p, fill, size);
+        live.push_back({p, size, fill});
+      }
+      // Free most, half of those through the other thread.
+      std::vector<Object> to_other;
+      while (live.size() > 500) {
+        size_t k = next() % live.size();
+        if (next() & 1)
+          to_other.push_back(live[k]);
+        else
+          verify_and_free(live[k]);
+        live[k] = live.back();
+        live.pop_back();
+      }
+      std::vector<Object> mine;
+      {
+        std::lock_guard<std::mutex> g(handoff_lock);
+        handoff[1 - self].insert(handoff[1 - self].end(), to_other.begin(), to_other.end());
+        mine.swap(handoff[self]);
+      }
+      for (const Object &o : mine)
+        verify_and_free(o);
+    }
+    for (const Object &o : live)
+      verify_and_free(o);
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  for (auto &objects : handoff)
+    for (const Object &o : objects)
+      verify_and_free(o);
+  CHECK(!corrupt);
+  CHECK(!outside);
+  auto s = stats_of(pool);
+  CHECK(s.allocations == s.frees);
+  CHECK(s.allocated_bytes == 0);
+}
+
+TEST_CASE("pool: realloc stays in the pool, in place and across size classes", "[seg]") {
+  seg_pool *pool = seg_pool_create("realloc", nullptr);
+  auto range = bounds_of(pool);
+  auto *p = static_cast<unsigned char *>(seg_malloc(pool, 20));
+  REQUIRE(p);
+  for (int i = 0; i < 20; ++i)
+    p[i] = static_cast<unsigned char>(i);
+  // 20 -> 30 bytes fits the 32-byte class: in place.
+  CHECK(seg_usable_size(p) == 32);
+  CHECK(seg_realloc(p, 30) == p);
+  // Beyond the class, then to a large and a huge size: moved, still ours, contents kept.
+  for (size_t size : {size_t{100}, size_t{5000}, size_t{100000}, size_t{3} << 20}) {
+    auto *q = static_cast<unsigned char *>(seg_realloc(p, size));
+    REQUIRE(q);
+    REQUIRE(range.contains(q));
+    REQUIRE(seg_pool_of(q) == pool);
+    REQUIRE(seg_usable_size(q) >= size);
+    for (int i = 0; i < 20; ++i)
+      REQUIRE(q[i] == i);
+    p = q;
+  }
+  p = static_cast<unsigned char *>(seg_realloc(p, 10)); // shrink
+  REQUIRE(range.contains(p));
+  CHECK(p[9] == 9);
+  CHECK(stats_of(pool).allocated_bytes == seg_usable_size(p));
+  auto frees = stats_of(pool).frees;
+  CHECK(seg_realloc(p, 0) == nullptr); // size 0 frees, as realloc does
+  CHECK(stats_of(pool).frees == frees + 1);
+  CHECK(stats_of(pool).allocated_bytes == 0);
+
+  // Not a pool pointer: realloc() as usual.
+  void *h = seg_realloc(nullptr, 64);
+  REQUIRE(h);
+  CHECK(seg_pool_of(h) == nullptr);
+  h = seg_realloc(h, 4096);
+  REQUIRE(h);
+  CHECK(seg_pool_of(h) == nullptr);
+  seg_free(h);
+}
+
+TEST_CASE("pool: aligned allocation", "[seg]") {
+  seg_pool *pool = seg_pool_create("aligned", nullptr);
+  auto range = bounds_of(pool);
+  for (size_t align = 8; align <= (size_t{2} << 20); align *= 2) {
+    for (size_t size : {size_t{1}, size_t{48}, align, 3 * align + 5}) {
+      void *p = seg_aligned_alloc(pool, align, size);
+      INFO("align " << align << " size " << size);
+      REQUIRE(p);
+      CHECK(aligned(p, align));
+      CHECK(range.contains(p));
+      seg_free(p);
+    }
+  }
+  errno = 0;
+  CHECK(seg_aligned_alloc(pool, 0, 16) == nullptr);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(seg_aligned_alloc(pool, 48, 16) == nullptr);
+  CHECK(errno == EINVAL);
+
+  // The pool's alignment option applies to every object: 48-byte objects on lines.
+  seg_pool_options opts{};
+  opts.alignment = 64;
+  seg_pool *lines = seg_pool_create("aligned-64", &opts);
+  for (int i = 0; i < 1000; ++i)
+    REQUIRE(aligned(seg_malloc(lines, 48), 64));
+  errno = 0;
+  opts.alignment = 96;
+  CHECK(seg_pool_create("aligned-96", &opts) == nullptr);
+  CHECK(errno == EINVAL);
+}
+
+TEST_CASE("pool: pad_to sets the stride of consecutive objects", "[seg]") {
+  struct Case {
+    size_t pad, size, stride;
+  };
+  for (Case c : {Case{64, 48, 64}, Case{192, 128, 192}, Case{0, 48, 48}}) {
+    seg_pool_options opts{};
+    opts.pad_to = c.pad;
+    std::string name = "pad-" + std::to_string(c.pad);
+    seg_pool *pool = seg_pool_create(name.c_str(), &opts);
+    REQUIRE(pool);
+    auto *prev = static_cast<char *>(seg_malloc(pool, c.size));
+    size_t strided = 0;
+    for (int i = 0; i < 1000; ++i) {
+      auto *p = static_cast<char *>(seg_malloc(pool, c.size));
+      strided += static_cast<size_t>(p - prev) == c.stride;
+      CHECK(seg_usable_size(p) >= std::max(c.pad, c.size));
+      prev = p;
+    }
+    INFO("pad " << c.pad << " size " << c.size);
+    CHECK(strided > 950); // all but slab boundaries
+  }
+}
+
+TEST_CASE("pool: huge_pages backs the pool's range with 2 MiB pages where allowed", "[seg]") {
+  seg_pool_options opts{};
+  opts.huge_pages = 1;
+  seg_pool *pool = seg_pool_create("huge", &opts);
+  REQUIRE(pool);
+  auto range = bounds_of(pool);
+  CHECK(range.begin % (size_t{2} << 20) == 0);
+  std::vector<void *> objects;
+  for (int i = 0; i < 10000; ++i) {
+    objects.push_back(seg_malloc(pool, 256));
+    REQUIRE(range.contains(objects.back()));
+  }
+  FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (thp) { // a kernel with THP marks the range MADV_HUGEPAGE ("hg")
+    fclose(thp);
+    CHECK(seg_test::vm_flags_of(range.begin).find(" hg") != std::string::npos);
+  }
+  for (void *p : objects)
+    seg_free(p);
+}
+
+TEST_CASE("pool: destroy releases the range; its pointers have no pool after", "[seg]") {
+  seg_pool *pool = seg_pool_create("doomed", nullptr);
+  auto range = bounds_of(pool);
+  std::vector<void *> objects;
+  for (int i = 0; i < 1000; ++i)
+    objects.push_back(seg_malloc(pool, 100));
+  CHECK(!seg_test::mapping_of(range.begin).empty());
+  seg_pool_destroy(pool);
+  CHECK(seg_test::mapping_of(range.begin).empty());
+  CHECK(seg_test::mapping_of(range.end - 1).empty());
+  for (void *p : objects)
+    REQUIRE(seg_pool_of(p) == nullptr);
+  struct seg_pool_stats s {};
+  errno = 0;
+  CHECK(seg_pool_stats(pool, &s) == -1);
+  CHECK(errno == EINVAL);
+  seg_pool_destroy(pool); // twice: ignored
+  // The name is free again.
+  seg_pool *again = seg_pool_create("doomed", nullptr);
+  REQUIRE(again);
+  void *p = seg_malloc(again, 100);
+  CHECK(bounds_of(again).contains(p));
+  seg_free(p);
+}
+
+TEST_CASE("pool: an exhausted pool answers NULL with ENOMEM and recovers", "[seg]") {
+  seg_pool_options opts{};
+  opts.reserve_bytes = size_t{4} << 20; // the smallest: 2 MiB of arena metadata, 2 for objects
+  seg_pool *pool = seg_pool_create("tiny", &opts);
+  REQUIRE(pool);
+  auto range = bounds_of(pool);
+  CHECK(range.end - range.begin == opts.reserve_bytes);
+  std::vector<void *> objects;
+  void *p;
+  while ((p = seg_malloc(pool, 1000)) != nullptr) {
+    REQUIRE(range.contains(p));
+    objects.push_back(p);
+  }
+  CHECK(errno == ENOMEM);
+  CHECK(objects.size() > 1000);
+  errno = 0;
+  CHECK(seg_malloc(pool, size_t{100} << 20) == nullptr);
+  CHECK(errno == ENOMEM);
+  errno = 0;
+  volatile size_t many = SIZE_MAX / 2; // n * size overflows
+  CHECK(seg_calloc(pool, many, 4) == nullptr);
+  CHECK(errno == ENOMEM);
+  for (void *o : objects)
+    seg_free(o);
+  // Freed room is reused.
+  for (size_t i = 0; i < objects.size(); ++i)
+    REQUIRE(range.contains(objects[i] = seg_malloc(pool, 1000)));
+  for (void *o : objects)
+    seg_free(o);
+}
+
+TEST_CASE("pool: seg_free takes pointers from malloc", "[seg]") {
+  void *p = malloc(64 * 1024); // above glibc's per-thread cache, below its mmap threshold
+  CHECK(seg_pool_of(p) == nullptr);
+  CHECK(seg_usable_size(p) == 0); // not a pool object
+  size_t with = mallinfo2().uordblks;
+  seg_free(p); // to free(): glibc's count of bytes in use drops by the chunk
+  size_t without = mallinfo2().uordblks;
+  CHECK(with - without >= 64 * 1024);
+  seg_free(nullptr);
+  CHECK(seg_usable_size(nullptr) == 0);
+  CHECK(seg_pool_of(nullptr) == nullptr);
+  CHECK(seg_pool_of(reinterpret_cast<void *>(~uintptr_t{0})) == nullptr);
+}
+
+TEST_CASE("pool: stats count objects, usable bytes and the range", "[seg]") {
+  seg_pool *pool = seg_pool_create("counted", nullptr);
+  std::vector<void *> objects;
+  for (int i = 0; i < 100; ++i)
+    objects.push_back(seg_malloc(pool, 40));    // 48-byte class
+  objects.push_back(seg_calloc(pool, 10, 100)); // 1024-byte class
+  auto s = stats_of(pool);
+  CHECK(std::string(s.name) == "counted");
+  CHECK(s.allocations == 101);
+  CHECK(s.frees == 0);
+  CHECK(s.allocated_bytes == 100 * 48 + 1024);
+  CHECK(s.mapped_bytes >= s.allocated_bytes);
+  CHECK(s.mapped_bytes < (size_t{64} << 20));
+  for (int i = 0; i < 50; ++i)
+    seg_free(objects[i]);
+  std::thread([&] { // counted whichever thread frees
+    for (int i = 50; i < 100; ++i)
+      seg_free(objects[i]);
+  })
+      .join();
+  s = stats_of(pool);
+  CHECK(s.frees == 100);
+  CHECK(s.allocated_bytes == 1024);
+  auto *zeroed = static_cast<unsigned char *>(objects[100]);
+  CHECK(std::all_of(zeroed, zeroed + 1000, [](unsigned char c) { return c == 0; }));
+  seg_free(zeroed);
+  CHECK(stats_of(pool).allocated_bytes == 0);
+}
+
+TEST_CASE("pool: pool creation: names, options and the pool limit", "[seg]") {
+  seg_pool *a = seg_pool_create("same-name", nullptr);
+  seg_pool_options other{};
+  other.pad_to = 128;
+  CHECK(seg_pool_create("same-name", &other) == a); // existing pool, unchanged
+  errno = 0;
+  CHECK(seg_pool_create("", nullptr) == nullptr);
+  CHECK(errno == EINVAL);
+  std::string long_name(200, 'x');
+  errno = 0;
+  CHECK(seg_pool_create(long_name.c_str(), nullptr) == nullptr);
+  CHECK(errno == EINVAL);
+
+  std::vector<seg_pool *> pools;
+  seg_pool_options tiny{};
+  tiny.reserve_bytes = size_t{4} << 20;
+  for (int i = 0; i < 300; ++i) {
+    seg_pool *p = seg_pool_create(("many-" + std::to_string(i)).c_str(), &tiny);
+    if (!p) {
+      CHECK(errno == ENOMEM);
+      break;
+    }
+    pools.push_back(p);
+  }
+  CHECK(pools.size() == 255); // 256 with "same-name"
+  for (seg_pool *p : pools)
+    seg_pool_destroy(p);
+  CHECK(seg_pool_create("after-many", &tiny) != nullptr);
+}
+
+// The BST study's int-lf: a 64-byte node and a 64-byte descriptor per insert.
+// From one allocator the nodes land on every other line (half the L1 sets);
+// from two pools consecutive nodes are adjacent and cover every set.
+TEST_CASE("pool: int-lf's node and descriptor in separate pools cover all 64 L1 sets", "[seg]") {
+  seg_pool *nodes = seg_pool_create("intlf-node", nullptr);
+  seg_pool *descriptors = seg_pool_create("intlf-descriptor", nullptr);
+  seg_pool *shared = seg_pool_create("intlf-shared", nullptr);
+  constexpr size_t kInserts = 100000;
+  auto measure = [&](seg_pool *node_pool, seg_pool *descriptor_pool, size_t *adjacent) {
+    std::vector<size_t> sets(64);
+    uintptr_t prev = 0;
+    *adjacent = 0;
+    for (size_t i = 0; i < kInserts; ++i) {
+      auto node = reinterpret_cast<uintptr_t>(seg_malloc(node_pool, 64));
+      void *descriptor = seg_malloc(descriptor_pool, 64); // never freed, as in int-lf
+      REQUIRE(descriptor);
+      *adjacent += node - prev == 64;
+      ++sets[(node >> 6) % 64];
+      prev = node;
+    }
+    return sets;
+  };
+  size_t adjacent = 0;
+  auto sets = measure(nodes, descriptors, &adjacent);
+  CHECK(adjacent == kInserts - 1);
+  auto [fewest, most] = std::minmax_element(sets.begin(), sets.end());
+  CHECK(*fewest > 0);
+  CHECK(*most - *fewest <= 1); // every set, evenly
+  // The same pattern from one pool: every other line, half the sets.
+  sets = measure(shared, shared, &adjacent);
+  CHECK(adjacent == 0);
+  CHECK(std::count(sets.begin(), sets.end(), 0u) == 32);
+}

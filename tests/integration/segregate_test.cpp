@@ -1,0 +1,144 @@
+// Segregation end to end, as a user runs it: the BST study's int-lf pattern
+// recorded under jemalloc, `advise` turning its findings into rules, the
+// program re-run and re-recorded under them (nodes back on all cache sets),
+// `replay` predicting the same offline, `diff` showing the change; bad rules.
+#include "support.h"
+
+#include <catch2/catch.hpp>
+#include <llvm/Support/JSON.h>
+
+using namespace mlt;
+
+namespace {
+
+llvm::json::Value json_of(const std::vector<std::string> &argv) {
+  RunResult r = run(argv);
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code() == 0);
+  auto parsed = llvm::json::parse(r.out);
+  REQUIRE(static_cast<bool>(parsed));
+  return std::move(*parsed);
+}
+
+const llvm::json::Object *group_of(const llvm::json::Object &report, const std::string &fn) {
+  for (const auto &g : *report.getArray("groups")) {
+    const auto *o = g.getAsObject();
+    if (o->getObject("site")->getString("function").getValueOr("") == fn)
+      return o;
+  }
+  return nullptr;
+}
+
+double l1_fraction(const llvm::json::Object &group) {
+  return group.getObject("set_effective_fraction")->getNumber("L1").getValueOr(-1);
+}
+
+bool has_kind(const llvm::json::Object &report, const std::string &kind) {
+  for (const auto &f : *report.getArray("findings"))
+    if (f.getAsObject()->getString("kind").getValueOr("") == kind)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
+  std::string dir = work_dir("segregate_intlf");
+  std::string before = dir + "/before.trace", after = dir + "/after.trace";
+  std::string rules = dir + "/rules.txt";
+  RunResult direct = run({program("node_descriptor"), "40000"});
+  REQUIRE(direct.exit_code() == 0);
+
+  // 1. Recorded as the study ran it: nodes on half the L1 sets.
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"},
+                         {program("node_descriptor"), "40000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
+  const auto *node_before = group_of(*b.getAsObject(), "mlr_new_node");
+  REQUIRE(node_before);
+  CHECK(l1_fraction(*node_before) < 0.6);
+  CHECK(has_kind(*b.getAsObject(), "set_underutilization"));
+
+  // 2. advise: a rules file with a pool for the nodes.
+  RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
+  INFO("advise stderr: " << adv.err);
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(rules);
+  INFO(text);
+  CHECK(text.find("function=mlr_new_node") != std::string::npos);
+  CHECK(text.find("pool=") != std::string::npos);
+
+  // 3. run applies the rules without recording: same output, same status.
+  RunResult ran = run({memlayout_bin(), "run", "--allocator", "jemalloc", "--rules", rules, "--",
+                       program("node_descriptor"), "40000"});
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.out == direct.out);
+
+  // 4. Recorded under the rules: the nodes' group is named by its pool and
+  // uses all the L1 sets.
+  rec = record({"-o", after, "--allocator", "jemalloc", "--rules", rules},
+               {program("node_descriptor"), "40000"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
+  const auto *node_after = group_of(*a.getAsObject(), "mlr_new_node");
+  REQUIRE(node_after);
+  CHECK(l1_fraction(*node_after) > 0.9);
+  CHECK(node_after->getString("name").getValueOr("").find("mlr_new_node") != llvm::StringRef::npos);
+
+  // 5. replay predicts it from the first trace alone.
+  llvm::json::Value p = json_of(
+      {memlayout_bin(), "replay", before, "--rules", rules, "--format", "json"});
+  const auto *node_replayed = group_of(*p.getAsObject(), "mlr_new_node");
+  REQUIRE(node_replayed);
+  CHECK(l1_fraction(*node_replayed) > 0.9);
+  const auto *desc_replayed = group_of(*p.getAsObject(), "mlr_new_descriptor");
+  REQUIRE(desc_replayed);
+
+  // 6. diff shows the finding resolved.
+  RunResult d = run({memlayout_bin(), "diff", before, after, "--format", "json"});
+  INFO("diff stderr: " << d.err);
+  REQUIRE(d.exit_code() == 0);
+  CHECK(d.out.find("set_underutilization") != std::string::npos);
+}
+
+TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
+  std::string dir = work_dir("segregate_pad");
+  std::string trace = dir + "/pad.trace";
+  RunResult rec = record({"-o", trace, "--segregate", "function=mlr_new_descriptor,pad=192"},
+                         {program("node_descriptor"), "5000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *desc = group_of(*r.getAsObject(), "mlr_new_descriptor");
+  REQUIRE(desc);
+  CHECK(desc->getInteger("size_class").getValueOr(0) >= 192);
+  CHECK(desc->getInteger("requested_size").getValueOr(0) == 64);
+}
+
+TEST_CASE("segregate.bad_rules", "[segregate]") {
+  std::string dir = work_dir("segregate_bad");
+  std::string rules = dir + "/bad.rules";
+  {
+    FILE *f = std::fopen(rules.c_str(), "w");
+    REQUIRE(f);
+    std::fputs("# fine\nfunction=mlr_new_node,pool=nodes\n\nsize=64,pool=x,colour=red\n", f);
+    std::fclose(f);
+  }
+  RunResult r = run({memlayout_bin(), "run", "--rules", rules, "--", program("node_descriptor"),
+                     "10"});
+  CHECK(r.exit_code() == 2);
+  CHECK(r.err.find(rules + ":4:16: unknown key 'colour'") != std::string::npos);
+
+  r = run({memlayout_bin(), "record", "--segregate", "function=f,align=3", "--",
+           program("node_descriptor"), "10"});
+  CHECK(r.exit_code() == 2);
+  CHECK(r.err.find("power of two") != std::string::npos);
+
+  // A function that matches nothing: a warning listing close names, and the
+  // program still runs.
+  r = run({memlayout_bin(), "run", "--segregate", "function=mlr_new_nod,pool=n", "--",
+           program("node_descriptor"), "10"});
+  CHECK(r.exit_code() == 0);
+  CHECK(r.err.find("matches no function") != std::string::npos);
+  CHECK(r.err.find("mlr_new_node") != std::string::npos);
+}

@@ -1,0 +1,206 @@
+// `memlayout structs` as users run it: pahole-style text, the JSON type
+// map's keys, files that do not compile, a missing compilation database, a
+// database given with -p, bad usage.
+#include "run_tool.h"
+
+#include <catch2/catch.hpp>
+#include <llvm/Support/JSON.h>
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using namespace structs_test;
+namespace json = llvm::json;
+
+// A string member's value, "<none>" when absent.
+std::string text(llvm::Optional<llvm::StringRef> s) { return s ? s->str() : "<none>"; }
+
+const std::string kFixtures = STRUCTS_FIXTURES;
+
+ToolRun structs(std::vector<std::string> args, const std::string &cwd = "") {
+  args.insert(args.begin(), {MEMLAYOUT_BIN, "structs"});
+  return run_tool(args, cwd);
+}
+
+json::Value parse(const std::string &text) {
+  llvm::Expected<json::Value> v = json::parse(text);
+  if (!v)
+    FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << text);
+  return std::move(*v);
+}
+
+const json::Object *find_record(const json::Object &top, const std::string &name) {
+  for (const json::Value &r : *top.getArray("records"))
+    if (text(r.getAsObject()->getString("name")) == name)
+      return r.getAsObject();
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("text output: pahole's columns and comments, the allocators' lines", "[cli]") {
+  ToolRun r = structs({kFixtures + "/layouts.hpp", "-C", "Holes", "--line-size", "64", "--", "-x",
+                       "c++", "-std=c++20"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("struct fx::Holes {") != std::string::npos);
+  CHECK(r.out.find("\tchar                      a;                   /*     0     1 */") !=
+        std::string::npos);
+  CHECK(r.out.find("/* XXX 7 bytes hole, try to pack */") != std::string::npos);
+  CHECK(r.out.find("/*     8     8 */") != std::string::npos);
+  CHECK(r.out.find("/* size: 32, cachelines: 1, members: 5") != std::string::npos);
+  CHECK(r.out.find("/* padding: 6 */") != std::string::npos);
+  CHECK(r.out.find("jemalloc: class 32 (0 B wasted)") != std::string::npos);
+  CHECK(r.out.find("glibc:    chunk 48 (16 B wasted)") != std::string::npos);
+  CHECK(r.out.find("suggest reorder:") != std::string::npos);
+  // -C keeps the one record.
+  CHECK(r.out.find("fx::Bits") == std::string::npos);
+}
+
+TEST_CASE("JSON output: the keys of the type map", "[cli]") {
+  ToolRun r = structs({kFixtures + "/sites.cpp", kFixtures + "/layouts.hpp", "--format", "json",
+                       "--", "-x", "c++", "-std=c++20", "-I" SEG_INCLUDE_DIR});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json::Value doc = parse(r.out);
+  const json::Object &top = *doc.getAsObject();
+  CHECK(text(top.getString("schema")) == "memlayout.structs/1");
+  const json::Array *records = top.getArray("records");
+  REQUIRE(records);
+  REQUIRE(records->size() > 10);
+  for (const json::Value &v : *records) {
+    const json::Object &rec = *v.getAsObject();
+    INFO(rec.getString("name").getValueOr("?").str());
+    CHECK(rec.getString("name"));
+    CHECK(rec.getInteger("size"));
+    CHECK(rec.getInteger("align"));
+    for (const json::Value &f : *rec.getArray("fields")) {
+      const json::Object &fo = *f.getAsObject();
+      CHECK(fo.getString("name"));
+      CHECK(fo.getInteger("offset"));
+      CHECK(fo.getInteger("size"));
+      CHECK(fo.getString("type"));
+    }
+    for (const json::Value &h : *rec.getArray("holes")) {
+      CHECK(h.getAsObject()->getInteger("offset"));
+      CHECK(h.getAsObject()->getInteger("size"));
+    }
+    const json::Object *sc = rec.getObject("size_class");
+    REQUIRE(sc);
+    CHECK(sc->getInteger("jemalloc"));
+    CHECK(sc->getInteger("glibc"));
+    CHECK(rec.getArray("risks"));
+  }
+  const json::Object *synced = find_record(top, "fx::Synced");
+  REQUIRE(synced);
+  // 56 bytes: jemalloc's class 64, glibc's chunk of 56 + 8 bytes of header.
+  CHECK(*synced->getInteger("size") == sizeof(std::mutex) + 16);
+  CHECK(*synced->getObject("size_class")->getInteger("jemalloc") == 64);
+  CHECK(*synced->getObject("size_class")->getInteger("glibc") == 64);
+  bool lock_risk = false;
+  for (const json::Value &k : *synced->getArray("risks"))
+    lock_risk |= text(k.getAsObject()->getString("kind")) == "lock_shares_line";
+  CHECK(lock_risk);
+
+  const json::Array *sites = top.getArray("sites");
+  REQUIRE(sites);
+  REQUIRE(sites->size() >= 20);
+  for (const json::Value &s : *sites) {
+    const json::Object &so = *s.getAsObject();
+    CHECK(so.getString("file"));
+    CHECK(so.getInteger("line"));
+    CHECK(so.getString("function"));
+    CHECK(so.getString("type"));
+    CHECK(so.getString("call"));
+  }
+}
+
+TEST_CASE("a file that does not compile: diagnostics and exit 1", "[cli]") {
+  const std::string broken = kFixtures + "/broken.cpp";
+  ToolRun r = structs({broken, "--", "-std=c++20"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("broken.cpp:9:3: error: unknown type name 'unknown_type'") != std::string::npos);
+  CHECK(r.err.find("1 of 1 files did not compile") != std::string::npos);
+  CHECK(r.err.find("--keep-going") != std::string::npos);
+
+  SECTION("--keep-going reports what parsed, still exiting 1") {
+    ToolRun k = structs({broken, "--keep-going", "--format", "json", "--", "-std=c++20"});
+    CHECK(k.exit_code == 1);
+    json::Value doc = parse(k.out);
+    const json::Object &top = *doc.getAsObject();
+    const json::Object *parsed = find_record(top, "Parsed");
+    REQUIRE(parsed);
+    CHECK(*parsed->getInteger("size") == 16);
+    CHECK_FALSE(find_record(top, "Broken"));
+    REQUIRE(top.getArray("failed")->size() == 1);
+    CHECK(text((*top.getArray("failed"))[0].getAsString()) == broken);
+  }
+}
+
+TEST_CASE("no compilation database: a hint at -p and --", "[cli]") {
+  // Outside the build tree, whose compile_commands.json a search upward finds.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("memlayout-structs-nodb-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kFixtures + "/broken.cpp", dir / "lonely.cpp",
+                             std::filesystem::copy_options::overwrite_existing);
+  ToolRun r = structs({"lonely.cpp"}, dir.string());
+  std::filesystem::remove_all(dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("no compilation database for 'lonely.cpp'") != std::string::npos);
+  CHECK(r.err.find("-p BUILD_DIR") != std::string::npos);
+  CHECK(r.err.find("memlayout structs lonely.cpp -- ") != std::string::npos);
+}
+
+TEST_CASE("-p BUILD_DIR: the database's commands, headers included", "[cli]") {
+  const std::string dir = scratch_dir("with_db");
+  const std::string build = dir + "/build";
+  std::filesystem::create_directories(build);
+  std::filesystem::copy_file(kFixtures + "/layouts.hpp", dir + "/layouts.hpp");
+  write_text(dir + "/main.cpp", "#include \"layouts.hpp\"\nint main() { return 0; }\n");
+  write_text(build + "/compile_commands.json",
+             "[{\"directory\": \"" + build + "\", \"file\": \"" + dir +
+                 "/main.cpp\", \"command\": \"/usr/bin/c++ -std=c++20 -O2 -c " + dir +
+                 "/main.cpp -o main.o\"}]\n");
+  // The header has no command of its own: one is inferred from main.cpp's.
+  ToolRun r = structs({dir + "/layouts.hpp", "-p", build, "-C", "fx::Aligned"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("struct fx::Aligned {") != std::string::npos);
+  CHECK(r.out.find("align: 64") != std::string::npos);
+
+  ToolRun missing = structs({dir + "/layouts.hpp", "-p", dir + "/nowhere"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("is not a directory") != std::string::npos);
+
+  // Outside the build tree, whose compile_commands.json a search upward finds.
+  std::filesystem::path empty = std::filesystem::temp_directory_path() /
+                                ("memlayout-structs-empty-" + std::to_string(getpid()));
+  std::filesystem::create_directories(empty);
+  ToolRun none = structs({dir + "/layouts.hpp", "-p", empty.string()});
+  std::filesystem::remove_all(empty);
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("no compilation database in '" + empty.string()) != std::string::npos);
+}
+
+TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
+  auto fails = [](std::vector<std::string> args, const char *says) {
+    ToolRun r = structs(std::move(args));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(says) != std::string::npos);
+  };
+  fails({}, "no source files given");
+  fails({"a.cpp", "--bogus"}, "unknown option '--bogus'");
+  fails({"a.cpp", "--format", "xml"}, "--format takes text or json, not 'xml'");
+  fails({"a.cpp", "-p", "build", "--", "-std=c++20"}, "-p and -- both");
+  fails({"a.cpp", "--line-size", "60"}, "--line-size takes a power of two");
+  ToolRun missing = structs({"/nonexistent/x.cpp", "--", "-std=c++20"});
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("/nonexistent/x.cpp: no such file") != std::string::npos);
+}

@@ -1,0 +1,115 @@
+// `memlayout report` with a type map: a program's groups named by the
+// record its call sites allocate, hot prefixes through a named member, the
+// map found beside the program, and what goes wrong said clearly.
+#include "programs/typed_nodes.h"
+#include "run_tool.h"
+
+#include <catch2/catch.hpp>
+#include <llvm/Support/JSON.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace structs_test;
+namespace json = llvm::json;
+
+// A string member's value, "<none>" when absent.
+std::string text(llvm::Optional<llvm::StringRef> s) { return s ? s->str() : "<none>"; }
+
+struct Recorded {
+  std::string dir, program, trace, map;
+};
+
+// The program copied into a scratch directory, its map beside it, one trace.
+const Recorded &recorded() {
+  static const Recorded r = [] {
+    Recorded out;
+    out.dir = scratch_dir("report_types");
+    out.program = out.dir + "/typed_alloc";
+    out.trace = out.dir + "/typed.trace";
+    out.map = out.program + ".memlayout-types.json";
+    std::filesystem::copy_file(TYPED_ALLOC_BIN, out.program);
+    ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", TYPED_ALLOC_SRC, "--format", "json", "-o",
+                          out.map, "--", "-std=c++17", "-I" TYPED_ALLOC_DIR});
+    INFO(s.err);
+    REQUIRE(s.exit_code == 0);
+    ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
+    INFO(rec.err);
+    REQUIRE(rec.exit_code == 0);
+    return out;
+  }();
+  return r;
+}
+
+json::Value report(std::vector<std::string> extra, int expect_exit = 0) {
+  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded().trace, "--format", "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ToolRun r = run_tool(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == expect_exit);
+  llvm::Expected<json::Value> v = json::parse(r.out);
+  if (!v)
+    FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << r.out);
+  return std::move(*v);
+}
+
+const json::Object *group(const json::Value &doc, const std::string &name) {
+  for (const json::Value &g : *doc.getAsObject()->getArray("groups"))
+    if (text(g.getAsObject()->getString("name")) == name)
+      return g.getAsObject();
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("groups named by the type their site allocates, map beside the program", "[report]") {
+  json::Value doc = report({});
+  const json::Object *node = group(doc, "typed::Node");
+  REQUIRE(node);
+  CHECK(text(node->getString("type")) == "typed::Node");
+  CHECK(*node->getInteger("requested_size") == sizeof(typed::Node));
+  CHECK(*node->getInteger("objects") >= 4000);
+  const json::Object *desc = group(doc, "typed::Desc");
+  REQUIRE(desc);
+  CHECK(*desc->getInteger("requested_size") == sizeof(typed::Desc));
+  bool noted = false;
+  for (const json::Value &n : *doc.getAsObject()->getArray("notes"))
+    noted |= n.getAsString()->contains("groups named by type from");
+  CHECK(noted);
+}
+
+TEST_CASE("--types none names groups by call site again", "[report]") {
+  json::Value doc = report({"--types", "none"});
+  CHECK_FALSE(group(doc, "typed::Node"));
+  CHECK_FALSE(group(doc, "typed::Desc"));
+}
+
+TEST_CASE("--hot TYPE=FIELD: the prefix through that member", "[report]") {
+  json::Value doc = report({"--types", recorded().map, "--hot", "Node=left"});
+  const json::Object *node = group(doc, "typed::Node");
+  REQUIRE(node);
+  CHECK(*node->getInteger("hot_bytes") == offsetof(typed::Node, left) + sizeof(typed::Node *));
+  json::Value bytes = report({"--hot", "typed::Desc=8"});
+  CHECK(*group(bytes, "typed::Desc")->getInteger("hot_bytes") == 8);
+}
+
+TEST_CASE("type map errors: the member, the record, the file", "[report]") {
+  auto fails = [](std::vector<std::string> extra, const char *says) {
+    std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded().trace};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ToolRun r = run_tool(args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(says) != std::string::npos);
+  };
+  fails({"--hot", "Node=nope"}, "no such member (Node has key, left, right, value, payload)");
+  fails({"--hot", "Leaf=key"}, "no record named Leaf");
+  fails({"--types", "none", "--hot", "Node=key"}, "a field needs a type map");
+  fails({"--types", "/nonexistent/map.json"}, "/nonexistent/map.json");
+  const std::string other = recorded().dir + "/report.json";
+  write_text(other, "{\"schema\": \"memlayout.report/1\", \"groups\": []}\n");
+  fails({"--types", other}, "not a type map");
+}

@@ -1,0 +1,147 @@
+// Type maps: what `memlayout structs --format json` writes is what
+// `memlayout report --types` reads back, and a recorded call site finds its
+// type in it (file path suffixes, expression line ranges, template
+// instantiations told apart by function, function-only fallback).
+#include "render_structs.h"
+#include "structs_report.h"
+#include "type_map.h"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+namespace {
+
+using namespace memlayout::inspector;
+
+FieldLayout member(std::string name, uint64_t offset, uint64_t size) {
+  FieldLayout f;
+  f.name = std::move(name);
+  f.type = "long";
+  f.offset = offset;
+  f.size = size;
+  f.align = 8;
+  return f;
+}
+
+AllocSite site(std::string file, uint32_t line, uint32_t end_line, std::string function,
+               std::string type, std::string call = "new") {
+  return {std::move(file), line, 5, end_line, std::move(function), std::move(type),
+          std::move(call), false};
+}
+
+StructsReport sample() {
+  RecordLayout node;
+  node.name = "ns::Tree<int>::Node";
+  node.kind = "struct";
+  node.file = "/src/tree.h";
+  node.line = 10;
+  node.size = 40;
+  node.align = 8;
+  node.fields = {member("key", 0, 8), member("left", 8, 8), member("right", 16, 8)};
+  FieldLayout bits = member("flags", 24, 1);
+  bits.bit_offset = 192;
+  bits.bit_size = 3;
+  bits.type = "unsigned int";
+  node.fields.push_back(bits);
+  FieldLayout lock = member("m", 32, 8);
+  lock.sync = SyncKind::kLock;
+  lock.type = "Spinlock";
+  node.fields.push_back(lock);
+  compute_holes(node);
+  RecordLayout other = node;
+  other.name = "ns::Tree<long>::Node";
+  RecordLayout desc;
+  desc.name = "Desc";
+  desc.kind = "struct";
+  desc.size = 16;
+  desc.align = 8;
+  desc.fields = {member("op", 0, 8), member("target", 8, 8)};
+  compute_holes(desc);
+  return analyse_structs(
+      {node, other, desc},
+      {site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<int>::insert", "ns::Tree<int>::Node"),
+       site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<long>::insert", "ns::Tree<long>::Node"),
+       site("/home/me/proj/src/ops.cpp", 7, 7, "make_desc", "Desc", "malloc"),
+       site("/home/me/proj/test/ops.cpp", 7, 7, "make_test_desc", "ns::Tree<int>::Node")},
+      64);
+}
+
+TypeMap round_trip(const StructsReport &r) {
+  std::ostringstream json;
+  memlayout::cli::render_structs_json(r, json);
+  std::string error;
+  auto map = TypeMap::parse(json.str(), "map.json", error);
+  INFO(error);
+  REQUIRE(map);
+  return *map;
+}
+
+} // namespace
+
+TEST_CASE("a structs map reads back as written", "[types]") {
+  const StructsReport r = sample();
+  const TypeMap map = round_trip(r);
+  REQUIRE(map.records().size() == 3);
+  REQUIRE(map.sites().size() == 4);
+  const RecordLayout &node = map.records()[0];
+  CHECK(node.name == "ns::Tree<int>::Node");
+  CHECK(node.size == 40);
+  CHECK(node.align == 8);
+  REQUIRE(node.fields.size() == 5);
+  CHECK(node.fields[3].bit_offset == 192);
+  CHECK(node.fields[3].bit_size == 3);
+  CHECK(node.fields[4].sync == SyncKind::kLock);
+  CHECK(node.fields[4].type == "Spinlock");
+  CHECK(node.holes.size() == r.records[0].layout.holes.size());
+  const AllocSite &s = map.sites()[0];
+  CHECK(s.file == "/home/me/proj/src/tree.cpp");
+  CHECK(s.line == 42);
+  CHECK(s.end_line == 43);
+  CHECK(s.function == "ns::Tree<int>::insert");
+  CHECK(s.call == "new");
+}
+
+TEST_CASE("a recorded call site finds its type", "[types]") {
+  const TypeMap map = round_trip(sample());
+  SECTION("by file and line, the file under another root") {
+    CHECK(map.type_at("make_desc", "/build/elsewhere/src/ops.cpp", 7) == "Desc");
+    CHECK(map.type_at("make_test_desc(int)", "/x/test/ops.cpp", 7) == "ns::Tree<int>::Node");
+  }
+  SECTION("a line inside the allocating expression") {
+    CHECK(map.type_at("make_desc", "src/ops.cpp", 8).empty());
+    CHECK(map.type_at("ns::Tree<int>::insert(int const&)", "src/tree.cpp", 43) ==
+          "ns::Tree<int>::Node");
+  }
+  SECTION("a template's instantiations told apart by function") {
+    CHECK(map.type_at("ns::Tree<long>::insert(long const&)", "tree.cpp", 42) ==
+          "ns::Tree<long>::Node");
+    CHECK(map.type_at("??", "tree.cpp", 42).empty());
+  }
+  SECTION("no line information: the function's one type") {
+    CHECK(map.type_at("make_desc", "", 0) == "Desc");
+    CHECK(map.type_at("unknown_function", "", 0).empty());
+  }
+  SECTION("records by full or unqualified name, unless ambiguous") {
+    REQUIRE(map.record("Desc"));
+    REQUIRE(map.record("ns::Tree<long>::Node"));
+    CHECK_FALSE(map.record("Node")); // two records answer to it
+    CHECK_FALSE(map.record("Missing"));
+  }
+}
+
+TEST_CASE("what is not a type map says so", "[types]") {
+  std::string error;
+  CHECK_FALSE(TypeMap::parse("{nope", "a.json", error));
+  CHECK(error.rfind("a.json: ", 0) == 0);
+  CHECK_FALSE(TypeMap::parse(R"({"schema": "memlayout.report/1"})", "b.json", error));
+  CHECK(error.find("not a type map") != std::string::npos);
+  CHECK_FALSE(TypeMap::parse(
+      R"({"schema": "memlayout.structs/1", "records": [{"name": "A", "size": 8, "align": 8,
+          "fields": [{"name": "x", "size": 8, "type": "long"}]}], "sites": []})",
+      "c.json", error));
+  CHECK(error.find("records[0].fields[0].offset") != std::string::npos);
+  CHECK_FALSE(TypeMap::load("/nonexistent/map.json", error));
+  CHECK(error.find("/nonexistent/map.json") != std::string::npos);
+  CHECK(type_map_beside("/bin/prog") == "/bin/prog.memlayout-types.json");
+}

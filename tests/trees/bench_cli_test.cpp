@@ -1,0 +1,209 @@
+// memlayout-bench and ycsb-lite as a user runs them: short runs read back as
+// JSON, the prefill-only mode, text output, bad arguments.
+#include "map.h"
+
+#include <catch2/catch.hpp>
+#include <llvm/Support/JSON.h>
+
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace memlayout::trees;
+
+namespace {
+
+struct Outcome {
+  int status = -1; // exit status, or -1 when it did not exit normally
+  std::string out, err;
+};
+
+std::string slurp(FILE *f) {
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    s.append(buf, n);
+  return s;
+}
+
+Outcome run_tool(const char *tool, const std::string &args) {
+  char err_path[] = "/tmp/memlayout-bench-test.XXXXXX";
+  int err_fd = mkstemp(err_path);
+  REQUIRE(err_fd >= 0);
+  close(err_fd);
+  std::string cmd = std::string(tool) + " " + args + " 2>" + err_path;
+  Outcome o;
+  FILE *p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  o.out = slurp(p);
+  int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  if (FILE *e = fopen(err_path, "r")) {
+    o.err = slurp(e);
+    fclose(e);
+  }
+  unlink(err_path);
+  return o;
+}
+
+Outcome run_bench(const std::string &args) { return run_tool(MLT_BENCH, args); }
+Outcome run_ycsb(const std::string &args) { return run_tool(MLT_YCSB, args); }
+
+llvm::json::Object parse_object(const std::string &text) {
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
+  if (!v) {
+    std::string why = llvm::toString(v.takeError());
+    FAIL("not JSON (" << why << "): " << text);
+  }
+  llvm::json::Object *o = v->getAsObject();
+  REQUIRE(o);
+  return std::move(*o);
+}
+
+// Fields read back, with a value no valid output has when missing.
+std::string str(const llvm::json::Object &j, const char *key) {
+  auto v = j.getString(key);
+  return v ? v->str() : "<missing>";
+}
+int64_t integer(const llvm::json::Object &j, const char *key) {
+  auto v = j.getInteger(key);
+  return v ? *v : -1;
+}
+double number(const llvm::json::Object &j, const char *key) {
+  auto v = j.getNumber(key);
+  return v ? *v : -1;
+}
+
+} // namespace
+
+TEST_CASE("bench cli: short runs of two trees give the contract's JSON", "[bench]") {
+  for (const char *tree : {"ticket", "edge-ext-lf"}) {
+    if (!find_tree(tree)) {
+      WARN("tree " << tree << " is not registered");
+      continue;
+    }
+    for (const char *variant :
+         {"--layout baseline --alloc malloc",
+          "--layout fixed --alloc segregated --dist zipf:0.9 --noise --pin"}) {
+      INFO(tree << " " << variant);
+      Outcome o = run_bench(std::string("--tree ") + tree + " " + variant +
+                            " --threads 2 --duration 0.2 --key-range 4096 --check --format json");
+      REQUIRE(o.status == 0);
+      llvm::json::Object j = parse_object(o.out);
+      CHECK(str(j, "schema") == "memlayout.bench/1");
+      CHECK(str(j, "tree") == tree);
+      CHECK(integer(j, "threads") == 2);
+      CHECK(str(j, "check") == "ok");
+      CHECK(str(j, "layout") ==
+            (std::string(variant).find("fixed") != std::string::npos ? "fixed" : "baseline"));
+      CHECK(integer(j, "prefill") == 2048);
+      double duration = number(j, "duration_s");
+      CHECK(duration >= 0.19);
+      CHECK(duration < 5);
+      int64_t ops = integer(j, "ops");
+      CHECK(ops > 0);
+      CHECK(number(j, "mops") == Approx(static_cast<double>(ops) / duration / 1e6).epsilon(0.01));
+      const llvm::json::Array *threads = j.getArray("per_thread");
+      REQUIRE(threads);
+      REQUIRE(threads->size() == 2);
+      int64_t sum = 0;
+      for (const llvm::json::Value &t : *threads)
+        sum += integer(*t.getAsObject(), "ops");
+      CHECK(sum == ops);
+      // Either counts, or why there are none.
+      CHECK((j.getObject("counters") != nullptr || j.getString("counters_unavailable").hasValue()));
+      const llvm::json::Array *records = j.getArray("records");
+      REQUIRE(records);
+      CHECK_FALSE(records->empty());
+    }
+  }
+}
+
+TEST_CASE("bench cli: --duration 0 prefills and exits", "[bench]") {
+  Outcome o = run_bench("--tree ticket --duration 0 --key-range 10000 --prefill 3000 --threads 2 "
+                        "--check --format json");
+  REQUIRE(o.status == 0);
+  llvm::json::Object j = parse_object(o.out);
+  CHECK(integer(j, "ops") == 0);
+  CHECK(integer(j, "prefill") == 3000);
+  CHECK(str(j, "check") == "ok");
+}
+
+TEST_CASE("bench cli: text output has the table, the check and the counters' fate", "[bench]") {
+  Outcome o = run_bench("--tree ticket --threads 2 --duration 0.1 --check");
+  REQUIRE(o.status == 0);
+  CHECK_THAT(o.out, Catch::Contains("Mops/s"));
+  CHECK_THAT(o.out, Catch::Contains("check: ok"));
+  bool counters_reported = o.out.find("llc_misses:") != std::string::npos ||
+                           o.out.find("hardware counters unavailable: ") != std::string::npos;
+  CHECK(counters_reported);
+}
+
+TEST_CASE("bench cli: --list names every registered tree", "[bench]") {
+  Outcome o = run_bench("--list");
+  REQUIRE(o.status == 0);
+  for (const TreeInfo &t : all_trees())
+    CHECK_THAT(o.out, Catch::Contains(std::string(t.name) + "\t"));
+}
+
+TEST_CASE("bench cli: bad arguments exit 2 naming the option", "[bench]") {
+  Outcome o = run_bench("--tree ticket --threads many");
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("--threads"));
+  CHECK(o.out.empty());
+  Outcome t = run_bench("--tree fir");
+  CHECK(t.status == 2);
+  CHECK_THAT(t.err, Catch::Contains("no tree named 'fir'"));
+  Outcome u = run_bench("--tree ticket --frobnicate");
+  CHECK(u.status == 2);
+  CHECK_THAT(u.err, Catch::Contains("--frobnicate"));
+}
+
+TEST_CASE("ycsb-lite: transactions on a tree-indexed table lose no update", "[ycsb]") {
+  for (const char *variant : {"--alloc malloc", "--alloc segregated --pad-locks --layout fixed"}) {
+    INFO(variant);
+    Outcome o = run_ycsb(std::string("--tree ticket --threads 2 --duration 0.3 --rows 20000 "
+                                     "--read-pct 50 --check --format json ") +
+                         variant);
+    REQUIRE(o.status == 0);
+    llvm::json::Object j = parse_object(o.out);
+    CHECK(str(j, "schema") == "memlayout.ycsb-lite/1");
+    CHECK(str(j, "tree") == "ticket");
+    CHECK(integer(j, "rows") == 20000);
+    CHECK(integer(j, "txn_rows") == 16);
+    CHECK(integer(j, "txns") > 0);
+    CHECK(number(j, "txn_per_s") > 0);
+    CHECK(str(j, "check") == "ok");
+    const llvm::json::Array *threads = j.getArray("per_thread");
+    REQUIRE(threads);
+    CHECK(threads->size() == 2);
+  }
+}
+
+TEST_CASE("ycsb-lite: load-only runs and text output", "[ycsb]") {
+  Outcome load = run_ycsb("--tree ticket --duration 0 --rows 5000 --check");
+  REQUIRE(load.status == 0);
+  CHECK_THAT(load.out, Catch::Contains("load only"));
+  CHECK_THAT(load.out, Catch::Contains("check: ok"));
+  Outcome run = run_ycsb("--tree ticket --duration 0.1 --rows 5000 --threads 2");
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("txn/s"));
+  CHECK_THAT(run.out, Catch::Contains("48-byte row locks"));
+}
+
+TEST_CASE("ycsb-lite: bad arguments exit 2 naming the option", "[ycsb]") {
+  Outcome a = run_ycsb("--tree ticket --rows 0");
+  CHECK(a.status == 2);
+  CHECK_THAT(a.err, Catch::Contains("--rows"));
+  Outcome b = run_ycsb("--tree ticket --rows 10 --txn-rows 16");
+  CHECK(b.status == 2);
+  CHECK_THAT(b.err, Catch::Contains("--txn-rows"));
+  Outcome c = run_ycsb("--rows 10");
+  CHECK(c.status == 2);
+  CHECK_THAT(c.err, Catch::Contains("--tree is required"));
+  Outcome d = run_ycsb("--tree ticket --theta zero");
+  CHECK(d.status == 2);
+  CHECK_THAT(d.err, Catch::Contains("--theta"));
+}

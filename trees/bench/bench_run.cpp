@@ -1,0 +1,273 @@
+#include "bench_run.h"
+
+#include "alloc_noise.h"
+#include "key_permutation.h"
+#include "random.h"
+#include "zipf.h"
+
+#include <memlayout/memlayout.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <pthread.h>
+#include <sched.h>
+#include <thread>
+
+namespace memlayout::trees::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        cpus.push_back(c);
+  return cpus;
+}
+
+bool pin_self(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+// Draws keys: uniform over [1, K], or Zipf ranks scrambled over [1, K].
+class KeyGenerator {
+public:
+  KeyGenerator(const BenchOptions &o) : range_(o.key_range) {
+    if (o.dist.zipf) {
+      zipf_.emplace(o.key_range, o.dist.theta);
+      scrambler_.emplace(o.key_range);
+    }
+  }
+  Key operator()(Xoshiro256 &rng) const {
+    if (zipf_)
+      return static_cast<Key>((*scrambler_)((*zipf_)(rng)));
+    return static_cast<Key>(1 + rng.below(range_));
+  }
+
+private:
+  uint64_t range_;
+  std::optional<ZipfGenerator> zipf_;
+  std::optional<KeyScrambler> scrambler_;
+};
+
+// Everything one worker writes during the run, on its own lines.
+struct alignas(64) Worker {
+  ThreadResult result;
+  std::vector<int32_t> delta; // per key: successful inserts - removes (--check)
+  bool prefill_failed = false;
+};
+
+class Run {
+public:
+  Run(const BenchOptions &o, ConcurrentMap &tree)
+      : o_(o), tree_(tree), keys_(o), prefill_order_(o.key_range, o.seed ^ 0xabcdef),
+        workers_(o.threads), sync_(o.threads + 1) {}
+
+  BenchResult operator()();
+
+private:
+  void work(unsigned t, int cpu);
+  void operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise);
+  void check(BenchResult &r) const;
+
+  const BenchOptions &o_;
+  ConcurrentMap &tree_;
+  KeyGenerator keys_;
+  KeyPermutation prefill_order_;
+  PmuSession pmu_;
+  std::vector<Worker> workers_;
+  std::barrier<> sync_;
+  alignas(64) std::atomic<bool> stop_{false};
+};
+
+void Run::work(unsigned t, int cpu) {
+  Worker &w = workers_[t];
+  w.result.thread = t;
+  if (cpu >= 0 && pin_self(cpu))
+    w.result.cpu = cpu;
+  ThreadCounters counters(pmu_);
+  Xoshiro256 rng(o_.seed * 0x9e3779b97f4a7c15ULL + t + 1);
+  std::optional<AllocationNoise> noise;
+  if (o_.noise)
+    noise.emplace();
+
+  sync_.arrive_and_wait(); // start the prefill together
+  uint64_t prefill = o_.prefill_keys();
+  for (uint64_t i = t; i < prefill; i += o_.threads) {
+    Key k = static_cast<Key>(prefill_order_(i) + 1);
+    if (!tree_.insert(k, bench_value_of(k)))
+      w.prefill_failed = true;
+    if (noise)
+      noise->churn(rng);
+  }
+  sync_.arrive_and_wait(); // prefill done
+  sync_.arrive_and_wait(); // the main thread has marked it: go
+  if (o_.duration_s == 0)
+    return;
+
+  counters.start();
+  auto t0 = Clock::now();
+  operate(w, rng, noise ? &*noise : nullptr);
+  w.result.seconds = seconds_between(t0, Clock::now());
+  counters.stop();
+  for (int e = 0; e < kPmuEventCount; ++e)
+    w.result.counters[e] = counters.count(static_cast<PmuEvent>(e));
+}
+
+void Run::operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise) {
+  ThreadResult &r = w.result;
+  const unsigned lookup_below = o_.mix.lookup, insert_below = o_.mix.lookup + o_.mix.insert;
+  const bool accounting = o_.check;
+  int32_t *delta = w.delta.data();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    Key k = keys_(rng);
+    unsigned op = static_cast<unsigned>(rng.below(100));
+    if (op < lookup_below) {
+      Value v;
+      ++r.lookups;
+      if (tree_.lookup(k, &v)) {
+        ++r.lookup_hits;
+        if (accounting && v != bench_value_of(k))
+          ++r.wrong_values;
+      }
+    } else if (op < insert_below) {
+      ++r.inserts;
+      if (tree_.insert(k, bench_value_of(k))) {
+        ++r.inserts_ok;
+        if (accounting)
+          ++delta[k];
+      }
+    } else {
+      ++r.removes;
+      if (tree_.remove(k)) {
+        ++r.removes_ok;
+        if (accounting)
+          --delta[k];
+      }
+    }
+    if (noise)
+      noise->churn(rng);
+  }
+}
+
+BenchResult Run::operator()() {
+  BenchResult r;
+  if (o_.check)
+    for (Worker &w : workers_)
+      w.delta.assign(o_.key_range + 1, 0);
+
+  std::vector<int> cpus = o_.pin ? allowed_cpus() : std::vector<int>{};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < o_.threads; ++t)
+    threads.emplace_back(&Run::work, this, t, cpus.empty() ? -1 : cpus[t % cpus.size()]);
+
+  sync_.arrive_and_wait();
+  auto p0 = Clock::now();
+  sync_.arrive_and_wait();
+  r.prefill_s = seconds_between(p0, Clock::now());
+  r.prefilled = o_.prefill_keys();
+  memlayout_mark("prefilled"); // memlayout report --at mark:prefilled
+  auto t0 = Clock::now();
+  sync_.arrive_and_wait();
+  if (o_.duration_s > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(o_.duration_s));
+    stop_.store(true);
+    r.duration_s = seconds_between(t0, Clock::now());
+  }
+  for (std::thread &t : threads)
+    t.join();
+
+  for (const Worker &w : workers_) {
+    r.per_thread.push_back(w.result);
+    r.ops += w.result.ops();
+  }
+  r.mops = r.duration_s > 0 ? static_cast<double>(r.ops) / r.duration_s / 1e6 : 0;
+  for (int e = 0; e < kPmuEventCount; ++e) {
+    int64_t total = 0;
+    for (const Worker &w : workers_)
+      total = (total < 0 || w.result.counters[e] < 0) ? -1 : total + w.result.counters[e];
+    r.counters[e] = r.duration_s > 0 ? total : -1;
+  }
+  r.counters_unavailable = pmu_.unavailable_reason();
+  for (RecordAllocator::Kind k = 0; k < tree_.records().kind_count(); ++k)
+    r.records.push_back({tree_.records().kind_name(k), tree_.records().record_size(k)});
+  if (o_.check)
+    check(r);
+  return r;
+}
+
+void Run::check(BenchResult &r) const {
+  auto fail = [&](std::string why) {
+    r.check = CheckState::kFailed;
+    r.check_error = std::move(why);
+  };
+  r.check = CheckState::kOk;
+  for (const Worker &w : workers_) {
+    if (w.prefill_failed)
+      return fail("a prefill insert of a key not yet in the tree returned false");
+    if (w.result.wrong_values)
+      return fail(std::to_string(w.result.wrong_values) + " lookups returned a wrong value");
+  }
+  // expected[k]: 1 if the key was prefilled, plus every thread's successful
+  // inserts minus removes of it; must end 0 or 1.
+  std::vector<int32_t> expected(o_.key_range + 1, 0);
+  for (uint64_t i = 0; i < o_.prefill_keys(); ++i)
+    expected[prefill_order_(i) + 1] = 1;
+  for (const Worker &w : workers_)
+    for (uint64_t k = 1; k <= o_.key_range; ++k)
+      expected[k] += w.delta[k];
+  uint64_t expected_count = 0;
+  for (uint64_t k = 1; k <= o_.key_range; ++k) {
+    if (expected[k] != 0 && expected[k] != 1)
+      return fail("key " + std::to_string(k) + ": successful inserts minus removes is " +
+                  std::to_string(expected[k]) + ", not 0 or 1");
+    expected_count += static_cast<uint64_t>(expected[k]);
+  }
+  std::string contents_error;
+  uint64_t seen = 0;
+  Key last = 0;
+  tree_.for_each([&](Key k, Value v) {
+    if (!contents_error.empty())
+      return;
+    if (k <= last)
+      contents_error =
+          "for_each visits key " + std::to_string(k) + " after " + std::to_string(last);
+    else if (k < 1 || static_cast<uint64_t>(k) > o_.key_range || expected[k] != 1)
+      contents_error = "the tree holds key " + std::to_string(k) + ", which it should not";
+    else if (v != bench_value_of(k))
+      contents_error = "key " + std::to_string(k) + " has a wrong value";
+    last = k;
+    ++seen;
+  });
+  if (!contents_error.empty())
+    return fail(contents_error);
+  if (seen != expected_count)
+    return fail("the tree holds " + std::to_string(seen) + " keys, the operations imply " +
+                std::to_string(expected_count));
+  if (std::string s = tree_.check_structure(); !s.empty())
+    return fail("check_structure: " + s);
+}
+
+} // namespace
+
+BenchResult run_benchmark(const BenchOptions &options) {
+  const TreeInfo *info = find_tree(options.tree);
+  std::unique_ptr<ConcurrentMap> tree = info->make(options.config);
+  return Run(options, *tree)();
+}
+
+} // namespace memlayout::trees::bench

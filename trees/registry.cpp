@@ -1,0 +1,30 @@
+// The table of trees the harness, ycsb-lite and the tests iterate over.
+// One line per tree, in the design's order:
+//   occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf
+// A tree's line goes in when its .cpp is part of memlayout_trees.
+#include "map.h"
+#include "tree_factories.h"
+
+namespace memlayout::trees {
+
+const std::vector<TreeInfo> &all_trees() {
+  static const std::vector<TreeInfo> trees = {
+      {"int-lf", "Howley & Jones lock-free internal BST, operation descriptors", make_int_lf},
+      {"edge-int-lf", "Ramachandran & Mittal lock-free internal BST, edge marking",
+       make_edge_int_lf},
+      {"edge-ext-lf", "Natarajan & Mittal lock-free external BST, edge marking",
+       make_edge_ext_lf},
+      {"ticket", "David et al. BST-TK: external BST, versioned try-locks", make_ticket},
+      {"ext-lf", "Ellen et al. lock-free external BST, info records", make_ext_lf},
+  };
+  return trees;
+}
+
+const TreeInfo *find_tree(std::string_view name) {
+  for (const TreeInfo &t : all_trees())
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
+
+} // namespace memlayout::trees

@@ -1,0 +1,232 @@
+// BST-TK (ticket.h). The tree starts as a routing root with two sentinel
+// leaves, kMinKey - 1 on the left and kMaxKey + 1 on the right; user keys all
+// route left, so every user leaf has a parent and a grandparent, which a
+// remove needs.
+#include "ticket.h"
+
+#include "tree_factories.h"
+
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace memlayout::trees {
+namespace {
+
+constexpr Key kLeftSentinel = kMinKey - 1;
+constexpr Key kRootKey = kMaxKey + 1;
+
+// A failed try-lock means another update got there first: retry at once, as
+// bst-tk does, but give the CPU away now and then in case the winner was
+// preempted while holding the lock (this machine has fewer cores than the
+// tests have threads).
+void back_off(unsigned attempt) {
+  if (attempt % 64 == 63)
+    std::this_thread::yield();
+  else
+    __builtin_ia32_pause();
+}
+
+// Keys < routing key go left.
+inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
+
+} // namespace
+
+template <class L>
+Ticket<L>::Ticket(AllocPolicy policy)
+    : records_("ticket", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+  Node *min_leaf = new_node(kLeftSentinel, 0, nullptr, nullptr);
+  Node *max_leaf = new_node(kRootKey, 0, nullptr, nullptr);
+  root_ = new_node(kRootKey, 0, min_leaf, max_leaf);
+}
+
+template <class L> Ticket<L>::~Ticket() {
+  std::vector<Node *> stack{root_};
+  while (!stack.empty()) {
+    Node *n = stack.back();
+    stack.pop_back();
+    if (!L::is_leaf(n)) {
+      stack.push_back(n->child[0].load(std::memory_order_relaxed));
+      stack.push_back(n->child[1].load(std::memory_order_relaxed));
+    }
+    delete_node(n);
+  }
+  reclaim_all();
+}
+
+template <class L>
+typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *right) {
+  void *p = records_.allocate(node_kind_, sizeof(Node));
+  Node *n = new (p) Node{};
+  n->key = key;
+  n->value = value;
+  n->child[0].store(left, std::memory_order_relaxed);
+  n->child[1].store(right, std::memory_order_relaxed);
+  L::mark_leaf(n, left == nullptr);
+  return n;
+}
+
+template <class L> bool Ticket<L>::lookup(Key key, Value *value) {
+  EpochGuard guard;
+  Node *n = root_;
+  while (!L::is_leaf(n))
+    n = n->child[direction(key, n->key)].load(std::memory_order_acquire);
+  if (n->key != key)
+    return false;
+  *value = n->value;
+  return true;
+}
+
+template <class L> bool Ticket<L>::insert(Key key, Value value) {
+  EpochGuard guard;
+  Node *leaf = nullptr;    // allocated on the first attempt that needs them,
+  Node *routing = nullptr; // kept across retries
+  for (unsigned attempt = 0;; back_off(attempt++)) {
+    Node *pred;
+    uint64_t pred_seen;
+    int dir;
+    Node *curr = root_;
+    do {
+      pred = curr;
+      pred_seen = pred->lock.observe(); // before the child it guards
+      dir = direction(key, pred->key);
+      curr = pred->child[dir].load(std::memory_order_acquire);
+    } while (!L::is_leaf(curr));
+
+    if (curr->key == key) {
+      if (leaf) {
+        delete_node(leaf);
+        delete_node(routing);
+      }
+      return false;
+    }
+    if (!leaf) {
+      leaf = new_node(key, value, nullptr, nullptr);
+      routing = new_node(0, 0, leaf, leaf);
+    }
+    if (!pred->lock.try_lock_half(dir, pred_seen))
+      continue;
+    // The routing node takes the larger key: smaller keys go left of it.
+    if (key < curr->key) {
+      routing->key = curr->key;
+      routing->child[0].store(leaf, std::memory_order_relaxed);
+      routing->child[1].store(curr, std::memory_order_relaxed);
+    } else {
+      routing->key = key;
+      routing->child[0].store(curr, std::memory_order_relaxed);
+      routing->child[1].store(leaf, std::memory_order_relaxed);
+    }
+    pred->child[dir].store(routing, std::memory_order_release);
+    pred->lock.unlock_half(dir);
+    return true;
+  }
+}
+
+template <class L> bool Ticket<L>::remove(Key key) {
+  EpochGuard guard;
+  for (unsigned attempt = 0;; back_off(attempt++)) {
+    Node *gpred = nullptr, *pred = nullptr;
+    uint64_t gpred_seen = 0, pred_seen = 0;
+    int gdir = 0, dir = 0;
+    Node *curr = root_;
+    do {
+      gpred = pred;
+      gpred_seen = pred_seen;
+      gdir = dir;
+      pred = curr;
+      pred_seen = pred->lock.observe();
+      dir = direction(key, pred->key);
+      curr = pred->child[dir].load(std::memory_order_acquire);
+    } while (!L::is_leaf(curr));
+
+    if (curr->key != key)
+      return false;
+    // gpred's pointer to pred, then pred for good: both must be as seen.
+    if (!gpred->lock.try_lock_half(gdir, gpred_seen))
+      continue;
+    if (!pred->lock.try_lock_both_forever(pred_seen)) {
+      gpred->lock.revert_half(gdir);
+      continue;
+    }
+    Node *sibling = pred->child[1 - dir].load(std::memory_order_relaxed);
+    gpred->child[gdir].store(sibling, std::memory_order_release);
+    gpred->lock.unlock_half(gdir);
+    retire(records_, node_kind_, curr);
+    retire(records_, node_kind_, pred);
+    return true;
+  }
+}
+
+template <class L> void Ticket<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+  std::vector<const Node *> stack{root_};
+  while (!stack.empty()) {
+    const Node *n = stack.back();
+    stack.pop_back();
+    if (L::is_leaf(n)) {
+      if (n->key >= kMinKey && n->key <= kMaxKey)
+        visit(n->key, n->value);
+      continue;
+    }
+    stack.push_back(n->child[1].load(std::memory_order_relaxed));
+    stack.push_back(n->child[0].load(std::memory_order_relaxed));
+  }
+}
+
+template <class L> std::string Ticket<L>::check_structure() const {
+  struct Frame {
+    const Node *node;
+    Key lo, hi; // keys in the subtree lie in [lo, hi)
+  };
+  if (root_->key != kRootKey || L::is_leaf(root_))
+    return "root is not the routing sentinel";
+  const Node *max_leaf = root_->child[1].load(std::memory_order_relaxed);
+  if (!max_leaf || !L::is_leaf(max_leaf) || max_leaf->key != kRootKey)
+    return "root's right child is not the kMaxKey + 1 sentinel leaf";
+
+  std::vector<Frame> stack{
+      {root_->child[0].load(std::memory_order_relaxed), kLeftSentinel, kRootKey}};
+  bool min_leaf_seen = false;
+  size_t visited = 0;
+  while (!stack.empty()) {
+    Frame f = stack.back();
+    stack.pop_back();
+    const Node *n = f.node;
+    if (!n)
+      return "a routing node has a null child";
+    if (++visited > (size_t{1} << 40))
+      return "more nodes than could exist: a cycle";
+    std::string where = " at key " + std::to_string(n->key);
+    if (n->key < f.lo || n->key >= f.hi)
+      return "search order violated" + where;
+    if (n->lock.any_held())
+      return "a lock is held (or a removed node is reachable)" + where;
+    Node *left = n->child[0].load(std::memory_order_relaxed);
+    Node *right = n->child[1].load(std::memory_order_relaxed);
+    if (L::is_leaf(n)) {
+      if (left || right)
+        return "a leaf has children" + where;
+      if (n->key == kLeftSentinel)
+        min_leaf_seen = true;
+      continue;
+    }
+    if (!left || !right)
+      return "a routing node lacks a child" + where;
+    stack.push_back({left, f.lo, n->key});
+    stack.push_back({right, n->key, f.hi});
+  }
+  if (!min_leaf_seen)
+    return "the kMinKey - 1 sentinel leaf is missing";
+  return {};
+}
+
+template class Ticket<TicketBaselineLayout>;
+template class Ticket<TicketFixedLayout>;
+
+std::unique_ptr<ConcurrentMap> make_ticket(const TreeConfig &config) {
+  if (config.layout == Layout::kFixed)
+    return std::make_unique<Ticket<TicketFixedLayout>>(config.alloc);
+  return std::make_unique<Ticket<TicketBaselineLayout>>(config.alloc);
+}
+
+} // namespace memlayout::trees

@@ -1,0 +1,149 @@
+// ticket: BST-TK of David, Guerraoui and Trigonakis ("Asynchronized
+// Concurrency: The Secret to Scaling Concurrent Search Data Structures",
+// ASPLOS 2015), ASCYLIB's bst-tk. An external BST (keys in leaves, routing
+// keys in internal nodes) whose searches take no locks and write nothing.
+// Each node carries a pair of versioned try-locks, one per child pointer: an
+// update records the versions while it searches and locks with "only if the
+// version is still the one I saw", so a successful lock also validates what
+// the search read, and a failed one restarts the operation. A removed node
+// stays locked forever, which fails every update that saw it.
+#pragma once
+
+#include "epoch.h"
+#include "map.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace memlayout::trees {
+
+// BST-TK's lock word: one 32-bit half per child pointer. ASCYLIB packs a
+// 16-bit ticket lock {version, ticket} into each half and only ever try-locks
+// it ("lock if ticket == version == what I saw"); with no waiting, ticket is
+// version + held, so a half here is version << 1 | held, which gives the same
+// operations with 31-bit versions that cannot wrap within a search.
+class TicketLockPair {
+public:
+  static constexpr uint32_t kHeld = 1; // in a half
+  static constexpr uint64_t kBothHeld = uint64_t{kHeld} | uint64_t{kHeld} << 32;
+
+  uint64_t observe() const { return word_.load(std::memory_order_acquire); }
+
+  // Locks half `dir` if it is free and unchanged since `seen` was observed.
+  bool try_lock_half(int dir, uint64_t seen) {
+    uint32_t expected_half = half(seen, dir);
+    if (expected_half & kHeld)
+      return false;
+    uint64_t cur = word_.load(std::memory_order_relaxed);
+    while (half(cur, dir) == expected_half) {
+      // The other half may change under us (its own inserts): retry for that.
+      if (word_.compare_exchange_weak(cur, with_half(cur, dir, expected_half | kHeld),
+                                      std::memory_order_acquire, std::memory_order_relaxed))
+        return true;
+    }
+    return false;
+  }
+
+  // Locks both halves for good (the node is being removed) if neither
+  // changed since `seen`.
+  bool try_lock_both_forever(uint64_t seen) {
+    if ((half(seen, 0) & kHeld) || (half(seen, 1) & kHeld))
+      return false;
+    uint64_t expected = seen;
+    return word_.compare_exchange_strong(expected, seen | kBothHeld, std::memory_order_acquire,
+                                         std::memory_order_relaxed);
+  }
+
+  // Releases a held half with a new version: searches that saw the old one fail.
+  void unlock_half(int dir) {
+    replace_half(dir, static_cast<uint32_t>((half_now(dir) | kHeld) + 1));
+  }
+  // Releases a held half with its old version: nothing changed under it.
+  void revert_half(int dir) { replace_half(dir, half_now(dir) & ~kHeld); }
+
+  // Quiescent checks.
+  bool any_held() const { return (observe() & kBothHeld) != 0; }
+
+private:
+  static uint32_t half(uint64_t word, int dir) { return static_cast<uint32_t>(word >> (32 * dir)); }
+  static uint64_t with_half(uint64_t word, int dir, uint32_t h) {
+    uint64_t mask = uint64_t{0xffffffff} << (32 * dir);
+    return (word & ~mask) | (uint64_t{h} << (32 * dir));
+  }
+  uint32_t half_now(int dir) const { return half(word_.load(std::memory_order_relaxed), dir); }
+  // Only the holder writes a held half; the loop is for the other half's
+  // owner writing at the same time.
+  void replace_half(int dir, uint32_t h) {
+    uint64_t cur = word_.load(std::memory_order_relaxed);
+    while (!word_.compare_exchange_weak(cur, with_half(cur, dir, h), std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+    }
+  }
+
+  std::atomic<uint64_t> word_{0};
+};
+
+// ASCYLIB's node: key, value (a union with the leaf flag there, which our
+// full-range values cannot share, so the flag sits after the lock), children,
+// lock, padded to a 64-byte line. Searches read the leaf flag, key and a child.
+struct TicketBaselineLayout {
+  struct Node {
+    Key key;                      // 0
+    Value value;                  // 8
+    std::atomic<Node *> child[2]; // 16: left, right
+    TicketLockPair lock;          // 32
+    uint8_t leaf;                 // 40
+    uint8_t padding[64 - 41];     // to the cache-line size
+  };
+  static bool is_leaf(const Node *n) { return n->leaf != 0; }
+  static void mark_leaf(Node *n, bool leaf) { n->leaf = leaf; }
+};
+static_assert(sizeof(TicketBaselineLayout::Node) == 64);
+static_assert(offsetof(TicketBaselineLayout::Node, leaf) == 40);
+
+// The study's fix: no padding, search fields first (key, children), and no
+// leaf flag (a leaf is a node without children, which the search reads
+// anyway): 40 bytes.
+struct TicketFixedLayout {
+  struct Node {
+    Key key;                      // 0
+    std::atomic<Node *> child[2]; // 8: left, right (both null in a leaf)
+    TicketLockPair lock;          // 24
+    Value value;                  // 32: read by lookups that hit
+  };
+  static bool is_leaf(const Node *n) {
+    return n->child[0].load(std::memory_order_relaxed) == nullptr;
+  }
+  static void mark_leaf(Node *, bool) {}
+};
+static_assert(sizeof(TicketFixedLayout::Node) == 40);
+
+template <class L> class Ticket final : public ConcurrentMap {
+public:
+  using Node = typename L::Node;
+
+  explicit Ticket(AllocPolicy policy);
+  ~Ticket() override;
+
+  bool lookup(Key key, Value *value) override;
+  bool insert(Key key, Value value) override;
+  bool remove(Key key) override;
+  void for_each(const std::function<void(Key, Value)> &visit) const override;
+  std::string check_structure() const override;
+  const RecordAllocator &records() const override { return records_; }
+
+private:
+  // Leaves and routing nodes are one record kind, "node", as in bst-tk.
+  [[gnu::noinline]] Node *new_node(Key key, Value value, Node *left, Node *right);
+  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
+
+  RecordAllocator records_;
+  RecordAllocator::Kind node_kind_;
+  Node *root_; // routing key kMaxKey + 1: every user key goes left
+};
+
+extern template class Ticket<TicketBaselineLayout>;
+extern template class Ticket<TicketFixedLayout>;
+
+} // namespace memlayout::trees
