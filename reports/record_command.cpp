@@ -40,6 +40,8 @@ constexpr const char *kUsage =
     "                           function=make_node,pool=nodes (repeatable)\n"
     "  --rules FILE             rules, one per line (# comments); see\n"
     "                           docs/segregation.md\n"
+    "  --types MAP              type map for type= rules (default: PROGRAM's\n"
+    "                           .memlayout-types.json beside it)\n"
     "  -h, --help               this text\n"
     "\n"
     "Forked children write FILE with .PID inserted before the extension; with\n"
@@ -53,6 +55,7 @@ struct Options {
   bool follow_children = false;
   bool page_frames = true;
   RuleArgs rules;
+  std::string types_file; // --types MAP for type= rules
   std::vector<char *> command;
 };
 
@@ -70,6 +73,7 @@ constexpr const char *kRunUsage =
     "                           memlayout advise; see docs/segregation.md\n"
     "  --allocator MODE         native (default) or jemalloc, for what the rules\n"
     "                           leave alone\n"
+    "  --types MAP              type map for type= rules (memlayout structs)\n"
     "  -h, --help               this text\n";
 
 // `record` and `run` share their launcher; run records nothing.
@@ -148,6 +152,11 @@ int parse(int argc, char **argv, Options &o) {
       if (!v || !*v)
         return usage_error("%s needs a rule, e.g. function=make_node,pool=nodes", name.c_str());
       o.rules.specs.push_back(v);
+    } else if (name == "--types") {
+      const char *v = take();
+      if (!v || !*v)
+        return usage_error("%s needs a type map (memlayout structs --format json)", name.c_str());
+      o.types_file = v;
     } else if (name == "--rules") {
       const char *v = take();
       if (!v || !*v)
@@ -273,6 +282,8 @@ int launch(int argc, char **argv) {
     return 2;
   if (g_run_mode && rules.set->count == 0)
     return usage_error("%s", "no rules to apply: give --segregate SPEC or --rules FILE");
+  if (!expand_match_keys(&rules, o.command[0], o.types_file, true))
+    return 2;
   warn_unmatched_functions(rules, o.command[0]);
   std::string preload = find_preload();
   if (preload.empty()) {

@@ -10,6 +10,7 @@
 #include "report_builder.h"
 #include "rule_args.h"
 #include "symbolizer.h"
+#include "type_map.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <sys/wait.h>
@@ -93,8 +95,9 @@ struct Sequence {
 
 class RouteDecider {
 public:
-  RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym)
-      : set_(set), r_(r), sym_(sym) {
+  RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym,
+               const inspector::TypeMap *types)
+      : set_(set), r_(r), sym_(sym), types_(types) {
     for (unsigned i = 0; i < set.count; ++i) {
       char want[rules::kMaxName] = "";
       if (set.rules[i].function[0])
@@ -109,8 +112,8 @@ public:
       const rules::Rule &rule = set_.rules[i];
       if (rule.has_size && (size < rule.size_min || size > rule.size_max))
         continue;
-      if (rule.type[0])
-        continue; // needs a type map: matches nothing here
+      if (rule.type[0] && (!types_ || !same_type(s.type, rule.type)))
+        continue;
       if (rule.function[0] && !s.physical_function.empty() &&
           !rules::demangled_matches(s.physical_function.c_str(), wanted_[i].c_str()))
         continue;
@@ -126,9 +129,16 @@ public:
 
 private:
   struct Site {
-    std::string physical_function, file;
+    std::string physical_function, file, type;
     uint32_t line = 0;
   };
+
+  bool same_type(const std::string &have, const char *want) const {
+    if (have.empty())
+      return false;
+    const inspector::RecordLayout *rec = types_->record(want);
+    return have == (rec ? rec->name : std::string(want));
+  }
 
   const Site &site(uint64_t stack_id) {
     auto it = sites_.find(stack_id);
@@ -144,6 +154,8 @@ private:
         s.physical_function = a.frames.back().function;
         s.file = a.frames.front().file;
         s.line = a.frames.front().line;
+        if (types_)
+          s.type = types_->type_at(a.frames.front().function, s.file, s.line);
       }
     }
     return sites_.emplace(stack_id, std::move(s)).first->second;
@@ -152,6 +164,7 @@ private:
   const rules::RuleSet &set_;
   inspector::TraceReader &r_;
   inspector::Symbolizer &sym_;
+  const inspector::TypeMap *types_;
   std::vector<std::string> wanted_;
   std::unordered_map<uint64_t, Site> sites_;
 };
@@ -306,12 +319,6 @@ int replay_main(int argc, char **argv) {
   LoadedRules rules;
   if (!load_rules(rule_args, &rules))
     return 2;
-  for (unsigned i = 0; i < rules.set->count; ++i)
-    if (rules.set->rules[i].type[0])
-      std::fprintf(stderr,
-                   "memlayout replay: warning: %s: type= rules need a type map and match "
-                   "nothing in a replay\n",
-                   rules.origin[i].c_str());
 
   // 1. The sequence up to the analysed moment, in the merged order.
   inspector::TraceReader r;
@@ -336,7 +343,24 @@ int replay_main(int argc, char **argv) {
   inspector::Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;
   inspector::Symbolizer sym(r.modules(), sym_opts);
-  RouteDecider decider(*rules.set, r, sym);
+  std::optional<inspector::TypeMap> types;
+  bool type_rules = false;
+  for (unsigned i = 0; i < rules.set->count; ++i)
+    type_rules = type_rules || rules.set->rules[i].type[0];
+  if (type_rules) {
+    std::string path = o.types_file;
+    if (path.empty() && o.find_types) {
+      path = inspector::type_map_beside(r.header().executable);
+      if (access(path.c_str(), R_OK) != 0)
+        path.clear();
+    }
+    if (!path.empty() && !(types = inspector::TypeMap::load(path, error)))
+      std::fprintf(stderr, "memlayout replay: warning: %s\n", error.c_str());
+    if (!types)
+      std::fprintf(stderr, "memlayout replay: warning: type= rules need a type map (memlayout "
+                           "structs --format json, then --types MAP): they match nothing\n");
+  }
+  RouteDecider decider(*rules.set, r, sym, types ? &*types : nullptr);
   std::unordered_map<uint32_t, uint16_t> thread_index;
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;

@@ -1,5 +1,8 @@
 #include "rule_args.h"
 
+#include "type_map.h"
+
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/Demangle/Demangle.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
@@ -9,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -183,7 +187,197 @@ std::string last_scope(const std::string &normalized) {
   return p == std::string::npos ? normalized : normalized.substr(p + 2);
 }
 
+// The program and the libraries it links, as the loader would find them.
+std::vector<std::string> program_modules(const std::string &program) {
+  std::vector<std::string> out;
+  std::string exe = find_in_path(program);
+  if (exe.empty())
+    return out;
+  out.push_back(exe);
+  std::set<std::string> names;
+  std::vector<std::string> needed, runpath;
+  collect_functions(exe, names, needed, runpath);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < needed.size(); ++i)
+    if (seen.insert(needed[i]).second)
+      if (std::string lib = find_library(needed[i], runpath); !lib.empty()) {
+        std::vector<std::string> more;
+        collect_functions(lib, names, needed, more);
+        out.push_back(lib);
+      }
+  return out;
+}
+
+// Functions (normalized names) with code at `file` (a path suffix) and, when
+// line is not 0, that line, in one module.
+void functions_at(const std::string &module, const std::string &file, uint32_t line,
+                  std::set<std::string> &out) {
+  auto bin = llvm::object::ObjectFile::createObjectFile(module);
+  if (!bin) {
+    llvm::consumeError(bin.takeError());
+    return;
+  }
+  const llvm::object::ObjectFile &obj = *bin->getBinary();
+  // Function symbols by address, to name the code a line row points at.
+  std::vector<std::pair<uint64_t, std::pair<uint64_t, std::string>>> funcs;
+  for (const auto &sym : obj.symbols()) {
+    auto type = sym.getType();
+    auto addr = sym.getAddress();
+    auto name = sym.getName();
+    if (!type || !addr || !name || *type != llvm::object::SymbolRef::ST_Function) {
+      if (!type)
+        llvm::consumeError(type.takeError());
+      if (!addr)
+        llvm::consumeError(addr.takeError());
+      if (!name)
+        llvm::consumeError(name.takeError());
+      continue;
+    }
+    uint64_t size = llvm::object::ELFSymbolRef(sym).getSize();
+    if (size)
+      funcs.push_back({*addr, {*addr + size, name->str()}});
+  }
+  std::sort(funcs.begin(), funcs.end());
+  auto ctx = llvm::DWARFContext::create(obj);
+  for (const auto &cu : ctx->compile_units()) {
+    const llvm::DWARFDebugLine::LineTable *lt = ctx->getLineTableForUnit(cu.get());
+    if (!lt)
+      continue;
+    for (const auto &row : lt->Rows) {
+      if (row.EndSequence || (line && row.Line != line))
+        continue;
+      std::string path;
+      if (!lt->getFileNameByIndex(
+              row.File, cu->getCompilationDir(),
+              llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath, path))
+        continue;
+      if (path.size() < file.size() || path.compare(path.size() - file.size(), file.size(), file))
+        continue;
+      if (path.size() > file.size() && file[0] != '/' && path[path.size() - file.size() - 1] != '/')
+        continue;
+      uint64_t a = row.Address.Address;
+      auto it = std::upper_bound(
+          funcs.begin(), funcs.end(),
+          std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
+      if (it == funcs.begin())
+        continue;
+      --it;
+      if (a >= it->second.first)
+        continue;
+      char norm[rules::kMaxName];
+      if (rules::normalize_function(llvm::demangle(it->second.second).c_str(), norm, sizeof norm))
+        out.insert(norm);
+    }
+  }
+}
+
+// Replaces rule i by one rule per function (same size key and actions).
+bool replace_with_functions(LoadedRules *rules, unsigned i, const std::set<std::string> &functions) {
+  rules::RuleSet &set = *rules->set;
+  if (set.count - 1 + functions.size() > rules::kMaxRules) {
+    std::fprintf(stderr,
+                 "memlayout: %s: the rule resolves to %zu functions: more than %u rules in all\n",
+                 rules->origin[i].c_str(), functions.size(), rules::kMaxRules);
+    return false;
+  }
+  rules::Rule base = set.rules[i];
+  base.file[0] = base.type[0] = 0;
+  base.file_line = 0;
+  std::string origin = rules->origin[i];
+  std::vector<rules::Rule> expanded;
+  for (const auto &f : functions) {
+    rules::Rule r = base;
+    std::snprintf(r.function, sizeof r.function, "%s", f.c_str());
+    expanded.push_back(r);
+  }
+  std::vector<rules::Rule> all(set.rules, set.rules + set.count);
+  all.erase(all.begin() + i);
+  all.insert(all.begin() + i, expanded.begin(), expanded.end());
+  rules->origin.erase(rules->origin.begin() + i);
+  rules->origin.insert(rules->origin.begin() + i, expanded.size(), origin);
+  set.count = static_cast<unsigned>(all.size());
+  std::copy(all.begin(), all.end(), set.rules);
+  return true;
+}
+
+void rebuild_text(LoadedRules *rules) {
+  rules->text.clear();
+  for (unsigned i = 0; i < rules->set->count; ++i) {
+    char buf[4096];
+    size_t n = rules::format_rule(rules->set->rules[i], buf, sizeof buf);
+    rules->text.append(buf, n).push_back('\n');
+  }
+}
+
 } // namespace
+
+bool expand_match_keys(LoadedRules *rules, const std::string &program,
+                       const std::string &types_file, bool find_types) {
+  std::vector<std::string> modules;
+  std::optional<inspector::TypeMap> types;
+  bool types_tried = false;
+  for (unsigned i = 0; i < rules->set->count; ++i) {
+    rules::Rule &r = rules->set->rules[i];
+    if (r.function[0] || (!r.file[0] && !r.type[0]))
+      continue;
+    std::set<std::string> functions;
+    if (r.type[0]) {
+      if (!types_tried) {
+        types_tried = true;
+        std::string path = types_file;
+        if (path.empty() && find_types) {
+          std::string exe = find_in_path(program);
+          path = exe.empty() ? std::string() : inspector::type_map_beside(exe);
+          if (!path.empty() && access(path.c_str(), R_OK) != 0)
+            path.clear();
+        }
+        std::string error;
+        if (!path.empty() && !(types = inspector::TypeMap::load(path, error)))
+          std::fprintf(stderr, "memlayout: warning: %s\n", error.c_str());
+      }
+      if (!types) {
+        std::fprintf(stderr,
+                     "memlayout: warning: %s: type=%s needs a type map (memlayout structs "
+                     "--format json -o PROGRAM.memlayout-types.json, or --types MAP): the rule "
+                     "matches nothing\n",
+                     rules->origin[i].c_str(), r.type);
+        continue;
+      }
+      const inspector::RecordLayout *rec = types->record(r.type);
+      std::string type = rec ? rec->name : r.type;
+      for (const auto &site : types->sites())
+        if (site.type == type && !site.function.empty()) {
+          char norm[rules::kMaxName];
+          if (rules::normalize_function(site.function.c_str(), norm, sizeof norm))
+            functions.insert(norm);
+        }
+    } else {
+      if (modules.empty())
+        modules = program_modules(program);
+      for (const auto &m : modules)
+        functions_at(m, r.file, r.file_line, functions);
+    }
+    if (functions.empty()) {
+      if (r.type[0])
+        std::fprintf(stderr,
+                     "memlayout: warning: %s: the type map names no function allocating %s: the "
+                     "rule matches nothing\n",
+                     rules->origin[i].c_str(), r.type);
+      else
+        std::fprintf(stderr,
+                     "memlayout: warning: %s: no function of %s or its libraries has code at "
+                     "%s%s (debug line info needed): the rule matches nothing\n",
+                     rules->origin[i].c_str(), program.c_str(), r.file,
+                     r.file_line ? (":" + std::to_string(r.file_line)).c_str() : "");
+      continue;
+    }
+    if (!replace_with_functions(rules, i, functions))
+      return false;
+    i += static_cast<unsigned>(functions.size()) - 1;
+  }
+  rebuild_text(rules);
+  return true;
+}
 
 bool load_rules(const RuleArgs &args, LoadedRules *out) {
   out->set = std::make_unique<rules::RuleSet>();

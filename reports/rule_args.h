@@ -27,6 +27,16 @@ struct LoadedRules {
 // (with the offending line and a caret) and returns false.
 bool load_rules(const RuleArgs &args, LoadedRules *out);
 
+// The interposer matches functions only: rewrites each file= rule into
+// function rules for the functions with code at that file (and line), from
+// the debug line tables of `program` and the libraries it links, and each
+// type= rule into function rules for the functions that allocate the type,
+// from a `memlayout structs` map (types_file, or the one beside the program
+// when find_types). Warns about what resolves to nothing. False (with a
+// message) when the rules no longer fit.
+bool expand_match_keys(LoadedRules *rules, const std::string &program,
+                       const std::string &types_file, bool find_types);
+
 // Warns, for each function rule, when no function of that name is defined in
 // `program` (looked up in PATH) or the libraries it links, listing close
 // names. Returns how many rules matched nothing.

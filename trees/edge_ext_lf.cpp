@@ -208,8 +208,7 @@ void EdgeExtLf<L>::retire_unlinked_chain(Key key, const SeekRecord &s, const Nod
   }
 }
 
-template <class L>
-void EdgeExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void EdgeExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<const Node *> stack;
   const Node *n = address(first_->left.load(kAcquire));
   while (n || !stack.empty()) {

@@ -38,11 +38,11 @@ namespace memlayout::trees {
 
 struct EdgeExtLfBaselineLayout {
   struct Node {
-    Key key;                         // 0
-    Value value;                     // 8
-    std::atomic<uintptr_t> right;    // 16: Node * | tag | flag
-    std::atomic<uintptr_t> left;     // 24
-    uint8_t padding[64 - 32];        // ASCYLIB's ALIGNED(64)
+    Key key;                      // 0
+    Value value;                  // 8
+    std::atomic<uintptr_t> right; // 16: Node * | tag | flag
+    std::atomic<uintptr_t> left;  // 24
+    uint8_t padding[64 - 32];     // ASCYLIB's ALIGNED(64)
   };
   static constexpr bool kLeanLookup = false;
 };

@@ -55,8 +55,8 @@ template <class L> EdgeIntLf<L>::~EdgeIntLf() {
 }
 
 template <class L>
-typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value value,
-                                                    uintptr_t left, uintptr_t right) {
+typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value value, uintptr_t left,
+                                                    uintptr_t right) {
   void *p = records_.allocate(node_kind_, sizeof(Node));
   if (reinterpret_cast<uintptr_t>(p) & kBits) {
     records_.deallocate(node_kind_, p);
@@ -368,8 +368,8 @@ template <class L> bool EdgeIntLf<L>::mark_child_edge(StateRecord *state, int wh
 
 template <class L> void EdgeIntLf<L>::initialize_type_and_update_mode(StateRecord *state) {
   Node *node = state->target.child;
-  bool a_null_child = (node->child[kLeft].load(kAcquire) & kNull) ||
-                      (node->child[kRight].load(kAcquire) & kNull);
+  bool a_null_child =
+      (node->child[kLeft].load(kAcquire) & kNull) || (node->child[kRight].load(kAcquire) & kNull);
   // A marked node with a null child lost its successor (its right child).
   bool marked = L::is_marked(L::key_word(node).load(kAcquire));
   state->type = a_null_child && !marked ? Type::kSimple : Type::kComplex;
@@ -543,8 +543,7 @@ template <class L> void EdgeIntLf<L>::help_successor_node(const Edge &helpee, in
 // ---------------------------------------------------------------------------
 // Quiescent
 
-template <class L>
-void EdgeIntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void EdgeIntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<Node *> stack;
   uintptr_t e = t_->child[kLeft].load(kAcquire);
   while (!(e & kNull) || !stack.empty()) {
@@ -568,8 +567,8 @@ template <class L> std::string EdgeIntLf<L>::check_structure() const {
   if (!plain_edge_to(r_->child[kRight].load(kAcquire), s_) ||
       !plain_edge_to(s_->child[kRight].load(kAcquire), t_) ||
       !(r_->child[kLeft].load(kAcquire) & kNull) || !(s_->child[kLeft].load(kAcquire) & kNull) ||
-      (t_->child[kRight].load(kAcquire) & kBits) != kNull || !sentinel(r_) ||
-      !sentinel(s_) || !sentinel(t_))
+      (t_->child[kRight].load(kAcquire) & kBits) != kNull || !sentinel(r_) || !sentinel(s_) ||
+      !sentinel(t_))
     return "sentinel nodes R, S and T are not as created";
   if (t_->child[kLeft].load(kAcquire) & (kBits & ~kNull))
     return "the edge into the user tree is flagged";
@@ -594,16 +593,14 @@ template <class L> std::string EdgeIntLf<L>::check_structure() const {
       if (it.n->ready_to_replace.load(kAcquire) != 0)
         err << "node " << k << " still ready to replace; ";
     if (k <= it.low || k >= it.high)
-      err << "key " << k << " outside its subtree's range (" << it.low << ", " << it.high
-          << "); ";
+      err << "key " << k << " outside its subtree's range (" << it.low << ", " << it.high << "); ";
     for (int which : {kLeft, kRight}) {
       uintptr_t e = it.n->child[which].load(kAcquire);
       if (e & (kInject | kDelete | kPromote))
         err << "edge " << (which == kLeft ? "left" : "right") << " of node " << k
             << " still flagged (" << (e & kBits) << "); ";
       if (!(e & kNull))
-        todo.push_back(
-            {address(e), which == kLeft ? it.low : k, which == kLeft ? k : it.high});
+        todo.push_back({address(e), which == kLeft ? it.low : k, which == kLeft ? k : it.high});
     }
   }
   return err.str();

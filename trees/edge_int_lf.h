@@ -56,10 +56,10 @@ enum class EdgeIntLfPromotion : unsigned {
 
 struct EdgeIntLfBaselineLayout {
   struct Node {
-    std::atomic<uint64_t> mark_and_key;      // 0: kMark | key
-    std::atomic<uintptr_t> child[2];         // 8: left, right
-    std::atomic<uint64_t> ready_to_replace;  // 24: kReadyBit | kValueBit
-    std::atomic<Value> value;                // 32
+    std::atomic<uint64_t> mark_and_key;     // 0: kMark | key
+    std::atomic<uintptr_t> child[2];        // 8: left, right
+    std::atomic<uint64_t> ready_to_replace; // 24: kReadyBit | kValueBit
+    std::atomic<Value> value;               // 32
   };
   static constexpr uint64_t kMark = uint64_t{1} << 63;
   static constexpr uint64_t kKeyMask = kMark - 1;
@@ -113,10 +113,9 @@ struct EdgeIntLfFixedLayout {
   static void advance(Node *n, EdgeIntLfPromotion to) {
     uint64_t want = static_cast<uint64_t>(to);
     uint64_t w = n->key_word.load(std::memory_order_acquire);
-    while ((w >> kStateShift) < want &&
-           !n->key_word.compare_exchange_weak(w, (w & kKeyMask) | want << kStateShift,
-                                              std::memory_order_acq_rel,
-                                              std::memory_order_acquire)) {
+    while ((w >> kStateShift) < want && !n->key_word.compare_exchange_weak(
+                                            w, (w & kKeyMask) | want << kStateShift,
+                                            std::memory_order_acq_rel, std::memory_order_acquire)) {
     }
   }
   static void init_extra(Node *) {}
@@ -207,8 +206,7 @@ private:
   void help_target_node(const Edge &helpee, int depth);
   void help_successor_node(const Edge &helpee, int depth);
 
-  [[gnu::noinline]] Node *new_node(uint64_t key_word, Value value, uintptr_t left,
-                                   uintptr_t right);
+  [[gnu::noinline]] Node *new_node(uint64_t key_word, Value value, uintptr_t left, uintptr_t right);
   [[gnu::noinline]] StateRecord *new_state();
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
   void delete_state(StateRecord *s) { records_.deallocate(state_kind_, s); }

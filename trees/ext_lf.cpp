@@ -288,8 +288,7 @@ template <class L> bool ExtLf<L>::remove(Key key) {
 
 // ---- Quiescent walks -------------------------------------------------------------
 
-template <class L>
-void ExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void ExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<const Node *> stack{root_};
   while (!stack.empty()) {
     const Node *n = stack.back();

@@ -51,13 +51,13 @@ template <class Node> struct InfoFields {
 // flag at byte 40, after the value it does not need.
 struct ExtLfBaselineLayout {
   struct Node {
-    Key key;                        // 0
-    Value value;                    // 8
-    std::atomic<uintptr_t> update;  // 16
-    std::atomic<Node *> left;       // 24
-    std::atomic<Node *> right;      // 32
-    uint8_t leaf;                   // 40
-    uint8_t padding[64 - 41];       // to the cache-line size
+    Key key;                       // 0
+    Value value;                   // 8
+    std::atomic<uintptr_t> update; // 16
+    std::atomic<Node *> left;      // 24
+    std::atomic<Node *> right;     // 32
+    uint8_t leaf;                  // 40
+    uint8_t padding[64 - 41];      // to the cache-line size
   };
   struct Info : ext_lf::InfoFields<Node> {
     char padding[64 - sizeof(ext_lf::InfoFields<Node>)];
@@ -76,11 +76,11 @@ static_assert(sizeof(ExtLfBaselineLayout::Info) == 64);
 // node without children): 40 bytes. Lookups follow children and nothing else.
 struct ExtLfFixedLayout {
   struct Node {
-    Key key;                        // 0
-    std::atomic<Node *> left;       // 8: null in a leaf
-    std::atomic<Node *> right;      // 16
-    std::atomic<uintptr_t> update;  // 24
-    Value value;                    // 32: leaves only
+    Key key;                       // 0
+    std::atomic<Node *> left;      // 8: null in a leaf
+    std::atomic<Node *> right;     // 16
+    std::atomic<uintptr_t> update; // 24
+    Value value;                   // 32: leaves only
   };
   using Info = ext_lf::InfoFields<Node>;
   static bool is_leaf(const Node *n) { return n->left.load(std::memory_order_acquire) == nullptr; }

@@ -67,9 +67,7 @@ uintptr_t fresh_null() {
 
 // Key and value are written only by the 16-byte CAS once a node is published.
 inline Key load_key(const KeyValue &kv) { return __atomic_load_n(&kv.key, __ATOMIC_ACQUIRE); }
-inline Value load_value(const KeyValue &kv) {
-  return __atomic_load_n(&kv.value, __ATOMIC_ACQUIRE);
-}
+inline Value load_value(const KeyValue &kv) { return __atomic_load_n(&kv.value, __ATOMIC_ACQUIRE); }
 
 // One 16-byte CAS (cmpxchg16b; every x86-64 CPU since 2008 has it).
 using Pair = unsigned __int128 __attribute__((may_alias));
@@ -78,8 +76,7 @@ inline Pair pack(const KeyValue &kv) {
 }
 __attribute__((target("cx16"))) bool cas_key_value(KeyValue &kv, const KeyValue &expected,
                                                    const KeyValue &desired) {
-  return __sync_bool_compare_and_swap(reinterpret_cast<Pair *>(&kv), pack(expected),
-                                      pack(desired));
+  return __sync_bool_compare_and_swap(reinterpret_cast<Pair *>(&kv), pack(expected), pack(desired));
 }
 
 } // namespace
@@ -161,8 +158,8 @@ template <class L> IntLf<L>::~IntLf() {
   while (!stack.empty()) {
     Node *n = stack.back();
     stack.pop_back();
-    for (uintptr_t child : {n->left.load(std::memory_order_relaxed),
-                            n->right.load(std::memory_order_relaxed)})
+    for (uintptr_t child :
+         {n->left.load(std::memory_order_relaxed), n->right.load(std::memory_order_relaxed)})
       if (!is_null(child))
         stack.push_back(reinterpret_cast<Node *>(child));
     records_.deallocate(node_kind_, n);
@@ -202,8 +199,7 @@ template <class L> typename L::RelocateOp *IntLf<L>::new_relocate_descriptor() {
 // the last node where the search turned right still has the op word it had
 // then: a relocation into that node could have moved the key up past the
 // search.
-template <class L>
-typename IntLf<L>::Found IntLf<L>::find(Key key, Position &pos, Node *aux_root) {
+template <class L> typename IntLf<L>::Found IntLf<L>::find(Key key, Position &pos, Node *aux_root) {
 retry:
   Found result = Found::kNotFoundRight;
   Node *pred = nullptr;
@@ -310,8 +306,7 @@ bool IntLf<L>::help_relocate(RelocateOp *op, Node *pred, uintptr_t pred_op, Node
     if (dest_flagged) {
       op->state.compare_exchange_strong(seen_state, kSuccessful, std::memory_order_acq_rel);
       seen_state = kSuccessful;
-    } else if (op->state.compare_exchange_strong(seen_state, kFailed,
-                                                 std::memory_order_acq_rel)) {
+    } else if (op->state.compare_exchange_strong(seen_state, kFailed, std::memory_order_acq_rel)) {
       seen_state = kFailed;
     } // else seen_state holds the outcome another thread decided
   }
@@ -493,8 +488,7 @@ template <class L> bool IntLf<L>::remove(Key key) {
 
 // ---- Quiescent walks -------------------------------------------------------------
 
-template <class L>
-void IntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void IntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<const Node *> stack;
   uintptr_t next = root_->right.load(std::memory_order_acquire);
   while (!is_null(next) || !stack.empty()) {

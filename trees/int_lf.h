@@ -88,24 +88,24 @@ private:
 // every other line and half of the cache sets.
 struct IntLfBaselineLayout {
   struct Node {
-    int_lf::KeyValue kv;             // 0: key, value
-    std::atomic<uintptr_t> op;       // 16
-    std::atomic<uintptr_t> left;     // 24
-    std::atomic<uintptr_t> right;    // 32
-    char padding[64 - 40];           // to the cache-line size
+    int_lf::KeyValue kv;          // 0: key, value
+    std::atomic<uintptr_t> op;    // 16
+    std::atomic<uintptr_t> left;  // 24
+    std::atomic<uintptr_t> right; // 32
+    char padding[64 - 40];        // to the cache-line size
   };
   struct ChildCasOp {
-    bool is_left;                    // 0
-    uintptr_t expected;              // 8: child word before
-    uintptr_t update;                // 16: child word after
+    bool is_left;       // 0
+    uintptr_t expected; // 8: child word before
+    uintptr_t update;   // 16: child word after
     char padding[64 - 24];
   };
   struct RelocateOp {
-    std::atomic<int> state;          // 0
-    Node *dest;                      // 8: the node whose key is removed
-    uintptr_t dest_op;               // 16: its op word when the remove saw it
-    int_lf::KeyValue remove;         // 24
-    int_lf::KeyValue replace;        // 40: the successor's key and value
+    std::atomic<int> state;   // 0
+    Node *dest;               // 8: the node whose key is removed
+    uintptr_t dest_op;        // 16: its op word when the remove saw it
+    int_lf::KeyValue remove;  // 24
+    int_lf::KeyValue replace; // 40: the successor's key and value
     char padding[64 - 56];
   };
 };
@@ -120,22 +120,22 @@ static_assert(sizeof(IntLfBaselineLayout::RelocateOp) == 64);
 // from different size classes.
 struct IntLfFixedLayout {
   struct Node {
-    std::atomic<uintptr_t> op;       // 0
-    std::atomic<uintptr_t> left;     // 8
-    int_lf::KeyValue kv;             // 16: key, value
-    std::atomic<uintptr_t> right;    // 32
+    std::atomic<uintptr_t> op;    // 0
+    std::atomic<uintptr_t> left;  // 8
+    int_lf::KeyValue kv;          // 16: key, value
+    std::atomic<uintptr_t> right; // 32
   };
   struct ChildCasOp {
-    bool is_left;                    // 0
-    uintptr_t expected;              // 8
-    uintptr_t update;                // 16
+    bool is_left;       // 0
+    uintptr_t expected; // 8
+    uintptr_t update;   // 16
   };
   struct RelocateOp {
-    std::atomic<int> state;          // 0
-    Node *dest;                      // 8
-    uintptr_t dest_op;               // 16
-    int_lf::KeyValue remove;         // 24
-    int_lf::KeyValue replace;        // 40
+    std::atomic<int> state;   // 0
+    Node *dest;               // 8
+    uintptr_t dest_op;        // 16
+    int_lf::KeyValue remove;  // 24
+    int_lf::KeyValue replace; // 40
   };
 };
 static_assert(sizeof(IntLfFixedLayout::Node) == 40);
@@ -179,8 +179,8 @@ private:
   Found find(Key key, Position &pos, Node *aux_root);
   void help(Node *pred, uintptr_t pred_op, Node *curr, uintptr_t curr_op, Node *last_right);
   void help_child_cas(ChildCasOp *op, Node *dest);
-  bool help_relocate(RelocateOp *op, Node *pred, uintptr_t pred_op, Node *curr,
-                     bool dest_reached, bool *unlink_installed);
+  bool help_relocate(RelocateOp *op, Node *pred, uintptr_t pred_op, Node *curr, bool dest_reached,
+                     bool *unlink_installed);
   bool help_marked(Node *pred, uintptr_t pred_op, Node *curr);
   void unlink_marked(Key key);
 

@@ -138,12 +138,11 @@ bool unbalanced(int bal) { return bal < -1 || bal > 1; }
 
 } // namespace
 
-// glibc's pthread_spinlock_t is an int, 0 when free: spin on reads, not on
-// trylock's exchange.
+// Only the pthread calls: glibc's x86-64 spin lock word is 1 when free and 0
+// when held, so its representation is not ours to read.
 void OccAvlBaselineLayout::lock(Lock &l) {
   for (unsigned attempt = 0; pthread_spin_trylock(&l) != 0; ++attempt)
-    while (__atomic_load_n(&l, __ATOMIC_RELAXED) != 0)
-      back_off(attempt++);
+    back_off(attempt);
 }
 
 void OccAvlFixedLayout::lock(Lock &l) {

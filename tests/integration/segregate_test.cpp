@@ -142,3 +142,64 @@ TEST_CASE("segregate.bad_rules", "[segregate]") {
   CHECK(r.err.find("matches no function") != std::string::npos);
   CHECK(r.err.find("mlr_new_node") != std::string::npos);
 }
+
+TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
+  // A program that makes its own pools: recorded in both allocator modes,
+  // its pool allocations and cross-thread pool frees are in the trace and
+  // its groups are named by pool.
+  const std::string allocator = GENERATE(as<std::string>{}, "native", "jemalloc");
+  CAPTURE(allocator);
+  std::string dir = work_dir("segregate_api_" + allocator);
+  std::string trace = dir + "/api.trace";
+  RunResult direct = run({program("seg_pools"), "20000"});
+  REQUIRE(direct.exit_code() == 0);
+  CHECK(direct.out == "99990000 10000\n");
+  RunResult rec =
+      record({"-o", trace, "--allocator", allocator}, {program("seg_pools"), "20000"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json", "--at",
+                                 "peak"});
+  const llvm::json::Object &r = *v.getAsObject();
+  const llvm::json::Object *nodes = nullptr, *descs = nullptr;
+  for (const auto &g : *r.getArray("groups")) {
+    const auto *o = g.getAsObject();
+    if (o->getString("name").getValueOr("") == "nodes")
+      nodes = o;
+    if (o->getString("name").getValueOr("") == "descriptors")
+      descs = o;
+  }
+  REQUIRE(nodes);
+  REQUIRE(descs);
+  CHECK(nodes->getInteger("objects").getValueOr(0) == 20000);
+  CHECK(l1_fraction(*nodes) > 0.9);
+  // At the end, the other thread's frees are in: half the nodes are left.
+  llvm::json::Value e = json_of({memlayout_bin(), "report", trace, "--format", "json", "--at",
+                                 "end"});
+  for (const auto &g : *e.getAsObject()->getArray("groups")) {
+    const auto *o = g.getAsObject();
+    if (o->getString("name").getValueOr("") == "nodes")
+      CHECK(o->getInteger("objects").getValueOr(0) == 10000);
+  }
+}
+
+TEST_CASE("segregate.file_rule", "[segregate]") {
+  // A file:line rule resolves through the program's line tables to the
+  // function with code there; a file with no code warns and matches nothing.
+  std::string dir = work_dir("segregate_file");
+  std::string trace = dir + "/file.trace";
+  RunResult rec = record({"-o", trace, "--allocator", "jemalloc", "--segregate",
+                          "file=node_descriptor.c:24,pool=nodes"},
+                         {program("node_descriptor"), "5000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  bool named = false;
+  for (const auto &g : *r.getAsObject()->getArray("groups"))
+    named = named || g.getAsObject()->getString("name").getValueOr("") == "nodes";
+  CHECK(named);
+
+  RunResult none = run({memlayout_bin(), "run", "--segregate", "file=no_such_file.c,pool=x", "--",
+                        program("node_descriptor"), "10"});
+  CHECK(none.exit_code() == 0);
+  CHECK(none.err.find("matches nothing") != std::string::npos);
+}

@@ -38,6 +38,7 @@ std::string program(const std::string &name) {
       {"dlopen_main", MLT_PATH_dlopen_main},
       {"edge_cases", MLT_PATH_edge_cases},
       {"node_descriptor", MLT_PATH_node_descriptor},
+      {"seg_pools", MLT_PATH_seg_pools},
   };
   auto it = paths.find(name);
   if (it == paths.end())

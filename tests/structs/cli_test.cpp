@@ -158,7 +158,7 @@ TEST_CASE("no compilation database: a hint at -p and --", "[cli]") {
   CHECK(r.err.find("memlayout structs lonely.cpp -- ") != std::string::npos);
 }
 
-TEST_CASE("-p BUILD_DIR: the database's commands, headers included", "[cli]") {
+TEST_CASE("a build directory given with -p: its commands, headers included", "[cli]") {
   const std::string dir = scratch_dir("with_db");
   const std::string build = dir + "/build";
   std::filesystem::create_directories(build);

@@ -131,129 +131,127 @@ void check_holes(const ScanResult &r, const char *name, std::vector<expected_fie
 
 } // namespace
 
-TEST_CASE("C++ records: sizes and alignments as the compiler has them", "[layout]") {
+TEST_CASE("C++ records as the compiler lays them out", "[layout]") {
   const ScanResult &r = cxx_scan();
-  for (const expected_record &e : {
-           rec<fx::Holes>("fx::Holes"),
-           rec<fx::Bits>("fx::Bits"),
-           rec<fx::Mixed>("fx::Mixed"),
-           rec<fx::Base>("fx::Base"),
-           rec<fx::Derived>("fx::Derived"),
-           rec<fx::VBase>("fx::VBase"),
-           rec<fx::Diamond>("fx::Diamond"),
-           rec<fx::Outer>("fx::Outer"),
-           rec<fx::Outer::Inner>("fx::Outer::Inner"),
-           rec<fx::Box<int, 3>>("fx::Box<int, 3>"),
-           rec<fx::Box<int, 3>::Slot>("fx::Box<int, 3>::Slot"),
-           rec<fx::Synced>("fx::Synced"),
-           rec<fx::Aligned>("fx::Aligned"),
-           rec<fx::Padded>("fx::Padded"),
-           rec<fx::Packed>("fx::Packed"),
-       })
-    check_record(r, e);
-}
-
-TEST_CASE("C++ records: member offsets and sizes", "[layout]") {
   const ScanResult &r = cxx_scan();
-  using BoxI3 = fx::Box<int, 3>;
-  for (const expected_field &e : {
-           FIELD(fx::Holes, "fx::Holes", a),
-           FIELD(fx::Holes, "fx::Holes", b),
-           FIELD(fx::Holes, "fx::Holes", c),
-           FIELD(fx::Holes, "fx::Holes", d),
-           FIELD(fx::Holes, "fx::Holes", e),
-           FIELD(fx::Bits, "fx::Bits", c),
-           FIELD(fx::Bits, "fx::Bits", e),
-           FIELD(fx::Mixed, "fx::Mixed", i),
-           FIELD(fx::Mixed, "fx::Mixed", d),
-           FIELD(fx::Mixed, "fx::Mixed", s),
-           FIELD(fx::Base, "fx::Base", x),
-           FIELD(fx::Derived, "fx::Derived", y),
-           FIELD(fx::Derived, "fx::Derived", z),
-           FIELD(fx::Diamond, "fx::Diamond", w),
-           FIELD(fx::Outer, "fx::Outer", in),
-           FIELD(fx::Outer, "fx::Outer", z),
-           FIELD(fx::Outer::Inner, "fx::Outer::Inner", s),
-           FIELD(fx::Outer::Inner, "fx::Outer::Inner", d),
-           FIELD(BoxI3, "fx::Box<int, 3>", keys),
-           FIELD(BoxI3, "fx::Box<int, 3>", next),
-           FIELD(BoxI3, "fx::Box<int, 3>", slot),
-           FIELD(BoxI3::Slot, "fx::Box<int, 3>::Slot", k),
-           FIELD(BoxI3::Slot, "fx::Box<int, 3>::Slot", tag),
-           FIELD(fx::Synced, "fx::Synced", m),
-           FIELD(fx::Synced, "fx::Synced", version),
-           FIELD(fx::Synced, "fx::Synced", data),
-           FIELD(fx::Aligned, "fx::Aligned", a),
-           FIELD(fx::Aligned, "fx::Aligned", b),
-           FIELD(fx::Padded, "fx::Padded", key),
-           FIELD(fx::Padded, "fx::Padded", pad),
-           expected_field{"fx::Packed", "a", offsetof(fx::Packed, a), sizeof(char)},
-           expected_field{"fx::Packed", "b", offsetof(fx::Packed, b), sizeof(int)},
-           expected_field{"fx::Packed", "c", offsetof(fx::Packed, c), sizeof(short)},
-       })
-    check_field(r, e);
-}
+  SECTION("sizes and alignments as the compiler has them") {
+    for (const expected_record &e : {
+             rec<fx::Holes>("fx::Holes"),
+             rec<fx::Bits>("fx::Bits"),
+             rec<fx::Mixed>("fx::Mixed"),
+             rec<fx::Base>("fx::Base"),
+             rec<fx::Derived>("fx::Derived"),
+             rec<fx::VBase>("fx::VBase"),
+             rec<fx::Diamond>("fx::Diamond"),
+             rec<fx::Outer>("fx::Outer"),
+             rec<fx::Outer::Inner>("fx::Outer::Inner"),
+             rec<fx::Box<int, 3>>("fx::Box<int, 3>"),
+             rec<fx::Box<int, 3>::Slot>("fx::Box<int, 3>::Slot"),
+             rec<fx::Synced>("fx::Synced"),
+             rec<fx::Aligned>("fx::Aligned"),
+             rec<fx::Padded>("fx::Padded"),
+             rec<fx::Packed>("fx::Packed"),
+         })
+      check_record(r, e);
+  }
 
-TEST_CASE("C++ records: bit-fields at the compiler's bit positions", "[layout]") {
-  const ScanResult &r = cxx_scan();
-  check_bits(r, bits_of<fx::Bits>("fx::Bits", "a", [](fx::Bits &b) { b.a = 7; }));
-  check_bits(r, bits_of<fx::Bits>("fx::Bits", "b", [](fx::Bits &b) { b.b = 127; }));
-  check_bits(r, bits_of<fx::Bits>("fx::Bits", "d", [](fx::Bits &b) { b.d = (1ull << 40) - 1; }));
-}
+  SECTION("member offsets and sizes") {
+    using BoxI3 = fx::Box<int, 3>;
+    for (const expected_field &e : {
+             FIELD(fx::Holes, "fx::Holes", a),
+             FIELD(fx::Holes, "fx::Holes", b),
+             FIELD(fx::Holes, "fx::Holes", c),
+             FIELD(fx::Holes, "fx::Holes", d),
+             FIELD(fx::Holes, "fx::Holes", e),
+             FIELD(fx::Bits, "fx::Bits", c),
+             FIELD(fx::Bits, "fx::Bits", e),
+             FIELD(fx::Mixed, "fx::Mixed", i),
+             FIELD(fx::Mixed, "fx::Mixed", d),
+             FIELD(fx::Mixed, "fx::Mixed", s),
+             FIELD(fx::Base, "fx::Base", x),
+             FIELD(fx::Derived, "fx::Derived", y),
+             FIELD(fx::Derived, "fx::Derived", z),
+             FIELD(fx::Diamond, "fx::Diamond", w),
+             FIELD(fx::Outer, "fx::Outer", in),
+             FIELD(fx::Outer, "fx::Outer", z),
+             FIELD(fx::Outer::Inner, "fx::Outer::Inner", s),
+             FIELD(fx::Outer::Inner, "fx::Outer::Inner", d),
+             FIELD(BoxI3, "fx::Box<int, 3>", keys),
+             FIELD(BoxI3, "fx::Box<int, 3>", next),
+             FIELD(BoxI3, "fx::Box<int, 3>", slot),
+             FIELD(BoxI3::Slot, "fx::Box<int, 3>::Slot", k),
+             FIELD(BoxI3::Slot, "fx::Box<int, 3>::Slot", tag),
+             FIELD(fx::Synced, "fx::Synced", m),
+             FIELD(fx::Synced, "fx::Synced", version),
+             FIELD(fx::Synced, "fx::Synced", data),
+             FIELD(fx::Aligned, "fx::Aligned", a),
+             FIELD(fx::Aligned, "fx::Aligned", b),
+             FIELD(fx::Padded, "fx::Padded", key),
+             FIELD(fx::Padded, "fx::Padded", pad),
+             expected_field{"fx::Packed", "a", offsetof(fx::Packed, a), sizeof(char)},
+             expected_field{"fx::Packed", "b", offsetof(fx::Packed, b), sizeof(int)},
+             expected_field{"fx::Packed", "c", offsetof(fx::Packed, c), sizeof(short)},
+         })
+      check_field(r, e);
+  }
 
-TEST_CASE("C++ records: vptr, bases and virtual bases where the ABI puts them", "[layout]") {
-  const ScanResult &r = cxx_scan();
-  const RecordLayout &base = record(r, "fx::Base");
-  REQUIRE(base.fields.size() == 2);
-  CHECK(base.fields[0].role == FieldRole::kVptr);
-  CHECK(base.fields[0].offset == 0);
-  CHECK(base.fields[0].size == sizeof(void *));
+  SECTION("bit-fields at the compiler's bit positions") {
+    check_bits(r, bits_of<fx::Bits>("fx::Bits", "a", [](fx::Bits &b) { b.a = 7; }));
+    check_bits(r, bits_of<fx::Bits>("fx::Bits", "b", [](fx::Bits &b) { b.b = 127; }));
+    check_bits(r, bits_of<fx::Bits>("fx::Bits", "d", [](fx::Bits &b) { b.d = (1ull << 40) - 1; }));
+  }
 
-  const RecordLayout &derived = record(r, "fx::Derived");
-  const FieldLayout *b = derived.field("fx::Base");
-  REQUIRE(b);
-  CHECK(b->role == FieldRole::kBase);
-  CHECK(b->offset == base_offset<fx::Derived, fx::Base>());
-  // The derived member lives in the base's tail padding, as the ABI allows.
-  CHECK(b->offset + b->size <= offset_of(&fx::Derived::y));
+  SECTION("vptr, bases and virtual bases where the ABI puts them") {
+    const RecordLayout &base = record(r, "fx::Base");
+    REQUIRE(base.fields.size() == 2);
+    CHECK(base.fields[0].role == FieldRole::kVptr);
+    CHECK(base.fields[0].offset == 0);
+    CHECK(base.fields[0].size == sizeof(void *));
 
-  const RecordLayout &diamond = record(r, "fx::Diamond");
-  const FieldLayout *v = diamond.field("fx::VBase");
-  REQUIRE(v);
-  CHECK(v->role == FieldRole::kVirtualBase);
-  CHECK(v->offset == base_offset<fx::Diamond, fx::VBase>());
-  CHECK(v->size == sizeof(fx::VBase));
-}
+    const RecordLayout &derived = record(r, "fx::Derived");
+    const FieldLayout *b = derived.field("fx::Base");
+    REQUIRE(b);
+    CHECK(b->role == FieldRole::kBase);
+    CHECK(b->offset == base_offset<fx::Derived, fx::Base>());
+    // The derived member lives in the base's tail padding, as the ABI allows.
+    CHECK(b->offset + b->size <= offset_of(&fx::Derived::y));
 
-TEST_CASE("C++ records: holes and tail padding from the compiler's offsets", "[layout]") {
-  const ScanResult &r = cxx_scan();
-  check_holes(r, "fx::Holes",
-              {FIELD(fx::Holes, "fx::Holes", a), FIELD(fx::Holes, "fx::Holes", b),
-               FIELD(fx::Holes, "fx::Holes", c), FIELD(fx::Holes, "fx::Holes", d),
-               FIELD(fx::Holes, "fx::Holes", e)});
-  check_holes(r, "fx::Outer::Inner",
-              {FIELD(fx::Outer::Inner, "fx::Outer::Inner", s),
-               FIELD(fx::Outer::Inner, "fx::Outer::Inner", d)});
-  check_holes(r, "fx::Aligned",
-              {FIELD(fx::Aligned, "fx::Aligned", a), FIELD(fx::Aligned, "fx::Aligned", b)});
-  const RecordLayout &packed = record(r, "fx::Packed");
-  CHECK(packed.holes.empty());
-  CHECK(packed.packed);
-}
+    const RecordLayout &diamond = record(r, "fx::Diamond");
+    const FieldLayout *v = diamond.field("fx::VBase");
+    REQUIRE(v);
+    CHECK(v->role == FieldRole::kVirtualBase);
+    CHECK(v->offset == base_offset<fx::Diamond, fx::VBase>());
+    CHECK(v->size == sizeof(fx::VBase));
+  }
 
-TEST_CASE("C++ records: locks and atomics recognised", "[layout]") {
-  const RecordLayout &s = record(cxx_scan(), "fx::Synced");
-  CHECK(s.field("m")->sync == SyncKind::kLock);
-  CHECK(s.field("version")->sync == SyncKind::kAtomic);
-  CHECK(s.field("data")->sync == SyncKind::kNone);
-}
+  SECTION("holes and tail padding from the compiler's offsets") {
+    check_holes(r, "fx::Holes",
+                {FIELD(fx::Holes, "fx::Holes", a), FIELD(fx::Holes, "fx::Holes", b),
+                 FIELD(fx::Holes, "fx::Holes", c), FIELD(fx::Holes, "fx::Holes", d),
+                 FIELD(fx::Holes, "fx::Holes", e)});
+    check_holes(r, "fx::Outer::Inner",
+                {FIELD(fx::Outer::Inner, "fx::Outer::Inner", s),
+                 FIELD(fx::Outer::Inner, "fx::Outer::Inner", d)});
+    check_holes(r, "fx::Aligned",
+                {FIELD(fx::Aligned, "fx::Aligned", a), FIELD(fx::Aligned, "fx::Aligned", b)});
+    const RecordLayout &packed = record(r, "fx::Packed");
+    CHECK(packed.holes.empty());
+    CHECK(packed.packed);
+  }
 
-TEST_CASE("C++ records: the instantiated template, not the pattern", "[layout]") {
-  const ScanResult &r = cxx_scan();
-  for (const RecordLayout &l : r.records) {
-    INFO(l.name);
-    CHECK(l.name.find("Box<K") == std::string::npos);
-    CHECK(l.name != "fx::Box");
+  SECTION("locks and atomics recognised") {
+    const RecordLayout &s = record(r, "fx::Synced");
+    CHECK(s.field("m")->sync == SyncKind::kLock);
+    CHECK(s.field("version")->sync == SyncKind::kAtomic);
+    CHECK(s.field("data")->sync == SyncKind::kNone);
+  }
+
+  SECTION("the instantiated template, not the pattern") {
+    for (const RecordLayout &l : r.records) {
+      INFO(l.name);
+      CHECK(l.name.find("Box<K") == std::string::npos);
+      CHECK(l.name != "fx::Box");
+    }
   }
 }
 

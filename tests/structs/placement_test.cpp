@@ -272,7 +272,8 @@ TEST_CASE("padding members by name", "[advice]") {
   CHECK(is_padding_member(member("pad_bytes", 0, 8, 1, SyncKind::kNone, "char[8]")));
 }
 
-TEST_CASE("-C names: full, unqualified, without template arguments", "[advice]") {
+TEST_CASE("record names as -C takes them: full, unqualified, without template arguments",
+          "[advice]") {
   CHECK(record_selected("ns::Tree<int>::Node", "Node"));
   CHECK(record_selected("ns::Tree<int>::Node", "ns::Tree<int>::Node"));
   CHECK(record_selected("ns::Tree<int>", "Tree"));

@@ -82,13 +82,13 @@ TEST_CASE("groups named by the type their site allocates, map beside the program
   CHECK(noted);
 }
 
-TEST_CASE("--types none names groups by call site again", "[report]") {
+TEST_CASE("report --types none names groups by call site again", "[report]") {
   json::Value doc = report({"--types", "none"});
   CHECK_FALSE(group(doc, "typed::Node"));
   CHECK_FALSE(group(doc, "typed::Desc"));
 }
 
-TEST_CASE("--hot TYPE=FIELD: the prefix through that member", "[report]") {
+TEST_CASE("report --hot TYPE=FIELD: the prefix through that member", "[report]") {
   json::Value doc = report({"--types", recorded().map, "--hot", "Node=left"});
   const json::Object *node = group(doc, "typed::Node");
   REQUIRE(node);

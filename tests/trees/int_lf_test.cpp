@@ -65,9 +65,7 @@ template <class L> struct IntLfProbe {
   }
 
   static int state(const RelocateOp *op) { return op->state.load(); }
-  static size_t descriptors(const Tree &t) {
-    return t.descriptors_.size();
-  }
+  static size_t descriptors(const Tree &t) { return t.descriptors_.size(); }
 };
 
 } // namespace memlayout::trees

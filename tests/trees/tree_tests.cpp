@@ -69,7 +69,7 @@ void check_matches(const ConcurrentMap &m, const std::map<Key, Value> &expected)
   CHECK(m.check_structure() == "");
 }
 
-void single_thread_against_std_map(const Combo &c) {
+[[maybe_unused]] void single_thread_against_std_map(const Combo &c) {
   std::unique_ptr<ConcurrentMap> m = c.tree->make(c.config);
   REQUIRE(m);
   std::map<Key, Value> ref;

@@ -1,0 +1,62 @@
+/* The int-lf pattern with the fix in code: nodes and descriptors from two
+ * memlayout pools (libmemlayout_seg). A second thread frees half the nodes,
+ * so pool frees cross threads.
+ *
+ *   seg_pools [N]   (default 20000 pairs) */
+#include <memlayout/seg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct node {
+  long key;
+  struct node *left, *right;
+  void *op;
+  char pad[32];
+};
+struct descriptor {
+  long kind;
+  void *node, *expected, *update;
+  char pad[32];
+};
+
+static struct node **nodes;
+static long count;
+
+static void *free_odd_nodes(void *arg) {
+  (void)arg;
+  for (long i = 1; i < count; i += 2) {
+    seg_free(nodes[i]);
+    nodes[i] = NULL;
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  count = argc > 1 ? atol(argv[1]) : 20000;
+  seg_pool *node_pool = seg_pool_create("nodes", NULL);
+  seg_pool *desc_pool = seg_pool_create("descriptors", NULL);
+  if (!node_pool || !desc_pool)
+    return 1;
+  nodes = calloc((size_t)count, sizeof *nodes);
+  for (long i = 0; i < count; ++i) {
+    nodes[i] = seg_malloc(node_pool, sizeof(struct node));
+    nodes[i]->key = i;
+    struct descriptor *d = seg_malloc(desc_pool, sizeof *d);
+    d->node = nodes[i];
+    nodes[i]->op = d;
+    if (seg_pool_of(nodes[i]) != node_pool || seg_pool_of(d) != desc_pool)
+      return 2;
+  }
+  pthread_t t;
+  pthread_create(&t, NULL, free_odd_nodes, NULL);
+  pthread_join(t, NULL);
+  long sum = 0;
+  for (long i = 0; i < count; i += 2)
+    sum += nodes[i]->key;
+  struct seg_pool_stats st;
+  if (seg_pool_stats(node_pool, &st) != 0)
+    return 3;
+  printf("%ld %llu\n", sum, (unsigned long long)st.frees);
+  return 0;
+}

@@ -1,0 +1,406 @@
+// log-int (log_int.h): the algorithm of the paper, unbalanced variant.
+//
+// Locks: an update takes the succLock of the predecessor p of its key (and,
+// to remove s, s's own succLock): while p.succLock is held nothing is
+// inserted between p and p.succ and neither is removed. Tree changes then
+// take treeLocks; a thread holding treeLocks only ever blocks on the parent
+// of a node it holds (lock_parent) and only try-locks below it, so waits go
+// upward and cannot form a cycle.
+//
+// Shared fields are sequentially consistent atomics (the paper's proofs
+// assume Java volatiles); on x86 that costs only the stores, which updates
+// make a few of under locks anyway. Keys and values never change after a
+// node is published.
+#include "log_int.h"
+
+#include "tree_factories.h"
+
+#include <algorithm>
+#include <new>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace memlayout::trees {
+namespace {
+
+constexpr Key kMinSentinel = kMinKey - 1;
+constexpr Key kMaxSentinel = kMaxKey + 1;
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// A waiting thread gives the CPU away now and then: the holder may have been
+// preempted (the tests run more threads than this machine has cores).
+void back_off(unsigned attempt) {
+  if (attempt % 64 == 63)
+    std::this_thread::yield();
+  else
+    cpu_relax();
+}
+
+template <class L> void lock(typename L::Lock &l) { L::lock(l); }
+template <class L> void unlock(typename L::Lock &l) { L::unlock(l); }
+
+template <class N> N *child_of(const N *n, bool right) { return (right ? n->right : n->left).load(); }
+
+// Replaces old_child under parent (both tree-locked) by new_child.
+template <class N> void update_child(N *parent, N *old_child, N *new_child) {
+  if (parent->left.load() == old_child)
+    parent->left.store(new_child);
+  else
+    parent->right.store(new_child);
+  if (new_child)
+    new_child->parent.store(parent);
+}
+
+} // namespace
+
+void LogIntBaselineLayout::lock(Lock &l) {
+  for (unsigned attempt = 0; pthread_spin_trylock(&l) != 0; ++attempt)
+    back_off(attempt);
+}
+
+void LogIntFixedLayout::lock(Lock &l) {
+  for (unsigned attempt = 0; !try_lock(l); ++attempt)
+    back_off(attempt);
+}
+
+template <class L>
+LogInt<L>::LogInt(AllocPolicy policy)
+    : records_("log-int", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+  min_ = new_node(kMinSentinel, 0);
+  root_ = new_node(kMaxSentinel, 0);
+  root_->parent.store(min_, std::memory_order_relaxed);
+  root_->pred.store(min_, std::memory_order_relaxed);
+  min_->right.store(root_, std::memory_order_relaxed);
+  min_->succ.store(root_, std::memory_order_release);
+}
+
+// Quiescent: the list holds every node, sentinels included.
+template <class L> LogInt<L>::~LogInt() {
+  for (Node *n = min_; n;) {
+    Node *next = n->succ.load(std::memory_order_relaxed);
+    delete_node(n);
+    n = next;
+  }
+  reclaim_all();
+}
+
+template <class L> typename L::Node *LogInt<L>::new_node(Key key, Value value) {
+  void *p = records_.allocate(node_kind_, sizeof(Node));
+  Node *n = new (p) Node{};
+  n->key = key;
+  n->value = value;
+  L::init_lock(n->tree_lock);
+  L::init_lock(n->succ_lock);
+  return n;
+}
+
+// The last node on key's search path: the key's node or a neighbour of the
+// key's place, possibly stale; callers finish on the list.
+template <class L> typename L::Node *LogInt<L>::search(Key key) const {
+  Node *n = root_;
+  for (;;) {
+    Key k = n->key;
+    if (k == key)
+      return n;
+    Node *child = (k < key ? n->right : n->left).load(std::memory_order_acquire);
+    if (!child)
+      return n;
+    n = child;
+  }
+}
+
+template <class L> bool LogInt<L>::lookup(Key key, Value *value) {
+  EpochGuard guard;
+  Node *n = search(key);
+  while (n->key > key)
+    n = n->pred.load();
+  while (n->key < key)
+    n = n->succ.load();
+  if (n->key != key || n->mark.load())
+    return false;
+  *value = n->value;
+  return true;
+}
+
+template <class L> bool LogInt<L>::insert(Key key, Value value) {
+  EpochGuard guard;
+  for (;;) {
+    Node *node = search(key);
+    Node *p = node->key >= key ? node->pred.load() : node;
+    lock<L>(p->succ_lock);
+    Node *s = p->succ.load();
+    if (key > p->key && key <= s->key && !p->mark.load()) {
+      if (s->key == key) {
+        unlock<L>(p->succ_lock);
+        return false;
+      }
+      Node *n = new_node(key, value);
+      Node *parent = choose_parent(p, s, node); // returns it tree-locked
+      n->succ.store(s, std::memory_order_relaxed);
+      n->pred.store(p, std::memory_order_relaxed);
+      n->parent.store(parent, std::memory_order_relaxed);
+      p->succ.store(n); // the insertion's linearization point
+      s->pred.store(n);
+      unlock<L>(p->succ_lock);
+      (key > parent->key ? parent->right : parent->left).store(n);
+      unlock<L>(parent->tree_lock);
+      return true;
+    }
+    unlock<L>(p->succ_lock); // p changed under us: search again
+  }
+}
+
+// p and s are adjacent on the list (p.succLock held), so in the tree either s
+// is the leftmost node of p's right subtree or p the rightmost of s's left
+// one: one of p.right and s.left is free for the new node. Tries the search's
+// last node first, as the paper does.
+template <class L>
+typename L::Node *LogInt<L>::choose_parent(Node *p, Node *s, Node *first_candidate) {
+  Node *candidate = (first_candidate == p || first_candidate == s) ? first_candidate : p;
+  for (unsigned attempt = 0;; ++attempt) {
+    lock<L>(candidate->tree_lock);
+    if (candidate == p) {
+      if (!p->right.load())
+        return p;
+      unlock<L>(p->tree_lock);
+      candidate = s;
+    } else {
+      if (!s->left.load())
+        return s;
+      unlock<L>(s->tree_lock);
+      candidate = p;
+    }
+    if (attempt > 0)
+      back_off(attempt); // a removal is moving nodes between them
+  }
+}
+
+template <class L> bool LogInt<L>::remove(Key key) {
+  EpochGuard guard;
+  for (;;) {
+    Node *node = search(key);
+    Node *p = node->key >= key ? node->pred.load() : node;
+    lock<L>(p->succ_lock);
+    Node *s = p->succ.load();
+    if (key > p->key && key <= s->key && !p->mark.load()) {
+      if (s->key > key) {
+        unlock<L>(p->succ_lock);
+        return false;
+      }
+      lock<L>(s->succ_lock);
+      bool has_two_children = acquire_tree_locks(s);
+      lock_parent(s);
+      s->mark.store(true); // the removal's linearization point
+      Node *s_succ = s->succ.load();
+      s_succ->pred.store(p);
+      p->succ.store(s_succ);
+      unlock<L>(s->succ_lock);
+      unlock<L>(p->succ_lock);
+      remove_from_tree(s, has_two_children);
+      retire(records_, node_kind_, s);
+      return true;
+    }
+    unlock<L>(p->succ_lock);
+  }
+}
+
+// Locks node's current parent (not marked for removal) and returns it.
+template <class L> typename L::Node *LogInt<L>::lock_parent(Node *node) {
+  for (unsigned attempt = 0;; ++attempt) {
+    Node *p = node->parent.load();
+    lock<L>(p->tree_lock);
+    if (node->parent.load() == p && !p->mark.load())
+      return p;
+    unlock<L>(p->tree_lock);
+    back_off(attempt);
+  }
+}
+
+// Locks node's treeLock and, if node has two children, those of its
+// successor and the successor's parent, which its removal rewires. Those
+// lie below node, so they are only try-locked: on failure everything is
+// released and retried. Returns whether node has two children.
+template <class L> bool LogInt<L>::acquire_tree_locks(Node *node) {
+  for (unsigned attempt = 0;; ++attempt) {
+    lock<L>(node->tree_lock);
+    if (!node->left.load() || !node->right.load())
+      return false;
+    Node *s = node->succ.load();
+    Node *s_parent = s->parent.load();
+    bool locked_parent = false;
+    if (s_parent != node) {
+      if (!L::try_lock(s_parent->tree_lock)) {
+        unlock<L>(node->tree_lock);
+        back_off(attempt);
+        continue;
+      }
+      locked_parent = true;
+      if (s_parent != s->parent.load() || s_parent->mark.load()) {
+        unlock<L>(s_parent->tree_lock);
+        unlock<L>(node->tree_lock);
+        back_off(attempt);
+        continue;
+      }
+    }
+    if (!L::try_lock(s->tree_lock)) {
+      if (locked_parent)
+        unlock<L>(s_parent->tree_lock);
+      unlock<L>(node->tree_lock);
+      back_off(attempt);
+      continue;
+    }
+    return true;
+  }
+}
+
+// node is off the list; every treeLock acquire_tree_locks and lock_parent
+// took is held and released here. With two children, node's successor s
+// (leftmost in node's right subtree, so without a left child) leaves its
+// place to its right child and takes node's.
+template <class L> void LogInt<L>::remove_from_tree(Node *node, bool has_two_children) {
+  Node *parent = node->parent.load();
+  if (!has_two_children) {
+    Node *child = node->right.load();
+    if (!child)
+      child = node->left.load();
+    update_child(parent, node, child);
+    unlock<L>(parent->tree_lock);
+    unlock<L>(node->tree_lock);
+    return;
+  }
+  Node *s = node->succ.load();
+  Node *s_parent = s->parent.load();
+  update_child(s_parent, s, s->right.load());
+  Node *left = node->left.load();
+  Node *right = node->right.load(); // s's old place if s was node's right child
+  s->left.store(left);
+  s->right.store(right);
+  left->parent.store(s);
+  if (right)
+    right->parent.store(s);
+  update_child(parent, node, s);
+  unlock<L>(parent->tree_lock);
+  unlock<L>(node->tree_lock);
+  if (s_parent != node)
+    unlock<L>(s_parent->tree_lock);
+  unlock<L>(s->tree_lock);
+}
+
+template <class L>
+void LogInt<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+  for (Node *n = min_->succ.load(); n != root_; n = n->succ.load())
+    if (!n->mark.load())
+      visit(n->key, n->value);
+}
+
+template <class L> size_t LogInt<L>::depth() const {
+  size_t deepest = 0;
+  std::vector<std::pair<const Node *, size_t>> stack{{root_, 0}};
+  while (!stack.empty()) {
+    auto [n, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    for (bool right : {false, true})
+      if (const Node *c = child_of(n, right))
+        stack.emplace_back(c, d + 1);
+  }
+  return deepest;
+}
+
+// Tree: search order, parent pointers, no marked node. List: ascending keys,
+// pred the mirror of succ, no marked node, and exactly the tree's nodes in
+// the tree's in-order.
+template <class L> std::string LogInt<L>::check_structure() const {
+  std::ostringstream err;
+  int errors = 0;
+  auto fail = [&](const Node *n, const char *what) {
+    if (errors++ < 8)
+      err << "node " << n->key << ": " << what << "; ";
+  };
+  if (min_->left.load() || min_->right.load() != root_ || root_->parent.load() != min_)
+    fail(min_, "sentinels are not linked as min -> right -> root");
+  if (root_->right.load())
+    fail(root_, "the root sentinel has a right child");
+
+  // In-order walk of the tree, checking bounds and parents on the way down.
+  struct Frame {
+    const Node *n;
+    Key lo, hi; // exclusive
+  };
+  std::vector<const Node *> in_order;
+  std::vector<Frame> stack;
+  std::unordered_set<const Node *> seen;
+  const Node *n = root_->left.load();
+  Key lo = kMinSentinel, hi = kMaxSentinel;
+  const Node *expected_parent = root_;
+  while (n || !stack.empty()) {
+    while (n) {
+      if (!seen.insert(n).second) {
+        fail(n, "reached twice (cycle or shared subtree)");
+        return err.str();
+      }
+      if (n->key <= lo || n->key >= hi)
+        fail(n, "out of search order");
+      if (n->parent.load() != expected_parent)
+        fail(n, "parent pointer does not point to its parent");
+      if (n->mark.load())
+        fail(n, "marked node still in the tree");
+      stack.push_back(Frame{n, lo, hi});
+      expected_parent = n;
+      hi = n->key;
+      n = n->left.load();
+    }
+    Frame f = stack.back();
+    stack.pop_back();
+    in_order.push_back(f.n);
+    n = f.n->right.load();
+    expected_parent = f.n;
+    lo = f.n->key;
+    hi = f.hi;
+  }
+
+  size_t i = 0;
+  const Node *prev = min_;
+  for (const Node *l = min_->succ.load(); l; prev = l, l = l->succ.load()) {
+    if (l->pred.load() != prev)
+      fail(l, "pred does not mirror succ");
+    if (l->key <= prev->key)
+      fail(l, "list not ascending");
+    if (l->mark.load())
+      fail(l, "marked node still on the list");
+    if (l == root_)
+      break;
+    if (i >= in_order.size() || in_order[i] != l) {
+      fail(l, "list and tree in-order differ");
+      break;
+    }
+    if (++i > seen.size() + 1)
+      break; // a cycle on the list: already reported as a mismatch
+  }
+  if (prev->succ.load() != root_ && errors == 0)
+    fail(prev, "list does not end at the root sentinel");
+  if (i != in_order.size() && errors == 0)
+    err << "list has " << i << " nodes, tree " << in_order.size() << "; ";
+  if (errors > 8)
+    err << "(" << errors - 8 << " more)";
+  return err.str();
+}
+
+template class LogInt<LogIntBaselineLayout>;
+template class LogInt<LogIntFixedLayout>;
+
+std::unique_ptr<ConcurrentMap> make_log_int(const TreeConfig &config) {
+  if (config.layout == Layout::kFixed)
+    return std::make_unique<LogInt<LogIntFixedLayout>>(config.alloc);
+  return std::make_unique<LogInt<LogIntBaselineLayout>>(config.alloc);
+}
+
+} // namespace memlayout::trees
