@@ -11,6 +11,8 @@ const std::vector<TreeInfo> &all_trees() {
   static const std::vector<TreeInfo> trees = {
       {"occ-avl", "Bronson et al. relaxed AVL: optimistic versions, partially external",
        make_occ_avl},
+      {"log-int", "Drachsler et al. logical ordering: pred/succ list under an internal BST",
+       make_log_int},
       {"int-lf", "Howley & Jones lock-free internal BST, operation descriptors", make_int_lf},
       {"edge-int-lf", "Ramachandran & Mittal lock-free internal BST, edge marking",
        make_edge_int_lf},

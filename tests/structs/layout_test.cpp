@@ -133,7 +133,6 @@ void check_holes(const ScanResult &r, const char *name, std::vector<expected_fie
 
 TEST_CASE("C++ records as the compiler lays them out", "[layout]") {
   const ScanResult &r = cxx_scan();
-  const ScanResult &r = cxx_scan();
   SECTION("sizes and alignments as the compiler has them") {
     for (const expected_record &e : {
              rec<fx::Holes>("fx::Holes"),
