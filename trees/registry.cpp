@@ -13,6 +13,7 @@ const std::vector<TreeInfo> &all_trees() {
        make_occ_avl},
       {"log-int", "Drachsler et al. logical ordering: pred/succ list under an internal BST",
        make_log_int},
+      {"citrus", "Arbel & Attiya internal BST: RCU readers, locking updaters", make_citrus},
       {"int-lf", "Howley & Jones lock-free internal BST, operation descriptors", make_int_lf},
       {"edge-int-lf", "Ramachandran & Mittal lock-free internal BST, edge marking",
        make_edge_int_lf},
