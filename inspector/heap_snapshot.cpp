@@ -1,5 +1,7 @@
 #include "heap_snapshot.h"
 
+#include "replay_heaps.h"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -9,6 +11,11 @@
 #include <optional>
 #include <unistd.h>
 #include <unordered_map>
+#include <cstdio> // TEMP
+#include <cstdlib> // TEMP
+#include <ctime> // TEMP
+static double tcpu() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; } // TEMP
+#define DBG(...) do { if (getenv("SPEED_DEBUG")) fprintf(stderr, __VA_ARGS__); } while (0) // TEMP
 
 namespace memlayout::inspector {
 
@@ -49,6 +56,7 @@ struct TraceIndex {
   std::vector<uint64_t> mark_ids; // distinct, by first appearance
   std::vector<uint64_t> mark_tsc; // stamp of each one's first occurrence
   bool lost_events = false;       // the recorder dropped some (kLost)
+  bool has_tags = false;
 };
 
 // Most objects live at once, until events stamped `until`, in any merge of
@@ -118,6 +126,9 @@ TraceIndex index_trace(TraceReader &r) {
       break;
     case EventKind::kExt:
       ix.lost_events |= e.ext == trace::ExtKind::kLost;
+      break;
+    case EventKind::kTag:
+      ix.has_tags = true;
       break;
     default:
       break;
@@ -203,210 +214,6 @@ private:
 struct BlockSlot {
   std::vector<uint8_t> bytes;
   TraceReader reader;
-};
-
-// ---- Live-set containers -----------------------------------------------------
-
-// Address -> value. Open addressing with linear probing and backward-shift
-// deletion: no tombstones, so a churning heap never degrades. Address 0 is
-// the empty slot (allocations never return it). Any capacity works (the home
-// slot is a multiply-high of the hash), so a table sized for a known count
-// wastes nothing to rounding up to a power of two.
-class AddrTable {
-public:
-  // Linear probing: deletions shift the rest of a probe run back, and runs
-  // grow fast with the load. `max_load_percent` trades memory for speed.
-  explicit AddrTable(unsigned max_load_percent = 75) : max_load_(max_load_percent) { rehash(16); }
-
-  void reserve(size_t n) {
-    size_t cap = std::max<size_t>(16, n * 100 / max_load_ + 1);
-    if (cap > slots_.size())
-      rehash(cap);
-  }
-
-  void prefetch(uint64_t addr) const { __builtin_prefetch(&slots_[home(addr)]); }
-
-  uint64_t *find(uint64_t addr) {
-    for (size_t i = home(addr);; i = step(i)) {
-      Slot &s = slots_[i];
-      if (s.addr == addr)
-        return &s.value;
-      if (s.addr == 0)
-        return nullptr;
-    }
-  }
-
-  void insert(uint64_t addr, uint64_t value) { // addr must be absent
-    if ((size_ + 1) * 100 > slots_.size() * max_load_)
-      rehash(slots_.size() * 2);
-    size_t i = home(addr);
-    while (slots_[i].addr != 0)
-      i = step(i);
-    slots_[i] = {addr, value};
-    ++size_;
-  }
-
-  bool erase(uint64_t addr, uint64_t &value) {
-    size_t i = home(addr);
-    for (;; i = step(i)) {
-      if (slots_[i].addr == addr)
-        break;
-      if (slots_[i].addr == 0)
-        return false;
-    }
-    value = slots_[i].value;
-    // Pull later entries of the probe run back into the hole unless their
-    // home lies after it, so every entry stays reachable from its home.
-    for (size_t j = i;;) {
-      j = step(j);
-      if (slots_[j].addr == 0)
-        break;
-      size_t k = home(slots_[j].addr);
-      if (distance(k, j) >= distance(i, j)) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i].addr = 0;
-    --size_;
-    return true;
-  }
-
-  template <class F> void for_each(F &&f) const {
-    for (const Slot &s : slots_)
-      if (s.addr != 0)
-        f(s.addr, s.value);
-  }
-
-private:
-  struct Slot {
-    uint64_t addr, value;
-  };
-  unsigned max_load_;
-
-  size_t home(uint64_t addr) const {
-    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
-    return static_cast<size_t>((static_cast<unsigned __int128>(h) * slots_.size()) >> 64);
-  }
-  size_t step(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
-  size_t distance(size_t from, size_t to) const {
-    return to >= from ? to - from : to + slots_.size() - from;
-  }
-
-  void rehash(size_t cap) {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    slots_.assign(cap, Slot{0, 0});
-    size_ = 0;
-    for (const Slot &s : old)
-      if (s.addr != 0)
-        insert(s.addr, s.value);
-  }
-
-  std::vector<Slot> slots_;
-  size_t size_ = 0;
-};
-
-// The first replay only needs each live address's size.
-class SizeHeap {
-public:
-  const AddrTable &table() const { return table_; }
-  void reserve(size_t n) { table_.reserve(n); }
-  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
-  void insert(const LiveObject &o) {
-    table_.insert(o.addr, o.size);
-    bytes_ += o.size;
-    ++count_;
-  }
-  bool remove(uint64_t addr, uint32_t *tag) {
-    uint64_t size;
-    if (!table_.erase(addr, size))
-      return false;
-    bytes_ -= size;
-    --count_;
-    if (tag)
-      *tag = 0;
-    return true;
-  }
-  void tag(uint64_t, uint32_t) {}
-  uint64_t bytes() const { return bytes_; }
-  uint64_t count() const { return count_; }
-
-private:
-  // Only sizes, and gone before the object store is built: a sparse table is
-  // affordable here (16 B a slot) and keeps deletions short.
-  AddrTable table_{33};
-  uint64_t bytes_ = 0, count_ = 0;
-};
-
-// The second replay keeps whole objects in a slab; the table maps address ->
-// slab index. A free touches only the table (the slab line would be one more
-// cache miss): its slot goes on a stack of free slots, and the live ones are
-// told apart at the end by the table. It tracks no bytes: the first replay
-// found the point already.
-class ObjectHeap {
-public:
-  const AddrTable &table() const { return table_; }
-  void reserve(size_t n) {
-    slab_.reserve(n);
-    table_.reserve(n);
-  }
-  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
-  void insert(const LiveObject &o) {
-    uint64_t i;
-    if (!free_.empty()) {
-      i = free_.back();
-      free_.pop_back();
-      slab_[i] = o;
-    } else {
-      i = slab_.size();
-      slab_.push_back(o);
-    }
-    table_.insert(o.addr, i);
-    ++count_;
-  }
-  bool remove(uint64_t addr, uint32_t *tag) {
-    uint64_t i;
-    if (!table_.erase(addr, i))
-      return false;
-    if (tag)
-      *tag = slab_[i].tag_id;
-    free_.push_back(static_cast<uint32_t>(i));
-    // The next allocation takes this slot: start fetching its lines now.
-    const char *p = reinterpret_cast<const char *>(&slab_[i]);
-    __builtin_prefetch(p, 1);
-    __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
-    --count_;
-    return true;
-  }
-  void tag(uint64_t addr, uint32_t id) {
-    if (uint64_t *i = table_.find(addr))
-      slab_[*i].tag_id = id;
-  }
-  uint64_t bytes() const { return 0; }
-  uint64_t count() const { return count_; }
-
-  // Moves the live objects out, by address; the slab's memory becomes theirs.
-  std::vector<LiveObject> take() {
-    std::vector<bool> live(slab_.size());
-    table_.for_each([&](uint64_t, uint64_t i) { live[i] = true; });
-    table_ = AddrTable();
-    free_ = {};
-    size_t n = 0;
-    for (size_t i = 0; i < slab_.size(); ++i)
-      if (live[i])
-        slab_[n++] = slab_[i];
-    slab_.resize(n);
-    std::sort(slab_.begin(), slab_.end(),
-              [](const LiveObject &a, const LiveObject &b) { return a.addr < b.addr; });
-    return std::move(slab_);
-  }
-
-private:
-  std::vector<LiveObject> slab_;
-  std::vector<uint32_t> free_;
-  AddrTable table_;
-  uint64_t count_ = 0;
 };
 
 // What the replay needs of an event, copied out of the decoder. The copy
@@ -498,7 +305,8 @@ public:
   // slots miss the caches, and prefetching them overlaps the misses.
   static constexpr size_t kDecodeAhead = 32;
 
-  Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable &table)
+  // `table`, when given, is the live set whose lines are prefetched.
+  Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable *table)
       : src_(src), name_(std::move(name)), table_(table) {
     sources_.resize(ix.threads.size());
     for (size_t i = 0; i < sources_.size(); ++i) {
@@ -635,7 +443,8 @@ private:
       --s.left;
       Step e = Step::of(s.slot->reader.event());
       s.ahead.push_back(e);
-      table_.prefetch(e.kind == EventKind::kRealloc ? e.old_ptr : e.ptr);
+      if (table_)
+        table_->prefetch(e.kind == EventKind::kRealloc ? e.old_ptr : e.ptr);
       return true;
     }
     free_.push_back(s.slot);
@@ -689,7 +498,7 @@ private:
 
   RecordSource &src_;
   std::string name_;
-  const AddrTable &table_;
+  const AddrTable *table_;
   std::vector<Source> sources_;
   std::vector<Key> heap_;
   Source *cur_ = nullptr;
@@ -716,6 +525,21 @@ struct ReplayResult {
   bool has_peak = false;
   uint64_t peak_bytes = 0, peak_seq = 0, peak_tsc = 0, peak_max_count = 0;
   uint64_t stop_max_count = 0; // max_count when the stop was reached
+  // The counters as they stood at the peak.
+  uint64_t peak_heap_events = 0, peak_unknown_frees = 0, peak_double_allocs = 0;
+  // The peak came after a whole event of the merged order, not inside an
+  // allocation that pulled a free forward (where an object's seq does not
+  // say whether it was inserted before the peak).
+  bool peak_exact = false;
+};
+
+// The allocations (by seq) that found their address still live and searched
+// the other threads for its free: a replay that keeps no live set repeats
+// the searches from this log to merge the events in the same order.
+struct SearchLog {
+  std::vector<uint64_t> seqs;
+  size_t cap = SIZE_MAX;
+  bool overflowed = false; // more than cap: the log is incomplete
 };
 
 // Which replay, for progress reports: the events it will go through at most
@@ -728,11 +552,14 @@ struct ReplayProgress {
 
 template <class Heap> class Replay {
 public:
+  // `record`: log the searches there. `script`: search where it says rather
+  // than where the heap holds the address (for a heap without a live set).
   Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks,
          ReplayProgress progress = {},
-         const std::function<void(const AppliedEvent &)> *observer = nullptr)
+         const std::function<void(const AppliedEvent &)> *observer = nullptr,
+         SearchLog *record = nullptr, const std::vector<uint64_t> *script = nullptr)
       : heap_(heap), m_(m), stop_(stop), window_(window_ticks), progress_(progress),
-        observer_(observer && *observer ? observer : nullptr) {}
+        observer_(observer && *observer ? observer : nullptr), record_(record), script_(script) {}
 
   ReplayResult run() {
     constexpr uint64_t kReportEvery = uint64_t{1} << 20;
@@ -753,6 +580,8 @@ public:
 private:
   void step(const Step &e, bool may_search) {
     uint64_t seq = res_.seq++;
+    if (may_search)
+      pulled_ = false;
     res_.last_tsc = e.tsc;
     switch (e.kind) {
     case EventKind::kAlloc:
@@ -803,6 +632,11 @@ private:
       res_.peak_seq = seq;
       res_.peak_tsc = e.tsc;
       res_.peak_max_count = res_.max_count;
+      res_.peak_heap_events = res_.heap_events;
+      res_.peak_unknown_frees = res_.unknown_frees;
+      res_.peak_double_allocs = res_.double_allocs;
+      res_.peak_exact = may_search && !pulled_;
+      heap_.on_peak(seq);
     }
     if (seq == stop_.at_seq)
       stop_here();
@@ -815,12 +649,31 @@ private:
     res_.stop_max_count = res_.max_count;
   }
 
+  bool still_live(uint64_t addr, uint64_t seq, bool may_search) {
+    if (script_) {
+      if (!may_search || script_pos_ == script_->size() || (*script_)[script_pos_] != seq)
+        return false;
+      ++script_pos_;
+      return true;
+    }
+    if (!heap_.contains(addr))
+      return false;
+    if (record_ && may_search && !record_->overflowed) {
+      if (record_->seqs.size() < record_->cap)
+        record_->seqs.push_back(seq);
+      else
+        record_->overflowed = true;
+    }
+    return true;
+  }
+
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
-    if (heap_.contains(e.ptr)) {
-      pulled_.clear();
-      if (may_search && m_.take_free(e.ptr, e.tsc + window_, pulled_)) {
+    if (still_live(e.ptr, seq, may_search)) {
+      pulled_events_.clear();
+      if (may_search && m_.take_free(e.ptr, e.tsc + window_, pulled_events_)) {
+        pulled_ = true;
         std::vector<Step> first;
-        first.swap(pulled_);
+        first.swap(pulled_events_);
         for (const Step &f : first) {
           step(f, false);
           if (res_.stopped)
@@ -830,16 +683,7 @@ private:
       if (heap_.remove(e.ptr, nullptr))
         ++res_.double_allocs;
     }
-    LiveObject o;
-    o.addr = e.ptr;
-    o.size = e.size;
-    o.usable = e.usable;
-    o.stack_id = e.stack_id;
-    o.tid = e.tid;
-    o.tag_id = tag;
-    o.api = e.api;
-    o.seq = seq;
-    heap_.insert(o);
+    heap_.insert(e, seq, tag);
   }
 
   Heap &heap_;
@@ -848,8 +692,12 @@ private:
   uint64_t window_;
   ReplayProgress progress_;
   const std::function<void(const AppliedEvent &)> *observer_;
+  SearchLog *record_;
+  const std::vector<uint64_t> *script_;
+  size_t script_pos_ = 0;
   ReplayResult res_;
-  std::vector<Step> pulled_;
+  std::vector<Step> pulled_events_;
+  bool pulled_ = false; // the current event pulled others forward
 };
 
 // ---- Helpers -----------------------------------------------------------------
@@ -888,6 +736,30 @@ std::optional<MemoryMap> pick_map(const TraceIndex &ix, RecordSource &src, const
   return slot.reader.memory_map();
 }
 
+// The snapshot at the point: its objects, counters, time and memory map.
+void finish(const TraceReader &r, const TraceIndex &ix, RecordSource &src, uint64_t point_tsc,
+            uint64_t heap_events, uint64_t unknown_frees, uint64_t double_allocs,
+            std::vector<LiveObject> objects, HeapSnapshot &out) {
+  out.ts_ns = r.ns_since_start(point_tsc);
+  out.events = heap_events;
+  out.unknown_frees = unknown_frees;
+  out.double_allocs = double_allocs;
+  out.objects = std::move(objects);
+  for (const LiveObject &o : out.objects) {
+    out.live_bytes += o.size;
+    out.live_usable_bytes += o.usable;
+  }
+  out.memory_map = pick_map(ix, src, r.name(), point_tsc);
+}
+
+// `peak` of a trace where nothing was ever live: the start is the peak.
+bool nothing_live(const TraceReader &r, const TraceIndex &ix, RecordSource &src,
+                  HeapSnapshot &out) {
+  out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
+  out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
+  return true;
+}
+
 bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnapshot &out,
            std::string &error, const SnapshotProgress &progress) {
   out = HeapSnapshot{};
@@ -898,7 +770,9 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   }
   if (progress)
     progress("indexing the trace", 0);
+  double t0 = tcpu(); // TEMP
   TraceIndex ix = index_trace(r);
+  DBG("index %.3f\n", tcpu() - t0); t0 = tcpu(); // TEMP
   out.partial = r.status() != ReadStatus::kOk;
   uint64_t total_events = 1;
   for (const auto &t : ix.threads)
@@ -923,13 +797,71 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     return false;
   uint64_t window = static_cast<uint64_t>(kCausalityWindowNs * r.ticks_per_ns());
 
-  // The index bounds the live count, so the containers are sized up front
-  // and only the peak needs a first replay: to find where it is. When the
-  // recorder lost events, frees may be missing and each reuse of their
-  // addresses would inflate the bound: a first replay then counts exactly.
+  // The index bounds the live count, so the containers are sized up front.
+  // `peak` without an observer finds the peak and rolls back to it in one
+  // replay; when more objects were freed after it than the heap keeps for
+  // that, a second replay to the peak collects them by seq without a live
+  // set (PickHeap). Where neither can be exact (tags, a peak inside a
+  // pulled-forward free, a search log too long to keep), and for an
+  // observer, a first replay finds the peak and a second one with the whole
+  // heap stops there. When the recorder lost events, frees may be missing
+  // and each reuse of their addresses would inflate the bound: a first
+  // replay then counts exactly.
   uint64_t bound = live_bound(ix, until);
   uint64_t reserve = bound;
-  if (spec.point == SnapshotPoint::kPeak || ix.lost_events) {
+  bool peak_known = false;
+  if (spec.point == SnapshotPoint::kPeak && !ix.lost_events && !spec.observer) {
+    ReplayResult first;
+    SearchLog log;
+    log.cap = bound / 8 + 4096;
+    std::optional<std::vector<uint64_t>> peak_seqs;
+    {
+      ObjectHeap heap(true);
+      heap.reserve(bound);
+      Merger m(ix, src, r.name(), heap.table());
+      first = Replay<ObjectHeap>(heap, m, stop, window,
+                                 {&progress, "rebuilding the live heap", total_events}, nullptr,
+                                 &log)
+                  .run();
+      if (!m.error().empty()) {
+        error = m.error();
+        return false;
+      }
+      DBG("pass1 %.3f exact %d kept %d log %zu ovf %d peak_seq %llu\n", tcpu() - t0, first.peak_exact, heap.peak_kept(), log.seqs.size(), log.overflowed, (unsigned long long)first.peak_seq); t0 = tcpu(); // TEMP
+      if (!first.has_peak)
+        return nothing_live(r, ix, src, out);
+      if (first.peak_exact && heap.peak_kept()) {
+        finish(r, ix, src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
+               first.peak_double_allocs, heap.take_peak(), out);
+        return true;
+      }
+      if (first.peak_exact && !ix.has_tags && !log.overflowed)
+        peak_seqs = heap.peak_seqs();
+    }
+    stop.at_seq = first.peak_seq;
+    if (peak_seqs) {
+      PickHeap heap(std::move(*peak_seqs));
+      Merger m(ix, src, r.name(), nullptr);
+      Replay<PickHeap>(heap, m, stop, window,
+                       {&progress, "collecting the objects live at the peak", first.peak_seq + 1},
+                       nullptr, nullptr, &log.seqs)
+          .run();
+      if (!m.error().empty()) {
+        error = m.error();
+        return false;
+      }
+      DBG("pick %.3f complete %d\n", tcpu() - t0, heap.complete()); t0 = tcpu(); // TEMP
+      // Always complete when the merge repeated itself; else the exact way.
+      if (heap.complete()) {
+        finish(r, ix, src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
+               first.peak_double_allocs, heap.take(), out);
+        return true;
+      }
+    }
+    reserve = first.peak_max_count;
+    peak_known = true;
+  }
+  if (!peak_known && (spec.point == SnapshotPoint::kPeak || ix.lost_events)) {
     ReplayResult first;
     {
       SizeHeap heap;
@@ -946,11 +878,8 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     }
     reserve = spec.point == SnapshotPoint::kMark ? first.stop_max_count : first.max_count;
     if (spec.point == SnapshotPoint::kPeak) {
-      if (!first.has_peak) { // nothing was ever live: the start is the peak
-        out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
-        out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
-        return true;
-      }
+      if (!first.has_peak)
+        return nothing_live(r, ix, src, out);
       stop.at_seq = first.peak_seq;
       reserve = first.peak_max_count;
     }
@@ -968,16 +897,8 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     return false;
   }
   uint64_t point_tsc = res.seq ? res.last_tsc : r.header().start_tsc.value_or(0);
-  out.ts_ns = r.ns_since_start(point_tsc);
-  out.events = res.heap_events;
-  out.unknown_frees = res.unknown_frees;
-  out.double_allocs = res.double_allocs;
-  out.objects = heap.take();
-  for (const LiveObject &o : out.objects) {
-    out.live_bytes += o.size;
-    out.live_usable_bytes += o.usable;
-  }
-  out.memory_map = pick_map(ix, src, r.name(), point_tsc);
+  finish(r, ix, src, point_tsc, res.heap_events, res.unknown_frees, res.double_allocs, heap.take(),
+         out);
   return true;
 }
 

@@ -56,50 +56,79 @@ std::string share_text(size_t some, size_t all) {
                      : std::to_string(some) + " of " + std::to_string(all) + " start offsets";
 }
 
-// A lock or atomic sharing a line with the record's other members.
+// Members that share a line with one of `culprits` at some start, and at
+// how many starts any does. Atomics next to atomics are the design of
+// lock-free records: for atomics only plain members count (read without a
+// write, yet invalidated by one); padding is read by nobody.
+struct Sharing {
+  std::vector<bool> members;
+  size_t starts = 0;
+};
+
+Sharing line_sharing(const RecordLayout &r, const std::vector<size_t> &culprits, bool lock,
+                     const std::vector<uint32_t> &starts, uint32_t line) {
+  Sharing s;
+  s.members.assign(r.fields.size(), false);
+  for (uint32_t start : starts) {
+    bool any = false;
+    for (size_t i : culprits)
+      for (size_t j = 0; j < r.fields.size(); ++j) {
+        const FieldLayout &g = r.fields[j];
+        if (j == i || g.size == 0 || is_padding_member(g) || (!lock && g.sync != SyncKind::kNone) ||
+            std::find(culprits.begin(), culprits.end(), j) != culprits.end())
+          continue;
+        if (share_line(r.fields[i], g, start, line))
+          s.members[j] = any = true;
+      }
+    s.starts += any;
+  }
+  return s;
+}
+
+// Each lock, and the atomics together, sharing lines with other members.
 void sync_sharing(const RecordLayout &r, const std::vector<Placement> &placements, uint32_t line,
                   std::vector<Risk> &out) {
   const std::vector<uint32_t> starts = all_starts(placements);
+  std::vector<std::vector<size_t>> groups;
+  std::vector<size_t> atomics;
   for (size_t i = 0; i < r.fields.size(); ++i) {
-    const FieldLayout &f = r.fields[i];
-    if (f.sync == SyncKind::kNone || f.size == 0)
+    if (r.fields[i].size == 0)
       continue;
-    const bool lock = f.sync == SyncKind::kLock;
-    std::vector<bool> shares(r.fields.size(), false);
-    size_t starts_shared = 0;
-    for (uint32_t start : starts) {
-      bool any = false;
-      for (size_t j = 0; j < r.fields.size(); ++j) {
-        const FieldLayout &g = r.fields[j];
-        // Atomics next to atomics are the design of lock-free records; what
-        // costs is a plain member, read without a write, on their line.
-        if (j == i || g.size == 0 || (!lock && g.sync != SyncKind::kNone))
-          continue;
-        if (share_line(f, g, start, line)) {
-          shares[j] = true;
-          any = true;
-        }
-      }
-      starts_shared += any;
-    }
-    if (!starts_shared)
+    if (r.fields[i].sync == SyncKind::kLock)
+      groups.push_back({i});
+    else if (r.fields[i].sync == SyncKind::kAtomic)
+      atomics.push_back(i);
+  }
+  if (!atomics.empty())
+    groups.push_back(atomics);
+  for (const std::vector<size_t> &culprits : groups) {
+    const bool lock = r.fields[culprits[0]].sync == SyncKind::kLock;
+    Sharing sharing = line_sharing(r, culprits, lock, starts, line);
+    if (!sharing.starts)
       continue;
     Risk k;
     k.kind = lock ? "lock_shares_line" : "atomic_shares_line";
     k.severity = lock ? "medium" : "low";
-    k.fields.push_back(shown(f));
-    std::vector<std::string> others;
-    for (size_t j = 0; j < shares.size(); ++j)
-      if (shares[j]) {
+    std::vector<std::string> named, others;
+    for (size_t i : culprits) {
+      k.fields.push_back(shown(r.fields[i]));
+      named.push_back(quoted(r.fields[i]));
+    }
+    for (size_t j = 0; j < sharing.members.size(); ++j)
+      if (sharing.members[j]) {
         k.fields.push_back(shown(r.fields[j]));
         others.push_back(quoted(r.fields[j]));
       }
-    k.message = std::string(lock ? "lock " : "atomic ") + quoted(f) + " (" + f.type + ", +" +
-                std::to_string(f.offset) + ") shares a line with " + joined(others) + " at " +
-                share_text(starts_shared, starts.size()) +
-                (lock ? ": threads taking or spinning on the lock take the line from readers of "
-                        "those members"
-                      : ": every write to it takes the line from readers of those members");
+    const FieldLayout &first = r.fields[culprits[0]];
+    k.message = lock ? "lock " + quoted(first) + " (" + first.type + ", +" +
+                           std::to_string(first.offset) + ") shares a line with " + joined(others) +
+                           " at " + share_text(sharing.starts, starts.size()) +
+                           ": threads taking or spinning on the lock take the line from readers of "
+                           "those members"
+                     : std::string(culprits.size() > 1 ? "atomics " : "atomic ") + joined(named) +
+                           " share a line with " + joined(others) + " at " +
+                           share_text(sharing.starts, starts.size()) +
+                           ": every write to them takes the line from readers of those members";
     out.push_back(std::move(k));
   }
 }

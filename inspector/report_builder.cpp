@@ -66,14 +66,14 @@ bool load_type_map(const ReportOptions &o, const std::string &executable,
 }
 
 // Every --hot NAME=FIELD must name a member of a record of the map.
-bool check_hot_fields(const std::vector<HotPrefix> &hot, const TypeMap *types,
-                      std::string &error) {
+bool check_hot_fields(const std::vector<HotPrefix> &hot, const TypeMap *types, std::string &error) {
   for (const HotPrefix &h : hot) {
     if (h.field.empty())
       continue;
     const std::string spec = "--hot " + h.name + "=" + h.field;
     if (!types) {
-      error = spec + ": a field needs a type map (--types MAP, from memlayout structs --format json)";
+      error =
+          spec + ": a field needs a type map (--types MAP, from memlayout structs --format json)";
       return false;
     }
     bool named = false, found = false;

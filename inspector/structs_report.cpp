@@ -20,21 +20,6 @@ StructsReport analyse_structs(std::vector<RecordLayout> records, std::vector<All
 
 namespace {
 
-// "ns::Tree<int>::Node" -> "Node": after the last scope outside template arguments.
-std::string_view unqualified(std::string_view name) {
-  int depth = 0;
-  size_t tail = 0;
-  for (size_t i = 0; i + 1 < name.size(); ++i) {
-    if (name[i] == '<')
-      ++depth;
-    else if (name[i] == '>')
-      --depth;
-    else if (depth == 0 && name[i] == ':' && name[i + 1] == ':')
-      tail = i + 2;
-  }
-  return name.substr(tail);
-}
-
 // "ns::Tree<int>" -> "ns::Tree".
 std::string_view without_arguments(std::string_view name) {
   if (name.empty() || name.back() != '>')
@@ -49,15 +34,19 @@ std::string_view without_arguments(std::string_view name) {
   return name;
 }
 
+// `name` is `full` or its last scopes: "Node", "Tree<int>::Node".
+bool same_or_scope_suffix(std::string_view full, std::string_view name) {
+  if (full == name)
+    return true;
+  return full.size() > name.size() + 2 && full.substr(full.size() - name.size()) == name &&
+         full.substr(full.size() - name.size() - 2, 2) == "::";
+}
+
 } // namespace
 
 bool record_selected(const std::string &record, const std::string &name) {
-  std::string_view r = record;
-  for (std::string_view candidate :
-       {r, unqualified(r), without_arguments(r), without_arguments(unqualified(r))})
-    if (candidate == name)
-      return true;
-  return false;
+  return same_or_scope_suffix(record, name) ||
+         same_or_scope_suffix(without_arguments(record), name);
 }
 
 } // namespace memlayout::inspector

@@ -32,9 +32,9 @@ struct StructsReport {
 StructsReport analyse_structs(std::vector<RecordLayout> records, std::vector<AllocSite> sites,
                               uint32_t line_size);
 
-// Whether `name` selects the record: its full name or its name without
-// namespaces and enclosing classes, either with or without its own template
-// arguments ("Node" selects "ns::Tree<int>::Node", "Tree" "ns::Tree<int>").
+// Whether `name` selects the record: its full name or its last scopes,
+// either with or without its own template arguments ("Node" and
+// "Tree<int>::Node" select "ns::Tree<int>::Node", "Tree" "ns::Tree<int>").
 bool record_selected(const std::string &record, const std::string &name);
 
 } // namespace memlayout::inspector

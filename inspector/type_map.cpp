@@ -227,7 +227,7 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
       }
     }
     if (best.empty())
-      return {};
+      return factory_type(function);
     if (std::string t = single_type(best); !t.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same_function(function, s->function); });
@@ -238,7 +238,33 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
   for (const AllocSite &s : sites_)
     if (same_function(function, s.function))
       best.push_back(&s);
-  return single_type(best);
+  return best.empty() ? factory_type(function) : single_type(best);
+}
+
+std::string TypeMap::factory_type(const std::string &function) const {
+  // libstdc++'s frames that allocate on behalf of make_unique<T> and
+  // make_shared<T> / allocate_shared<T>, whose first template argument is T.
+  static constexpr std::string_view kFactories[] = {
+      "make_unique<", "_MakeUniq<", "_Sp_counted_ptr_inplace<", "make_shared<", "allocate_shared<"};
+  for (std::string_view factory : kFactories) {
+    size_t at = function.find(factory);
+    if (at == std::string::npos)
+      continue;
+    size_t begin = at + factory.size(), i = begin;
+    for (int depth = 0; i < function.size(); ++i) {
+      char c = function[i];
+      if (c == '<' || c == '(')
+        ++depth;
+      else if ((c == '>' || c == ')') && depth > 0)
+        --depth;
+      else if (depth == 0 && (c == ',' || c == '>'))
+        break;
+    }
+    std::string type = function.substr(begin, i - begin);
+    if (const RecordLayout *r = record(type); r && r->name == type)
+      return type;
+  }
+  return {};
 }
 
 std::string type_map_beside(const std::string &executable) {

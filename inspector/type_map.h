@@ -35,10 +35,14 @@ public:
   // allocating expression; several types there (a template's
   // instantiations) are told apart by `function`. Without file and line
   // (no debug line info), by the function alone when all its sites
-  // allocate one type.
+  // allocate one type. A site the map does not have that is the standard
+  // library allocating for make_unique<T> or make_shared<T> (the call site
+  // the report sees there) gives T when the map has that record.
   std::string type_at(const std::string &function, const std::string &file, uint32_t line) const;
 
 private:
+  std::string factory_type(const std::string &function) const;
+
   std::string path_;
   std::vector<RecordLayout> records_;
   std::vector<AllocSite> sites_;

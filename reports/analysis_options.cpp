@@ -22,8 +22,7 @@ OptionParse parse_analysis_option(int argc, char **argv, int &i, inspector::Repo
     const char *eq = v ? std::strrchr(v, '=') : nullptr;
     char *end = nullptr;
     unsigned long long n = eq ? std::strtoull(eq + 1, &end, 10) : 0;
-    const bool field =
-        eq && (std::isalpha(static_cast<unsigned char>(eq[1])) || eq[1] == '_');
+    const bool field = eq && (std::isalpha(static_cast<unsigned char>(eq[1])) || eq[1] == '_');
     if (!eq || eq == v || !*(eq + 1) || (!field && (*end || n == 0))) {
       error = "--hot takes NAME=BYTES or TYPE=FIELD, not '" + shown + "'";
       return OptionParse::kError;

@@ -2,12 +2,14 @@
 //
 // RCU. Each thread owns a ReaderSlot on a global list (slots are reused by
 // later threads, never freed). Entering a read-side section makes the slot's
-// counter odd with an atomic exchange, a full fence: a synchronize that does
-// not see the odd value ran its fence first, so the reader's loads see every
-// pointer the updater stored before synchronizing. Leaving makes it even
-// with a release store. synchronize waits, slot by slot, for each odd
-// counter to change. The authors' RCU pays the same fence (an atomic
-// increment per lock and unlock).
+// counter odd with an atomic exchange (a full fence on x86). synchronize
+// reads each counter with a read-modify-write, which sees the latest value:
+// if that is even, the reader's next exchange comes after it and acquires
+// it, so the reader's loads see every pointer the updater stored before
+// synchronizing. Leaving makes the counter even with a release store.
+// synchronize waits, slot by slot, for each odd counter to change. The
+// authors' RCU pays the same fence (an atomic increment per lock and
+// unlock).
 //
 // Lock order: updates lock top-down (prev, then curr, then the successor's
 // parent and the successor below it; a fresh copy before it is published),
@@ -94,8 +96,7 @@ public:
     slot_->phase.exchange(p + 1, std::memory_order_seq_cst);
   }
   ~ReadSection() {
-    slot_->phase.store(slot_->phase.load(std::memory_order_relaxed) + 1,
-                       std::memory_order_release);
+    slot_->phase.store(slot_->phase.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
   ReadSection(const ReadSection &) = delete;
   ReadSection &operator=(const ReadSection &) = delete;
@@ -119,9 +120,8 @@ template <class N> void bump_tag(N *n, int dir) {
 } // namespace
 
 void citrus_synchronize_readers() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (ReaderSlot *r = g_readers.load(std::memory_order_acquire); r; r = r->next) {
-    uint64_t p = r->phase.load(std::memory_order_acquire);
+    uint64_t p = r->phase.fetch_add(0, std::memory_order_acq_rel);
     if (!(p & 1))
       continue;
     for (unsigned attempt = 0; r->phase.load(std::memory_order_acquire) == p; ++attempt)
@@ -256,8 +256,7 @@ template <class L> bool Citrus<L>::remove(Key key) {
 }
 
 // curr's only child (or nothing) takes its place.
-template <class L>
-void Citrus<L>::remove_with_at_most_one_child(Node *prev, Node *curr, int dir) {
+template <class L> void Citrus<L>::remove_with_at_most_one_child(Node *prev, Node *curr, int dir) {
   Node *only = curr->child[0].load(std::memory_order_relaxed);
   if (!only)
     only = curr->child[1].load(std::memory_order_relaxed);
@@ -290,10 +289,8 @@ template <class L> bool Citrus<L>::remove_with_two_children(Node *prev, Node *cu
   if (valid) {
     curr->marked.store(true, std::memory_order_relaxed);
     Node *copy = new_node(succ->key, succ->value);
-    copy->child[0].store(curr->child[0].load(std::memory_order_relaxed),
-                         std::memory_order_relaxed);
-    copy->child[1].store(curr->child[1].load(std::memory_order_relaxed),
-                         std::memory_order_relaxed);
+    copy->child[0].store(curr->child[0].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    copy->child[1].store(curr->child[1].load(std::memory_order_relaxed), std::memory_order_relaxed);
     L::lock(copy->lock); // updates that find it wait for the successor's unlink
     prev->child[dir].store(copy, std::memory_order_release);
 
@@ -319,8 +316,7 @@ template <class L> bool Citrus<L>::remove_with_two_children(Node *prev, Node *cu
   return valid;
 }
 
-template <class L>
-void Citrus<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void Citrus<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<const Node *> stack;
   const Node *n = root_->child[0].load(std::memory_order_acquire);
   while (n || !stack.empty()) {

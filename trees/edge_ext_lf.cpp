@@ -20,22 +20,18 @@ constexpr auto kAcqRel = std::memory_order_acq_rel;
 
 template <class L> EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : records_("edge-ext-lf", policy) {
   node_kind_ = records_.add_kind("node", sizeof(Node));
-  auto leaf = [this](Key key) {
-    Node *n = new_node();
+  auto init = [](Node *n, Key key, const Node *left, const Node *right) {
     n->key = key;
     n->value = 0;
-    return n;
+    n->left.store(edge_to(left), kRelaxed);
+    n->right.store(edge_to(right), kRelaxed);
   };
-  first_ = new_node();
-  first_->key = kInf1;
-  first_->value = 0;
-  first_->left.store(edge_to(leaf(kInf0)), kRelaxed);
-  first_->right.store(edge_to(leaf(kInf1)), kRelaxed);
-  root_ = new_node();
-  root_->key = kInf2;
-  root_->value = 0;
-  root_->left.store(edge_to(first_), kRelaxed);
-  root_->right.store(edge_to(leaf(kInf2)), std::memory_order_release);
+  Node *leaf_inf0 = &sentinels_[2], *leaf_inf1 = &sentinels_[3], *leaf_inf2 = &sentinels_[4];
+  init(leaf_inf0, kInf0, nullptr, nullptr);
+  init(leaf_inf1, kInf1, nullptr, nullptr);
+  init(leaf_inf2, kInf2, nullptr, nullptr);
+  init(first_, kInf1, leaf_inf0, leaf_inf1);
+  init(root_, kInf2, first_, leaf_inf2);
 }
 
 template <class L> EdgeExtLf<L>::~EdgeExtLf() {
@@ -47,7 +43,8 @@ template <class L> EdgeExtLf<L>::~EdgeExtLf() {
       todo.push_back(l);
     if (Node *r = address(n->right.load(kRelaxed)))
       todo.push_back(r);
-    delete_node(n);
+    if (!is_sentinel(n))
+      delete_node(n);
   }
   reclaim_all();
 }

@@ -117,8 +117,20 @@ private:
 
   RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
-  Node *root_;  // R: key kInf2, left S, right leaf kInf2
-  Node *first_; // S: key kInf1, left the user tree (or leaf kInf0), right leaf kInf1
+  // The sentinels live here, not in the node pool, as ASCYLIB allocates them
+  // apart from its per-insert nodes: five 32-byte sentinels in the pool would
+  // shift every later routing/leaf pair by one slot, off its line (the
+  // study's "shifted" variant, 75% of leaves on the next line instead).
+  Node sentinels_[5];
+  Node *const root_ = &sentinels_[0];  // R: key kInf2, left S, right leaf kInf2
+  Node *const first_ = &sentinels_[1]; // S: key kInf1, left the user tree (or leaf kInf0),
+                                       //    right leaf kInf1
+  bool is_sentinel(const Node *n) const {
+    for (const Node &s : sentinels_)
+      if (n == &s)
+        return true;
+    return false;
+  }
 };
 
 extern template class EdgeExtLf<EdgeExtLfBaselineLayout>;

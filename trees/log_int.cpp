@@ -47,7 +47,9 @@ void back_off(unsigned attempt) {
 template <class L> void lock(typename L::Lock &l) { L::lock(l); }
 template <class L> void unlock(typename L::Lock &l) { L::unlock(l); }
 
-template <class N> N *child_of(const N *n, bool right) { return (right ? n->right : n->left).load(); }
+template <class N> N *child_of(const N *n, bool right) {
+  return (right ? n->right : n->left).load();
+}
 
 // Replaces old_child under parent (both tree-locked) by new_child.
 template <class N> void update_child(N *parent, N *old_child, N *new_child) {
@@ -294,8 +296,7 @@ template <class L> void LogInt<L>::remove_from_tree(Node *node, bool has_two_chi
   unlock<L>(s->tree_lock);
 }
 
-template <class L>
-void LogInt<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void LogInt<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   for (Node *n = min_->succ.load(); n != root_; n = n->succ.load())
     if (!n->mark.load())
       visit(n->key, n->value);

@@ -41,13 +41,9 @@ constexpr uint64_t kStructureMask = ~kValueMask;
 bool is_unlinked(uint64_t v) { return (v & kUnlinked) != 0; }
 bool is_shrinking(uint64_t v) { return (v & kShrinking) != 0; }
 bool is_present(uint64_t v) { return (v & kValueIncr) != 0; }
-bool structure_changed(uint64_t now, uint64_t seen) {
-  return ((now ^ seen) & kStructureMask) != 0;
-}
+bool structure_changed(uint64_t now, uint64_t seen) { return ((now ^ seen) & kStructureMask) != 0; }
 // Flips presence by counting one more value change (wrapping within its bits).
-uint64_t toggle_presence(uint64_t v) {
-  return (v & ~kValueMask) | ((v + kValueIncr) & kValueMask);
-}
+uint64_t toggle_presence(uint64_t v) { return (v & ~kValueMask) | ((v + kValueIncr) & kValueMask); }
 
 // What node_condition finds when the node's height is not simply stale.
 constexpr int kUnlinkRequired = -1;
@@ -214,9 +210,7 @@ template <class L> bool OccAvl<L>::lookup(Key key, Value *value) {
   }
 }
 
-template <class L> bool OccAvl<L>::insert(Key key, Value value) {
-  return update(key, true, value);
-}
+template <class L> bool OccAvl<L>::insert(Key key, Value value) { return update(key, true, value); }
 
 template <class L> bool OccAvl<L>::remove(Key key) { return update(key, false, 0); }
 
@@ -263,8 +257,8 @@ template <class L> bool OccAvl<L>::update(Key key, bool is_insert, Value value) 
 
 // kNotDone: the slot is taken now.
 template <class L>
-typename OccAvl<L>::Outcome OccAvl<L>::insert_leaf(Node *node, uint64_t node_v, bool right,
-                                                   Key key, Value value) {
+typename OccAvl<L>::Outcome OccAvl<L>::insert_leaf(Node *node, uint64_t node_v, bool right, Key key,
+                                                   Value value) {
   Node *damaged;
   {
     Hold<L> hold(node);
@@ -282,8 +276,7 @@ typename OccAvl<L>::Outcome OccAvl<L>::insert_leaf(Node *node, uint64_t node_v, 
 
 // The key has a node: revive it if it is a routing node. Seeing it present
 // is a linearizable "already there" without a lock (present nodes are linked).
-template <class L>
-typename OccAvl<L>::Outcome OccAvl<L>::insert_found(Node *node, Value value) {
+template <class L> typename OccAvl<L>::Outcome OccAvl<L>::insert_found(Node *node, Value value) {
   if (is_present(node->version.load(std::memory_order_acquire)))
     return Outcome::kNotDone;
   Hold<L> hold(node);
@@ -299,8 +292,7 @@ typename OccAvl<L>::Outcome OccAvl<L>::insert_found(Node *node, Value value) {
 
 // A node with fewer than two children is unlinked (under its parent's lock
 // and its own); one with two becomes a routing node.
-template <class L>
-typename OccAvl<L>::Outcome OccAvl<L>::remove_found(Node *parent, Node *node) {
+template <class L> typename OccAvl<L>::Outcome OccAvl<L>::remove_found(Node *parent, Node *node) {
   if (!is_present(node->version.load(std::memory_order_acquire)))
     return Outcome::kNotDone;
   if (!child_of(node, false) || !child_of(node, true)) {
@@ -438,9 +430,8 @@ typename L::Node *OccAvl<L>::rebalance_nl(Node *n_parent, Node *n, std::vector<N
 // too tall on the heavy side; rotate once, twice, or first the heavy child
 // the other way. Parent and n locked.
 template <class L>
-typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n_heavy,
-                                                 int h_other, bool heavy_right,
-                                                 std::vector<Node *> &revisit) {
+typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n_heavy, int h_other,
+                                                bool heavy_right, std::vector<Node *> &revisit) {
   const bool d = heavy_right;
   Hold<L> hold_heavy(n_heavy);
   int hh = height_of(n_heavy);
@@ -450,8 +441,7 @@ typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n
   int h_outer0 = height_of(child_of(n_heavy, d));
   int h_inner0 = height_of(n_inner);
   if (h_outer0 >= h_inner0)
-    return rotate_single_nl(n_parent, n, n_heavy, h_other, h_outer0, n_inner, h_inner0, d,
-                            revisit);
+    return rotate_single_nl(n_parent, n, n_heavy, h_other, h_outer0, n_inner, h_inner0, d, revisit);
   {
     Hold<L> hold_inner(n_inner);
     int h_inner = height_of(n_inner);
@@ -474,8 +464,8 @@ typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n
 // are locked. Returns the node that still needs attention.
 template <class L>
 typename L::Node *OccAvl<L>::rotate_single_nl(Node *n_parent, Node *n, Node *n_heavy, int h_other,
-                                               int h_outer, Node *n_inner, int h_inner, bool d,
-                                               std::vector<Node *> &revisit) {
+                                              int h_outer, Node *n_inner, int h_inner, bool d,
+                                              std::vector<Node *> &revisit) {
   uint64_t node_v = n->version.load(std::memory_order_relaxed);
   Node *npl = child_of(n_parent, false);
   n->version.store(node_v | kShrinking, std::memory_order_relaxed);
@@ -510,8 +500,8 @@ typename L::Node *OccAvl<L>::rotate_single_nl(Node *n_parent, Node *n, Node *n_h
 // (parent, n, heavy child, inner child).
 template <class L>
 typename L::Node *OccAvl<L>::rotate_double_nl(Node *n_parent, Node *n, Node *n_heavy, int h_other,
-                                               int h_outer, Node *n_inner, int h_inner_near,
-                                               bool d, std::vector<Node *> &revisit) {
+                                              int h_outer, Node *n_inner, int h_inner_near, bool d,
+                                              std::vector<Node *> &revisit) {
   uint64_t node_v = n->version.load(std::memory_order_relaxed);
   uint64_t heavy_v = n_heavy->version.load(std::memory_order_relaxed);
   Node *npl = child_of(n_parent, false);
@@ -567,8 +557,7 @@ typename L::Node *OccAvl<L>::rotate_double_nl(Node *n_parent, Node *n, Node *n_h
   return needs_work;
 }
 
-template <class L>
-void OccAvl<L>::for_each(const std::function<void(Key, Value)> &visit) const {
+template <class L> void OccAvl<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   std::vector<const Node *> stack;
   const Node *n = child_of(holder_, true);
   while (n || !stack.empty()) {
@@ -582,9 +571,7 @@ void OccAvl<L>::for_each(const std::function<void(Key, Value)> &visit) const {
   }
 }
 
-template <class L>
-template <class F>
-void OccAvl<L>::for_each_node(F &&visit) const {
+template <class L> template <class F> void OccAvl<L>::for_each_node(F &&visit) const {
   std::vector<const Node *> stack;
   if (const Node *root = child_of(holder_, true))
     stack.push_back(root);
@@ -606,9 +593,8 @@ template <class L> size_t OccAvl<L>::node_count() const {
 
 template <class L> size_t OccAvl<L>::routing_node_count() const {
   size_t count = 0;
-  for_each_node([&](const Node *n) {
-    count += !is_present(n->version.load(std::memory_order_relaxed));
-  });
+  for_each_node(
+      [&](const Node *n) { count += !is_present(n->version.load(std::memory_order_relaxed)); });
   return count;
 }
 

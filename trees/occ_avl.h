@@ -50,7 +50,7 @@ struct OccAvlBaselineLayout {
     std::atomic<Node *> parent;
     std::atomic<Node *> left; // 40
     std::atomic<Node *> right;
-    Lock lock;                  // 56
+    Lock lock;                // 56
     uint8_t padding[64 - 60]; // to the cache-line size
   };
   static void init_lock(Lock &l) { pthread_spin_init(&l, PTHREAD_PROCESS_PRIVATE); }

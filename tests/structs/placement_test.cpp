@@ -272,13 +272,16 @@ TEST_CASE("padding members by name", "[advice]") {
   CHECK(is_padding_member(member("pad_bytes", 0, 8, 1, SyncKind::kNone, "char[8]")));
 }
 
-TEST_CASE("record names as -C takes them: full, unqualified, without template arguments",
+TEST_CASE("record names as -C takes them: full, last scopes, without template arguments",
           "[advice]") {
   CHECK(record_selected("ns::Tree<int>::Node", "Node"));
   CHECK(record_selected("ns::Tree<int>::Node", "ns::Tree<int>::Node"));
+  CHECK(record_selected("ns::Tree<int>::Node", "Tree<int>::Node"));
   CHECK(record_selected("ns::Tree<int>", "Tree"));
   CHECK(record_selected("ns::Tree<int>", "ns::Tree"));
   CHECK(record_selected("ns::Map<a::B, c::D>", "Map"));
   CHECK_FALSE(record_selected("ns::Tree<int>::Node", "Tree"));
   CHECK_FALSE(record_selected("ns::NodeX", "Node"));
+  CHECK_FALSE(record_selected("ns::XNode", "Node"));
+  CHECK_FALSE(record_selected("ns::Map<x::Node>", "Node"));
 }

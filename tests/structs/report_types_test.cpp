@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -28,7 +29,8 @@ struct Recorded {
 const Recorded &recorded() {
   static const Recorded r = [] {
     Recorded out;
-    out.dir = scratch_dir("report_types");
+    // One directory per process: ctest runs each test case in its own.
+    out.dir = scratch_dir("report_types." + std::to_string(getpid()));
     out.program = out.dir + "/typed_alloc";
     out.trace = out.dir + "/typed.trace";
     out.map = out.program + ".memlayout-types.json";

@@ -122,6 +122,15 @@ TEST_CASE("a recorded call site finds its type", "[types]") {
     CHECK(map.type_at("make_desc", "", 0) == "Desc");
     CHECK(map.type_at("unknown_function", "", 0).empty());
   }
+  SECTION("the standard library allocating for make_unique<T> / make_shared<T>") {
+    CHECK(map.type_at("std::__detail::_MakeUniq<Desc>::__single_object std::make_unique<Desc>()",
+                      "/usr/include/c++/12/bits/unique_ptr.h", 1065) == "Desc");
+    CHECK(map.type_at("std::__allocated_ptr<std::allocator<std::_Sp_counted_ptr_inplace<"
+                      "ns::Tree<long>::Node, std::allocator<ns::Tree<long>::Node>, "
+                      "(__gnu_cxx::_Lock_policy)2> > > std::__allocate_guarded<...>(...)",
+                      "/usr/include/c++/12/bits/allocated_ptr.h", 98) == "ns::Tree<long>::Node");
+    CHECK(map.type_at("std::make_unique<Missing>()", "unique_ptr.h", 1065).empty());
+  }
   SECTION("records by full or unqualified name, unless ambiguous") {
     REQUIRE(map.record("Desc"));
     REQUIRE(map.record("ns::Tree<long>::Node"));

@@ -1,0 +1,343 @@
+// The live sets a heap replay (heap_snapshot.cpp) applies events to. Each
+// offers contains / insert / remove / tag / on_peak, bytes() and count():
+//
+//  - SizeHeap: address -> size, to find the peak of live bytes.
+//  - ObjectHeap: whole objects; with keep_peak it also rolls back to the
+//    peak of live bytes at the end, so one replay finds the peak and
+//    rebuilds the heap there.
+//  - PickHeap: no live set at all; collects the allocations whose positions
+//    in the merged order a previous replay named.
+#pragma once
+
+#include "addr_table.h"
+#include "heap_model.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+namespace memlayout::inspector {
+
+// The object an allocation event `e` (ptr, size, usable, stack_id, tid, api)
+// creates, written field by field where it is kept: a LiveObject built on
+// the stack and copied would be read back with 16-byte loads its narrower
+// stores cannot forward, a stall on every allocation.
+template <class Event> void make_object(LiveObject &o, const Event &e, uint64_t seq, uint32_t tag) {
+  o.addr = e.ptr;
+  o.size = e.size;
+  o.usable = e.usable;
+  o.stack_id = e.stack_id;
+  o.tid = e.tid;
+  o.tag_id = tag;
+  o.api = e.api;
+  o.seq = seq;
+}
+
+class SizeHeap {
+public:
+  const AddrTable *table() const { return &table_; }
+  void reserve(size_t n) { table_.reserve(n); }
+  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
+  template <class Event> void insert(const Event &e, uint64_t, uint32_t) {
+    table_.insert(e.ptr, e.size);
+    bytes_ += e.size;
+    ++count_;
+  }
+  bool remove(uint64_t addr, uint32_t *tag) {
+    uint64_t size;
+    if (!table_.erase(addr, size))
+      return false;
+    bytes_ -= size;
+    --count_;
+    if (tag)
+      *tag = 0;
+    return true;
+  }
+  void tag(uint64_t, uint32_t) {}
+  void on_peak(uint64_t) {}
+  uint64_t bytes() const { return bytes_; }
+  uint64_t count() const { return count_; }
+
+private:
+  AddrTable table_;
+  uint64_t bytes_ = 0, count_ = 0;
+};
+
+// Whole objects in a slab; the table maps address -> slab index and size
+// (so a free needs no slab line to keep the byte count).
+//
+// Rolling back to the peak (keep_peak): an object is alive at the peak when
+// it was allocated at or before the peak's position in the merged order
+// (LiveObject::seq) and not freed until then. The ones still live at the
+// end are in the table; the ones freed after the peak keep their slab slots
+// instead of recycling them ("retained"), and a tag changed after the peak
+// is journaled. Every new peak recycles all of that. Which freed slots
+// belong to the peak needs their seq, a slab line the free does not
+// otherwise touch: freed slots wait in batches and are sorted out with the
+// batch's lines prefetched together.
+//
+// Retention is capped at an eighth of the objects live at the peak (memory:
+// 56 B a slot on top of the ~76 B per object the heap costs). Past the cap
+// the heap no longer keeps the objects themselves, only their seqs, for a
+// PickHeap replay to collect (peak_kept() false).
+class ObjectHeap {
+public:
+  explicit ObjectHeap(bool keep_peak = false) : keep_peak_(keep_peak) {}
+
+  const AddrTable *table() const { return &table_; }
+  void reserve(size_t n) {
+    slab_.reserve(keep_peak_ ? n + n / kBudgetShare + kSweepBatch : n);
+    advise_huge_pages(slab_.data(), slab_.capacity() * sizeof(LiveObject));
+    table_.reserve(n);
+  }
+  bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
+
+  template <class Event> void insert(const Event &e, uint64_t seq, uint32_t tag) {
+    uint32_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+      make_object(slab_[i], e, seq, tag);
+      // The next allocation takes the next free slot: start fetching it.
+      if (!free_.empty()) {
+        const char *p = reinterpret_cast<const char *>(&slab_[free_.back()]);
+        __builtin_prefetch(p, 1);
+        __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
+      }
+    } else {
+      i = static_cast<uint32_t>(slab_.size());
+      make_object(slab_.emplace_back(), e, seq, tag);
+    }
+    table_.insert(e.ptr, pack(i, e.size));
+    bytes_ += e.size;
+    ++count_;
+  }
+
+  bool remove(uint64_t addr, uint32_t *tag) {
+    uint64_t v;
+    if (!table_.erase(addr, v))
+      return false;
+    uint32_t i = static_cast<uint32_t>(v);
+    uint64_t size = v >> 32;
+    if (size == kBigSize)
+      size = slab_[i].size;
+    if (tag)
+      *tag = slab_[i].tag_id;
+    bytes_ -= size;
+    --count_;
+    if (keep_peak_ && has_peak_) {
+      pending_.push_back(i);
+      if (pending_.size() == kSweepBatch)
+        sweep();
+    } else {
+      free_.push_back(i);
+      // The next allocation takes this slot: start fetching its lines now.
+      const char *p = reinterpret_cast<const char *>(&slab_[i]);
+      __builtin_prefetch(p, 1);
+      __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
+    }
+    return true;
+  }
+
+  void tag(uint64_t addr, uint32_t id) {
+    uint64_t *v = table_.find(addr);
+    if (!v)
+      return;
+    LiveObject &o = slab_[static_cast<uint32_t>(*v)];
+    if (keep_peak_ && has_peak_ && !dropped_ && o.seq <= peak_seq_) {
+      tag_undo_.push_back({static_cast<uint32_t>(*v), o.tag_id});
+      if (tag_undo_.size() > budget_)
+        drop_objects();
+    }
+    o.tag_id = id;
+  }
+
+  // The live set as it stands is the new peak, reached at merged position
+  // `seq`: what was kept for the previous one is recycled.
+  void on_peak(uint64_t seq) {
+    if (!keep_peak_)
+      return;
+    has_peak_ = true;
+    peak_seq_ = seq;
+    free_.insert(free_.end(), pending_.begin(), pending_.end());
+    free_.insert(free_.end(), retained_.begin(), retained_.end());
+    pending_.clear();
+    retained_.clear();
+    peak_seqs_.clear();
+    tag_undo_.clear();
+    dropped_ = false;
+    budget_ = std::max<uint64_t>(count_ / kBudgetShare, kMinBudget);
+  }
+
+  uint64_t bytes() const { return bytes_; }
+  uint64_t count() const { return count_; }
+
+  // Moves the live objects out, by address; the slab's memory becomes theirs.
+  std::vector<LiveObject> take() {
+    std::vector<bool> keep(slab_.size());
+    table_.for_each([&](uint64_t, uint64_t v) { keep[static_cast<uint32_t>(v)] = true; });
+    return compact(keep);
+  }
+
+  // keep_peak: false when the objects of the peak were not all kept.
+  bool peak_kept() {
+    sweep();
+    return has_peak_ && !dropped_;
+  }
+
+  // The objects live at the peak, by address (peak_kept() must be true).
+  std::vector<LiveObject> take_peak() {
+    for (auto u = tag_undo_.rbegin(); u != tag_undo_.rend(); ++u)
+      slab_[u->slot].tag_id = u->tag;
+    std::vector<bool> keep(slab_.size());
+    table_.for_each([&](uint64_t, uint64_t v) {
+      uint32_t i = static_cast<uint32_t>(v);
+      keep[i] = slab_[i].seq <= peak_seq_;
+    });
+    for (uint32_t i : retained_)
+      keep[i] = true;
+    return compact(keep);
+  }
+
+  // The seqs of the objects live at the peak, ascending (after peak_kept()).
+  std::vector<uint64_t> peak_seqs() const {
+    std::vector<uint64_t> seqs = peak_seqs_;
+    for (uint32_t i : retained_)
+      seqs.push_back(slab_[i].seq);
+    table_.for_each([&](uint64_t, uint64_t v) {
+      const LiveObject &o = slab_[static_cast<uint32_t>(v)];
+      if (o.seq <= peak_seq_)
+        seqs.push_back(o.seq);
+    });
+    std::sort(seqs.begin(), seqs.end());
+    return seqs;
+  }
+
+private:
+  static constexpr uint64_t kBigSize = 0xffffffff; // the size is in the slab
+  static constexpr size_t kSweepBatch = 256;
+  static constexpr uint64_t kBudgetShare = 8, kMinBudget = 4096;
+
+  struct TagUndo {
+    uint32_t slot, tag;
+  };
+
+  static uint64_t pack(uint32_t slot, uint64_t size) {
+    return uint64_t{slot} | std::min(size, kBigSize) << 32;
+  }
+
+  // Sorts the freed slots waiting in pending_ into the peak's and the rest.
+  void sweep() {
+    for (uint32_t i : pending_)
+      __builtin_prefetch(&slab_[i].seq);
+    for (uint32_t i : pending_) {
+      uint64_t seq = slab_[i].seq;
+      if (seq > peak_seq_) {
+        free_.push_back(i);
+      } else if (!dropped_ && retained_.size() < budget_) {
+        retained_.push_back(i);
+      } else {
+        if (!dropped_)
+          drop_objects();
+        peak_seqs_.push_back(seq);
+        free_.push_back(i);
+      }
+    }
+    pending_.clear();
+  }
+
+  // Over the cap: keep the seqs of the peak's freed objects, not the objects.
+  void drop_objects() {
+    dropped_ = true;
+    for (uint32_t i : retained_) {
+      peak_seqs_.push_back(slab_[i].seq);
+      free_.push_back(i);
+    }
+    retained_.clear();
+    tag_undo_.clear();
+  }
+
+  std::vector<LiveObject> compact(const std::vector<bool> &keep) {
+    table_ = AddrTable();
+    free_ = {};
+    pending_ = {};
+    retained_ = {};
+    size_t n = 0;
+    for (size_t i = 0; i < slab_.size(); ++i)
+      if (keep[i])
+        slab_[n++] = slab_[i];
+    slab_.resize(n);
+    std::sort(slab_.begin(), slab_.end(),
+              [](const LiveObject &a, const LiveObject &b) { return a.addr < b.addr; });
+    return std::move(slab_);
+  }
+
+  bool keep_peak_;
+  std::vector<LiveObject> slab_;
+  std::vector<uint32_t> free_;
+  AddrTable table_;
+  uint64_t bytes_ = 0, count_ = 0;
+
+  bool has_peak_ = false, dropped_ = false;
+  uint64_t peak_seq_ = 0, budget_ = 0;
+  std::vector<uint32_t> pending_, retained_;
+  std::vector<uint64_t> peak_seqs_; // of freed peak objects, once dropped_
+  std::vector<TagUndo> tag_undo_;
+};
+
+// Collects, in a replay identical to the one that named them, the objects
+// allocated at the given merged positions. It keeps no live set: the replay
+// takes its address-reuse decisions from the first replay's log. Used only
+// on traces without tags (a tag's target depends on the live set).
+class PickHeap {
+public:
+  explicit PickHeap(std::vector<uint64_t> seqs) : seqs_(std::move(seqs)) {
+    objects_.reserve(seqs_.size());
+  }
+
+  const AddrTable *table() const { return nullptr; }
+  bool contains(uint64_t) { return false; }
+  template <class Event> void insert(const Event &e, uint64_t seq, uint32_t tag) {
+    if (pos_ == seqs_.size())
+      return;
+    if (seqs_[pos_] == seq) {
+      make_object(objects_.emplace_back(), e, seq, tag);
+      ++pos_;
+      // Skip what an out-of-order insertion (below) took already.
+      while (pos_ < seqs_.size() && !early_.empty() && early_.erase(seqs_[pos_]))
+        ++pos_;
+    } else if (seqs_[pos_] < seq &&
+               std::binary_search(seqs_.begin() + static_cast<ptrdiff_t>(pos_), seqs_.end(),
+                                  seq)) {
+      // An allocation whose free of the same address was pulled forward is
+      // inserted after the pulled events, which have later seqs.
+      make_object(objects_.emplace_back(), e, seq, tag);
+      early_.insert(seq);
+    }
+  }
+  bool remove(uint64_t, uint32_t *tag) {
+    if (tag)
+      *tag = 0;
+    return true;
+  }
+  void tag(uint64_t, uint32_t) {}
+  void on_peak(uint64_t) {}
+  uint64_t bytes() const { return 0; }
+  uint64_t count() const { return 0; }
+
+  bool complete() const { return objects_.size() == seqs_.size(); }
+  std::vector<LiveObject> take() {
+    std::sort(objects_.begin(), objects_.end(),
+              [](const LiveObject &a, const LiveObject &b) { return a.addr < b.addr; });
+    return std::move(objects_);
+  }
+
+private:
+  std::vector<uint64_t> seqs_; // ascending
+  size_t pos_ = 0;
+  std::unordered_set<uint64_t> early_;
+  std::vector<LiveObject> objects_;
+};
+
+} // namespace memlayout::inspector
