@@ -53,15 +53,17 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     std::snprintf(line, sizeof line, "  %u threads, %.3f s: %llu ops, %.3f Mops/s\n", o.threads,
                   r.duration_s, static_cast<unsigned long long>(r.ops), r.mops);
     out << line;
-    out << "  thread  cpu      Mops/s         ops   lookup hit%   insert ok%   remove ok%\n";
+    out << "  thread  cpu      Mops/s   CPU%         ops   lookup hit%   insert ok%   remove ok%\n";
     for (const ThreadResult &t : r.per_thread) {
       auto pct = [](uint64_t part, uint64_t whole) {
         return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
       };
-      std::snprintf(line, sizeof line, "  %6u  %3s  %10.3f  %10llu  %12.1f  %11.1f  %11.1f\n",
-                    t.thread, t.cpu < 0 ? "-" : std::to_string(t.cpu).c_str(), t.mops(),
-                    static_cast<unsigned long long>(t.ops()), pct(t.lookup_hits, t.lookups),
-                    pct(t.inserts_ok, t.inserts), pct(t.removes_ok, t.removes));
+      std::snprintf(
+          line, sizeof line, "  %6u  %3s  %10.3f  %5.0f  %10llu  %12.1f  %11.1f  %11.1f\n",
+          t.thread, t.cpu < 0 ? "-" : std::to_string(t.cpu).c_str(), t.mops(),
+          pct(static_cast<uint64_t>(t.cpu_seconds * 1e6), static_cast<uint64_t>(t.seconds * 1e6)),
+          static_cast<unsigned long long>(t.ops()), pct(t.lookup_hits, t.lookups),
+          pct(t.inserts_ok, t.inserts), pct(t.removes_ok, t.removes));
       out << line;
     }
     bool any = false;
@@ -128,6 +130,7 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     else
       j.value(t.cpu);
     j.field("seconds", t.seconds);
+    j.field("cpu_seconds", t.cpu_seconds);
     j.field("ops", t.ops());
     j.field("mops", t.mops());
     j.field("lookups", t.lookups);

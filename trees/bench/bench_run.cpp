@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <thread>
+#include <time.h>
 
 namespace memlayout::trees::bench {
 namespace {
@@ -23,6 +24,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 std::vector<int> allowed_cpus() {
@@ -121,7 +128,9 @@ void Run::work(unsigned t, int cpu) {
 
   counters.start();
   auto t0 = Clock::now();
+  double cpu0 = thread_cpu_seconds();
   operate(w, rng, noise ? &*noise : nullptr);
+  w.result.cpu_seconds = thread_cpu_seconds() - cpu0;
   w.result.seconds = seconds_between(t0, Clock::now());
   counters.stop();
   for (int e = 0; e < kPmuEventCount; ++e)

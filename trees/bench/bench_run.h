@@ -13,8 +13,9 @@ namespace memlayout::trees::bench {
 
 struct ThreadResult {
   unsigned thread = 0;
-  int cpu = -1; // the CPU it was pinned to, -1 when not pinned
-  double seconds = 0;
+  int cpu = -1;           // the CPU it was pinned to, -1 when not pinned
+  double seconds = 0;     // wall time of its run
+  double cpu_seconds = 0; // CPU time it got: below `seconds` when the machine is shared
   uint64_t lookups = 0, lookup_hits = 0;
   uint64_t inserts = 0, inserts_ok = 0;
   uint64_t removes = 0, removes_ok = 0;
