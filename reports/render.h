@@ -27,4 +27,10 @@ struct HtmlOptions {
 // with the figures that worked).
 bool render_html(const inspector::Report &r, const HtmlOptions &o, std::string &error);
 
+// Writes a report as text or JSON to `output` (stdout when empty; colour on
+// a terminal) and returns the command's exit status: 0, 1 for a partial
+// report, 2 when it cannot be written ("memlayout COMMAND: cannot write").
+int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
+                 TextOptions text, const char *command);
+
 } // namespace memlayout::cli

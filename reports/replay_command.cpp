@@ -477,24 +477,7 @@ int replay_main(int argc, char **argv) {
                           std::to_string(seq.threads) + " thread" +
                           (seq.threads == 1 ? "" : "s"));
 
-  std::ofstream file;
-  std::ostream *out = &std::cout;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) {
-      std::fprintf(stderr, "memlayout replay: cannot write '%s': %s\n", output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-    out = &file;
-  }
-  text.color = output.empty() && isatty(1);
-  if (format == "json")
-    render_json(report, *out);
-  else
-    render_text(report, *out, text);
-  out->flush();
-  return report.partial ? 1 : 0;
+  return write_report(report, format, output, text, "replay");
 }
 
 } // namespace memlayout::cli

@@ -136,28 +136,7 @@ int report_main(int argc, char **argv) {
     }
     return report.partial ? 1 : 0;
   }
-  std::ofstream file;
-  std::ostream *out = &std::cout;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) {
-      std::fprintf(stderr, "memlayout report: cannot write '%s': %s\n", output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-    out = &file;
-  }
-  text.color = output.empty() && isatty(1);
-  if (format == "json")
-    render_json(report, *out);
-  else
-    render_text(report, *out, text);
-  out->flush();
-  if (!*out) {
-    std::fprintf(stderr, "memlayout report: write error\n");
-    return 2;
-  }
-  return report.partial ? 1 : 0;
+  return write_report(report, format, output, text, "report");
 }
 
 } // namespace memlayout::cli

@@ -1,0 +1,38 @@
+#include "render.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+namespace memlayout::cli {
+
+int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
+                 TextOptions text, const char *command) {
+  std::ofstream file;
+  std::ostream *out = &std::cout;
+  if (!output.empty()) {
+    file.open(output);
+    if (!file) {
+      std::fprintf(stderr, "memlayout %s: cannot write '%s': %s\n", command, output.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+    out = &file;
+  }
+  text.color = output.empty() && isatty(1);
+  if (format == "json")
+    render_json(r, *out);
+  else
+    render_text(r, *out, text);
+  out->flush();
+  if (!*out) {
+    std::fprintf(stderr, "memlayout %s: write error\n", command);
+    return 2;
+  }
+  return r.partial ? 1 : 0;
+}
+
+} // namespace memlayout::cli
