@@ -138,7 +138,9 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
   }
   HeapSnapshot s;
   std::string error;
-  if (!build_snapshot(r, SnapshotSpec{point, ""}, s, error)) {
+  SnapshotSpec spec;
+  spec.point = point;
+  if (!build_snapshot(r, spec, s, error)) {
     std::fprintf(stderr, "%s\n", error.c_str());
     std::exit(1);
   }

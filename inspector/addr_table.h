@@ -5,9 +5,12 @@
 // a later bucket (Folly F14's "overflow" counter): a lookup stops at the
 // first bucket whose counter is zero, and an erase only clears its slot and
 // decrements the counters it passed. Nothing ever shifts and there are no
-// tombstones, so a churning heap (a free per allocation) costs one line per
-// operation at 80% load, where linear probing with backward-shift deletion
-// spent most of the replay walking probe runs. Address 0 marks an empty slot
+// tombstones, so a churning heap (a free per allocation) costs about one
+// line per operation, where linear probing with backward-shift deletion spent
+// most of the replay walking probe runs. The load stays under 70%: every
+// allocation first looks its (absent) address up, and that walks on to the
+// next bucket whenever the home bucket's counter is non-zero (a quarter of
+// the buckets at 70% load, over 40% at 80%). Address 0 marks an empty slot
 // (allocations never return it; lookups of 0 find nothing).
 #pragma once
 
@@ -15,29 +18,13 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <sys/mman.h>
 #include <vector>
 
 namespace memlayout::inspector {
 
-// Asks for 2 MiB pages under the whole 2 MiB pages of [p, p + bytes). A
-// replay's table and object slab are read at random: with 4 KiB pages a
-// heap of millions of objects misses the TLB on nearly every event, and the
-// page walks cost as much as the cache misses. Only a hint (THP set to
-// "madvise" is the common default); small blocks are left alone.
-inline void advise_huge_pages(const void *p, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (bytes < 2 * kHuge)
-    return;
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-  if (end > begin)
-    ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 class AddrTable {
 public:
-  explicit AddrTable(unsigned max_load_percent = 80) : max_load_(max_load_percent) {
+  explicit AddrTable(unsigned max_load_percent = 70) : max_load_(max_load_percent) {
     rehash(4);
   }
 
@@ -139,9 +126,6 @@ private:
   void rehash(size_t buckets) {
     std::vector<Bucket> old;
     old.swap(buckets_);
-    // Reserved and advised before the zeroing touches it.
-    buckets_.reserve(std::max<size_t>(buckets, 1));
-    advise_huge_pages(buckets_.data(), buckets_.capacity() * sizeof(Bucket));
     buckets_.assign(std::max<size_t>(buckets, 1), Bucket{});
     overflow_.assign(buckets_.size(), 0);
     size_ = 0;

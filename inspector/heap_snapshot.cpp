@@ -814,7 +814,7 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     ReplayResult first;
     SearchLog log;
     log.cap = bound / 8 + 4096;
-    std::optional<std::vector<uint64_t>> peak_seqs;
+    std::optional<SeqSet> peak_seqs;
     {
       ObjectHeap heap(true);
       heap.reserve(bound);

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <unordered_set>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -64,6 +63,34 @@ private:
   uint64_t bytes_ = 0, count_ = 0;
 };
 
+// A set of merged positions: a bitmap over [0, last] where that takes no
+// more memory than the positions themselves would (one in 64), else the
+// sorted positions.
+class SeqSet {
+public:
+  SeqSet(std::vector<uint64_t> seqs, uint64_t last) : size_(seqs.size()) {
+    if (last / 64 < seqs.size()) {
+      bits_.assign(last / 64 + 1, 0);
+      for (uint64_t q : seqs)
+        if (q <= last)
+          bits_[q / 64] |= uint64_t{1} << (q % 64);
+    } else {
+      sorted_ = std::move(seqs);
+      std::sort(sorted_.begin(), sorted_.end());
+    }
+  }
+  bool contains(uint64_t q) const {
+    if (!bits_.empty())
+      return q / 64 < bits_.size() && (bits_[q / 64] >> (q % 64) & 1);
+    return std::binary_search(sorted_.begin(), sorted_.end(), q);
+  }
+  size_t size() const { return size_; }
+
+private:
+  size_t size_;
+  std::vector<uint64_t> bits_, sorted_;
+};
+
 // Whole objects in a slab; the table maps address -> slab index and size
 // (so a free needs no slab line to keep the byte count).
 //
@@ -77,9 +104,10 @@ private:
 // otherwise touch: freed slots wait in batches and are sorted out with the
 // batch's lines prefetched together.
 //
-// Retention is capped at an eighth of the objects live at the peak (memory:
-// 56 B a slot on top of the ~76 B per object the heap costs). Past the cap
-// the heap no longer keeps the objects themselves, only their seqs, for a
+// Retention is capped at an eighth of the objects live at the peak or 8 MiB
+// of slots, whichever is more: 7 B per object on top of the 56 + 20 the
+// heap costs, or what the process's fixed memory already dwarfs. Past the
+// cap the heap keeps only the seqs of the peak's freed objects, for a
 // PickHeap replay to collect (peak_kept() false).
 class ObjectHeap {
 public:
@@ -87,8 +115,8 @@ public:
 
   const AddrTable *table() const { return &table_; }
   void reserve(size_t n) {
-    slab_.reserve(keep_peak_ ? n + n / kBudgetShare + kSweepBatch : n);
-    advise_huge_pages(slab_.data(), slab_.capacity() * sizeof(LiveObject));
+    // Only the slots used get pages: room for the most that can be retained.
+    slab_.reserve(keep_peak_ ? n + std::max(n / kBudgetShare, kMinBudget) + kSweepBatch : n);
     table_.reserve(n);
   }
   bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
@@ -167,7 +195,7 @@ public:
     peak_seqs_.clear();
     tag_undo_.clear();
     dropped_ = false;
-    budget_ = std::max<uint64_t>(count_ / kBudgetShare, kMinBudget);
+    budget_ = std::max(count_ / kBudgetShare, kMinBudget);
   }
 
   uint64_t bytes() const { return bytes_; }
@@ -200,8 +228,8 @@ public:
     return compact(keep);
   }
 
-  // The seqs of the objects live at the peak, ascending (after peak_kept()).
-  std::vector<uint64_t> peak_seqs() const {
+  // The seqs of the objects live at the peak (after peak_kept()).
+  SeqSet peak_seqs() const {
     std::vector<uint64_t> seqs = peak_seqs_;
     for (uint32_t i : retained_)
       seqs.push_back(slab_[i].seq);
@@ -210,14 +238,13 @@ public:
       if (o.seq <= peak_seq_)
         seqs.push_back(o.seq);
     });
-    std::sort(seqs.begin(), seqs.end());
-    return seqs;
+    return SeqSet(std::move(seqs), peak_seq_);
   }
 
 private:
   static constexpr uint64_t kBigSize = 0xffffffff; // the size is in the slab
   static constexpr size_t kSweepBatch = 256;
-  static constexpr uint64_t kBudgetShare = 8, kMinBudget = 4096;
+  static constexpr uint64_t kBudgetShare = 8, kMinBudget = (uint64_t{8} << 20) / sizeof(LiveObject);
 
   struct TagUndo {
     uint32_t slot, tag;
@@ -292,29 +319,13 @@ private:
 // on traces without tags (a tag's target depends on the live set).
 class PickHeap {
 public:
-  explicit PickHeap(std::vector<uint64_t> seqs) : seqs_(std::move(seqs)) {
-    objects_.reserve(seqs_.size());
-  }
+  explicit PickHeap(SeqSet seqs) : seqs_(std::move(seqs)) { objects_.reserve(seqs_.size()); }
 
   const AddrTable *table() const { return nullptr; }
   bool contains(uint64_t) { return false; }
   template <class Event> void insert(const Event &e, uint64_t seq, uint32_t tag) {
-    if (pos_ == seqs_.size())
-      return;
-    if (seqs_[pos_] == seq) {
+    if (seqs_.contains(seq))
       make_object(objects_.emplace_back(), e, seq, tag);
-      ++pos_;
-      // Skip what an out-of-order insertion (below) took already.
-      while (pos_ < seqs_.size() && !early_.empty() && early_.erase(seqs_[pos_]))
-        ++pos_;
-    } else if (seqs_[pos_] < seq &&
-               std::binary_search(seqs_.begin() + static_cast<ptrdiff_t>(pos_), seqs_.end(),
-                                  seq)) {
-      // An allocation whose free of the same address was pulled forward is
-      // inserted after the pulled events, which have later seqs.
-      make_object(objects_.emplace_back(), e, seq, tag);
-      early_.insert(seq);
-    }
   }
   bool remove(uint64_t, uint32_t *tag) {
     if (tag)
@@ -334,9 +345,7 @@ public:
   }
 
 private:
-  std::vector<uint64_t> seqs_; // ascending
-  size_t pos_ = 0;
-  std::unordered_set<uint64_t> early_;
+  SeqSet seqs_;
   std::vector<LiveObject> objects_;
 };
 

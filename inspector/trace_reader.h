@@ -236,7 +236,7 @@ private:
   bool load_payload(uint64_t offset, const trace::RecordHeader &h, trace::Cursor &out);
   Item next_record();
   bool decode_event();
-  void decode_sizes(trace::Cursor &c, Event &e) const {
+  [[gnu::always_inline]] void decode_sizes(trace::Cursor &c, Event &e) const {
     uint64_t v = c.varint();
     e.size = v >> 1;
     e.usable =

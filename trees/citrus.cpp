@@ -17,13 +17,12 @@
 // so neither locks nor grace periods can wait in a cycle.
 #include "citrus.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -31,21 +30,6 @@ namespace memlayout::trees {
 namespace {
 
 constexpr Key kRootKey = kMaxKey + 1;
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// A waiting thread gives the CPU away now and then: the holder (or reader)
-// may have been preempted (the tests run more threads than there are cores).
-void back_off(unsigned attempt) {
-  if (attempt % 64 == 63)
-    std::this_thread::yield();
-  else
-    cpu_relax();
-}
 
 struct alignas(64) ReaderSlot {
   std::atomic<uint64_t> phase{0}; // odd while its thread is in a read-side section
@@ -105,14 +89,6 @@ private:
   ReaderSlot *slot_;
 };
 
-template <class L> struct Hold {
-  explicit Hold(typename L::Node *n) : node(n) { L::lock(n->lock); }
-  ~Hold() { L::unlock(node->lock); }
-  Hold(const Hold &) = delete;
-  Hold &operator=(const Hold &) = delete;
-  typename L::Node *node;
-};
-
 template <class N> void bump_tag(N *n, int dir) {
   n->tag[dir].store(n->tag[dir].load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
@@ -129,23 +105,9 @@ void citrus_synchronize_readers() {
   }
 }
 
-// Only the pthread calls: glibc's x86-64 spin lock word is 1 when free.
-void CitrusBaselineLayout::lock(Lock &l) {
-  for (unsigned attempt = 0; pthread_spin_trylock(&l) != 0; ++attempt)
-    back_off(attempt);
-}
-
-void CitrusFixedLayout::lock(Lock &l) {
-  for (unsigned attempt = 0;; ++attempt) {
-    if (l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0)
-      return;
-    back_off(attempt);
-  }
-}
-
 template <class L>
 Citrus<L>::Citrus(AllocPolicy policy)
-    : records_("citrus", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+    : MapWithRecords("citrus", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
   root_ = new_node(kRootKey, 0);
 }
 
@@ -219,7 +181,7 @@ template <class L> bool Citrus<L>::insert(Key key, Value value) {
     }
     if (pos.curr)
       return false;
-    Hold<L> hold(pos.prev);
+    NodeLockGuard<L> hold(pos.prev);
     if (validate(pos.prev, pos.tag, nullptr, pos.dir)) {
       Node *n = new_node(key, value);
       pos.prev->child[pos.dir].store(n, std::memory_order_release);
@@ -331,16 +293,11 @@ template <class L> void Citrus<L>::for_each(const std::function<void(Key, Value)
 
 // Search order, no cycle, no marked node left reachable.
 template <class L> std::string Citrus<L>::check_structure() const {
-  std::ostringstream err;
-  int errors = 0;
-  auto fail = [&](const Node *n, const char *what) {
-    if (errors++ < 8)
-      err << "node " << n->key << ": " << what << "; ";
-  };
+  StructureErrors errors;
   if (root_->child[1].load(std::memory_order_relaxed))
-    fail(root_, "the root sentinel has a right child");
+    errors.fail(root_, "the root sentinel has a right child");
   if (root_->marked.load(std::memory_order_relaxed))
-    fail(root_, "the root sentinel is marked");
+    errors.fail(root_, "the root sentinel is marked");
   struct Frame {
     const Node *n;
     Key lo, hi; // exclusive
@@ -353,30 +310,26 @@ template <class L> std::string Citrus<L>::check_structure() const {
     Frame f = stack.back();
     stack.pop_back();
     if (!seen.insert(f.n).second) {
-      fail(f.n, "reached twice (cycle or shared subtree)");
+      errors.fail(f.n, "reached twice (cycle or shared subtree)");
       break;
     }
     if (f.n->key <= f.lo || f.n->key >= f.hi)
-      fail(f.n, "out of search order");
+      errors.fail(f.n, "out of search order");
     if (f.n->marked.load(std::memory_order_relaxed))
-      fail(f.n, "marked node still in the tree");
+      errors.fail(f.n, "marked node still in the tree");
     if (const Node *l = f.n->child[0].load(std::memory_order_relaxed))
       stack.push_back(Frame{l, f.lo, f.n->key});
     if (const Node *r = f.n->child[1].load(std::memory_order_relaxed))
       stack.push_back(Frame{r, f.n->key, f.hi});
   }
-  if (errors > 8)
-    err << "(" << errors - 8 << " more)";
-  return err.str();
+  return errors.report();
 }
 
 template class Citrus<CitrusBaselineLayout>;
 template class Citrus<CitrusFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_citrus(const TreeConfig &config) {
-  if (config.layout == Layout::kFixed)
-    return std::make_unique<Citrus<CitrusFixedLayout>>(config.alloc);
-  return std::make_unique<Citrus<CitrusBaselineLayout>>(config.alloc);
+  return make_in_layout<Citrus, CitrusBaselineLayout, CitrusFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

@@ -17,9 +17,8 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
-
-#include <pthread.h>
+#include "map_with_records.h"
+#include "spin_lock.h"
 
 #include <atomic>
 #include <cstddef>
@@ -31,8 +30,7 @@ namespace memlayout::trees {
 // lock, marked, tags), padded to a 64-byte line. A pthread mutex (40 B)
 // would not fit these fields in 64 bytes; the lock is a pthread spin lock.
 // A search reads key (0) and a child (16/24).
-struct CitrusBaselineLayout {
-  using Lock = pthread_spinlock_t;
+struct CitrusBaselineLayout : PthreadSpinLock {
   struct Node {
     Key key;                      // 0
     Value value;                  // 8
@@ -42,17 +40,13 @@ struct CitrusBaselineLayout {
     std::atomic<uint32_t> tag[2]; // 40
     uint8_t padding[64 - 48];     // to the cache-line size
   };
-  static void init_lock(Lock &l) { pthread_spin_init(&l, PTHREAD_PROCESS_PRIVATE); }
-  static void lock(Lock &l);
-  static void unlock(Lock &l) { pthread_spin_unlock(&l); }
 };
 static_assert(sizeof(CitrusBaselineLayout::Node) == 64);
 static_assert(offsetof(CitrusBaselineLayout::Node, child) == 16);
 
 // The study's fix: search fields first (key, children), a 4-byte spin lock,
 // no padding: 48 bytes (one node in four then straddles two lines).
-struct CitrusFixedLayout {
-  using Lock = std::atomic<uint32_t>;
+struct CitrusFixedLayout : WordSpinLock {
   struct Node {
     Key key;                      // 0
     std::atomic<Node *> child[2]; // 8: left, right
@@ -61,14 +55,11 @@ struct CitrusFixedLayout {
     std::atomic<bool> marked;     // 36
     std::atomic<uint32_t> tag[2]; // 40
   };
-  static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
-  static void lock(Lock &l);
-  static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
 };
 static_assert(sizeof(CitrusFixedLayout::Node) == 48);
 static_assert(offsetof(CitrusFixedLayout::Node, child) == 8);
 
-template <class L> class Citrus final : public ConcurrentMap {
+template <class L> class Citrus final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -80,7 +71,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   // Where a search for a key ended: curr holds the key (or is null), and is
@@ -102,7 +92,6 @@ private:
   void remove_with_at_most_one_child(Node *prev, Node *curr, int dir);
   bool remove_with_two_children(Node *prev, Node *curr, int dir);
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   Node *root_; // sentinel kMaxKey + 1: the tree is its left subtree
 };

@@ -18,7 +18,8 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 constexpr auto kAcqRel = std::memory_order_acq_rel;
 } // namespace
 
-template <class L> EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : records_("edge-ext-lf", policy) {
+template <class L>
+EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : MapWithRecords("edge-ext-lf", policy) {
   node_kind_ = records_.add_kind("node", sizeof(Node));
   auto init = [](Node *n, Key key, const Node *left, const Node *right) {
     n->key = key;
@@ -274,9 +275,7 @@ template class EdgeExtLf<EdgeExtLfBaselineLayout>;
 template class EdgeExtLf<EdgeExtLfFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_edge_ext_lf(const TreeConfig &config) {
-  if (config.layout == Layout::kBaseline)
-    return std::make_unique<EdgeExtLf<EdgeExtLfBaselineLayout>>(config.alloc);
-  return std::make_unique<EdgeExtLf<EdgeExtLfFixedLayout>>(config.alloc);
+  return make_in_layout<EdgeExtLf, EdgeExtLfBaselineLayout, EdgeExtLfFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

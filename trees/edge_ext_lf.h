@@ -28,7 +28,7 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
+#include "map_with_records.h"
 
 #include <atomic>
 #include <cstddef>
@@ -63,7 +63,7 @@ static_assert(offsetof(EdgeExtLfFixedLayout::Node, right) + sizeof(uintptr_t) <=
 // Test access: tests/trees/edge_ext_lf_test.cpp stops a remove half way.
 template <class L> struct EdgeExtLfProbe;
 
-template <class L> class EdgeExtLf final : public ConcurrentMap {
+template <class L> class EdgeExtLf final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -85,7 +85,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   friend struct EdgeExtLfProbe<L>;
@@ -115,7 +114,6 @@ private:
   [[gnu::noinline]] Node *new_node();
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   // The sentinels live here, not in the node pool, as ASCYLIB allocates them
   // apart from its per-insert nodes: five 32-byte sentinels in the pool would

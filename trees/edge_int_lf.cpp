@@ -31,7 +31,8 @@ constexpr auto kAcqRel = std::memory_order_acq_rel;
 using Promotion = EdgeIntLfPromotion;
 } // namespace
 
-template <class L> EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : records_("edge-int-lf", policy) {
+template <class L>
+EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : MapWithRecords("edge-int-lf", policy) {
   node_kind_ = records_.add_kind("node", sizeof(Node));
   state_kind_ = records_.add_kind("state", sizeof(StateRecord));
   t_ = new_node(L::kSentinelKey, 0, kNull, kNull);
@@ -610,9 +611,7 @@ template class EdgeIntLf<EdgeIntLfBaselineLayout>;
 template class EdgeIntLf<EdgeIntLfFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_edge_int_lf(const TreeConfig &config) {
-  if (config.layout == Layout::kBaseline)
-    return std::make_unique<EdgeIntLf<EdgeIntLfBaselineLayout>>(config.alloc);
-  return std::make_unique<EdgeIntLf<EdgeIntLfFixedLayout>>(config.alloc);
+  return make_in_layout<EdgeIntLf, EdgeIntLfBaselineLayout, EdgeIntLfFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

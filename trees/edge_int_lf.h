@@ -38,7 +38,7 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
+#include "map_with_records.h"
 
 #include <atomic>
 #include <cstddef>
@@ -125,7 +125,7 @@ static_assert(sizeof(EdgeIntLfFixedLayout::Node) == 32);
 // Test access: tests/trees/edge_int_lf_test.cpp stops deletes between phases.
 template <class L> struct EdgeIntLfProbe;
 
-template <class L> class EdgeIntLf final : public ConcurrentMap {
+template <class L> class EdgeIntLf final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -146,7 +146,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   friend struct EdgeIntLfProbe<L>;
@@ -211,7 +210,6 @@ private:
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
   void delete_state(StateRecord *s) { records_.deallocate(state_kind_, s); }
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind state_kind_;
   // Sentinels: R -right-> S -right-> T; the user tree hangs off T's left edge.

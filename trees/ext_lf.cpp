@@ -59,7 +59,7 @@ template <class Node> void cas_child(Node *parent, Node *old, Node *replacement)
 
 template <class L>
 ExtLf<L>::ExtLf(AllocPolicy policy)
-    : records_("ext-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
+    : MapWithRecords("ext-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
       info_kind_(records_.add_kind("info", sizeof(Info))) {
   Node *left = new_node(kInf1, 0, nullptr, nullptr);
   Node *right = new_node(kInf2, 0, nullptr, nullptr);
@@ -350,9 +350,7 @@ template class ExtLf<ExtLfBaselineLayout>;
 template class ExtLf<ExtLfFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_ext_lf(const TreeConfig &config) {
-  if (config.layout == Layout::kBaseline)
-    return std::make_unique<ExtLf<ExtLfBaselineLayout>>(config.alloc);
-  return std::make_unique<ExtLf<ExtLfFixedLayout>>(config.alloc);
+  return make_in_layout<ExtLf, ExtLfBaselineLayout, ExtLfFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

@@ -16,7 +16,7 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
+#include "map_with_records.h"
 
 #include <atomic>
 #include <cstddef>
@@ -93,7 +93,7 @@ static_assert(sizeof(ExtLfFixedLayout::Info) == 32);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct ExtLfProbe;
 
-template <class L> class ExtLf final : public ConcurrentMap {
+template <class L> class ExtLf final : public MapWithRecords {
 public:
   using Node = typename L::Node;
   using Info = typename L::Info;
@@ -106,7 +106,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   friend struct ExtLfProbe<L>;
@@ -131,7 +130,6 @@ private:
   [[gnu::noinline]] Node *new_node(Key key, Value value, Node *left, Node *right);
   [[gnu::noinline]] Info *new_info();
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind info_kind_;
   Node *root_; // routing key kMaxKey + 2 over the sentinel leaves kMaxKey + 1 and + 2

@@ -146,7 +146,7 @@ using namespace int_lf;
 
 template <class L>
 IntLf<L>::IntLf(AllocPolicy policy)
-    : records_("int-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
+    : MapWithRecords("int-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
       descriptor_kind_(records_.add_kind("descriptor", sizeof(ChildCasOp))),
       relocate_kind_(records_.add_kind("relocate_descriptor", sizeof(RelocateOp))),
       descriptors_(records_) {
@@ -549,9 +549,7 @@ template class IntLf<IntLfBaselineLayout>;
 template class IntLf<IntLfFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_int_lf(const TreeConfig &config) {
-  if (config.layout == Layout::kBaseline)
-    return std::make_unique<IntLf<IntLfBaselineLayout>>(config.alloc);
-  return std::make_unique<IntLf<IntLfFixedLayout>>(config.alloc);
+  return make_in_layout<IntLf, IntLfBaselineLayout, IntLfFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

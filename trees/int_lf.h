@@ -16,7 +16,7 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
+#include "map_with_records.h"
 
 #include <atomic>
 #include <cstddef>
@@ -147,7 +147,7 @@ static_assert(offsetof(IntLfFixedLayout::Node, kv) % 16 == 0);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct IntLfProbe;
 
-template <class L> class IntLf final : public ConcurrentMap {
+template <class L> class IntLf final : public MapWithRecords {
 public:
   using Node = typename L::Node;
   using ChildCasOp = typename L::ChildCasOp;
@@ -161,7 +161,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   friend struct IntLfProbe<L>;
@@ -188,7 +187,6 @@ private:
   [[gnu::noinline]] ChildCasOp *new_descriptor();
   [[gnu::noinline]] RelocateOp *new_relocate_descriptor();
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind descriptor_kind_;
   RecordAllocator::Kind relocate_kind_;

@@ -13,13 +13,12 @@
 // node is published.
 #include "log_int.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -28,21 +27,6 @@ namespace {
 
 constexpr Key kMinSentinel = kMinKey - 1;
 constexpr Key kMaxSentinel = kMaxKey + 1;
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// A waiting thread gives the CPU away now and then: the holder may have been
-// preempted (the tests run more threads than this machine has cores).
-void back_off(unsigned attempt) {
-  if (attempt % 64 == 63)
-    std::this_thread::yield();
-  else
-    cpu_relax();
-}
 
 template <class L> void lock(typename L::Lock &l) { L::lock(l); }
 template <class L> void unlock(typename L::Lock &l) { L::unlock(l); }
@@ -63,19 +47,9 @@ template <class N> void update_child(N *parent, N *old_child, N *new_child) {
 
 } // namespace
 
-void LogIntBaselineLayout::lock(Lock &l) {
-  for (unsigned attempt = 0; pthread_spin_trylock(&l) != 0; ++attempt)
-    back_off(attempt);
-}
-
-void LogIntFixedLayout::lock(Lock &l) {
-  for (unsigned attempt = 0; !try_lock(l); ++attempt)
-    back_off(attempt);
-}
-
 template <class L>
 LogInt<L>::LogInt(AllocPolicy policy)
-    : records_("log-int", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+    : MapWithRecords("log-int", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
   min_ = new_node(kMinSentinel, 0);
   root_ = new_node(kMaxSentinel, 0);
   root_->parent.store(min_, std::memory_order_relaxed);
@@ -320,16 +294,11 @@ template <class L> size_t LogInt<L>::depth() const {
 // pred the mirror of succ, no marked node, and exactly the tree's nodes in
 // the tree's in-order.
 template <class L> std::string LogInt<L>::check_structure() const {
-  std::ostringstream err;
-  int errors = 0;
-  auto fail = [&](const Node *n, const char *what) {
-    if (errors++ < 8)
-      err << "node " << n->key << ": " << what << "; ";
-  };
+  StructureErrors errors;
   if (min_->left.load() || min_->right.load() != root_ || root_->parent.load() != min_)
-    fail(min_, "sentinels are not linked as min -> right -> root");
+    errors.fail(min_, "sentinels are not linked as min -> right -> root");
   if (root_->right.load())
-    fail(root_, "the root sentinel has a right child");
+    errors.fail(root_, "the root sentinel has a right child");
 
   // In-order walk of the tree, checking bounds and parents on the way down.
   struct Frame {
@@ -345,15 +314,15 @@ template <class L> std::string LogInt<L>::check_structure() const {
   while (n || !stack.empty()) {
     while (n) {
       if (!seen.insert(n).second) {
-        fail(n, "reached twice (cycle or shared subtree)");
-        return err.str();
+        errors.fail(n, "reached twice (cycle or shared subtree)");
+        return errors.report();
       }
       if (n->key <= lo || n->key >= hi)
-        fail(n, "out of search order");
+        errors.fail(n, "out of search order");
       if (n->parent.load() != expected_parent)
-        fail(n, "parent pointer does not point to its parent");
+        errors.fail(n, "parent pointer does not point to its parent");
       if (n->mark.load())
-        fail(n, "marked node still in the tree");
+        errors.fail(n, "marked node still in the tree");
       stack.push_back(Frame{n, lo, hi});
       expected_parent = n;
       hi = n->key;
@@ -372,36 +341,32 @@ template <class L> std::string LogInt<L>::check_structure() const {
   const Node *prev = min_;
   for (const Node *l = min_->succ.load(); l; prev = l, l = l->succ.load()) {
     if (l->pred.load() != prev)
-      fail(l, "pred does not mirror succ");
+      errors.fail(l, "pred does not mirror succ");
     if (l->key <= prev->key)
-      fail(l, "list not ascending");
+      errors.fail(l, "list not ascending");
     if (l->mark.load())
-      fail(l, "marked node still on the list");
+      errors.fail(l, "marked node still on the list");
     if (l == root_)
       break;
     if (i >= in_order.size() || in_order[i] != l) {
-      fail(l, "list and tree in-order differ");
+      errors.fail(l, "list and tree in-order differ");
       break;
     }
     if (++i > seen.size() + 1)
       break; // a cycle on the list: already reported as a mismatch
   }
-  if (prev->succ.load() != root_ && errors == 0)
-    fail(prev, "list does not end at the root sentinel");
-  if (i != in_order.size() && errors == 0)
-    err << "list has " << i << " nodes, tree " << in_order.size() << "; ";
-  if (errors > 8)
-    err << "(" << errors - 8 << " more)";
-  return err.str();
+  if (prev->succ.load() != root_ && errors.none())
+    errors.fail(prev, "list does not end at the root sentinel");
+  if (i != in_order.size() && errors.none())
+    errors.add("list has " + std::to_string(i) + " nodes, tree " + std::to_string(in_order.size()));
+  return errors.report();
 }
 
 template class LogInt<LogIntBaselineLayout>;
 template class LogInt<LogIntFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_log_int(const TreeConfig &config) {
-  if (config.layout == Layout::kFixed)
-    return std::make_unique<LogInt<LogIntFixedLayout>>(config.alloc);
-  return std::make_unique<LogInt<LogIntBaselineLayout>>(config.alloc);
+  return make_in_layout<LogInt, LogIntBaselineLayout, LogIntFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

@@ -14,9 +14,8 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
-
-#include <pthread.h>
+#include "map_with_records.h"
+#include "spin_lock.h"
 
 #include <atomic>
 #include <cstddef>
@@ -34,8 +33,7 @@ namespace memlayout::trees {
 // lines that reaches every set, at the cost of 64 more bytes per key.
 // A search reads key (48) and a child (0/8); a lookup that misses reads
 // pred/succ (32/24) and the mark (64, the second line).
-struct LogIntBaselineLayout {
-  using Lock = pthread_spinlock_t;
+struct LogIntBaselineLayout : PthreadSpinLock {
   struct Node {
     std::atomic<Node *> left;  // 0
     std::atomic<Node *> right; // 8
@@ -49,10 +47,6 @@ struct LogIntBaselineLayout {
     std::atomic<bool> mark;   // 64
     uint8_t padding[128 - 65];
   };
-  static void init_lock(Lock &l) { pthread_spin_init(&l, PTHREAD_PROCESS_PRIVATE); }
-  static void lock(Lock &l);
-  static bool try_lock(Lock &l) { return pthread_spin_trylock(&l) == 0; }
-  static void unlock(Lock &l) { pthread_spin_unlock(&l); }
 };
 static_assert(sizeof(LogIntBaselineLayout::Node) == 128);
 static_assert(offsetof(LogIntBaselineLayout::Node, key) == 48);
@@ -60,8 +54,7 @@ static_assert(offsetof(LogIntBaselineLayout::Node, mark) == 64);
 
 // The study's fix (setbench's FIELDS_ORDER without padding): key, children,
 // list links and mark first, 4-byte spin locks last: 72 bytes.
-struct LogIntFixedLayout {
-  using Lock = std::atomic<uint32_t>;
+struct LogIntFixedLayout : WordSpinLock {
   struct Node {
     Key key;                   // 0
     std::atomic<Node *> left;  // 8
@@ -74,17 +67,11 @@ struct LogIntFixedLayout {
     Lock tree_lock; // 64
     Lock succ_lock; // 68
   };
-  static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
-  static void lock(Lock &l);
-  static bool try_lock(Lock &l) {
-    return l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0;
-  }
-  static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
 };
 static_assert(sizeof(LogIntFixedLayout::Node) == 72);
 static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);
 
-template <class L> class LogInt final : public ConcurrentMap {
+template <class L> class LogInt final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -96,7 +83,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
   // Quiescent only, for tests: the number of edges on the longest path from
   // the root sentinel to a leaf.
@@ -112,7 +98,6 @@ private:
   bool acquire_tree_locks(Node *node);
   void remove_from_tree(Node *node, bool has_two_children);
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   // Sentinels: min_ (kMinKey - 1) heads the list; root_ (kMaxKey + 1) is the
   // tree's root, min_'s right child, and the list's tail. User keys live in

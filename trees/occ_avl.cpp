@@ -16,13 +16,12 @@
 // not both miss the other's store, or both stop repairing the parent.
 #include "occ_avl.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -53,21 +52,6 @@ constexpr int kNothingRequired = -3;
 // Spins on a shrinking node before waiting on its lock (the rotation holds it).
 constexpr int kSpinsBeforeLock = 100;
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// A waiting thread gives the CPU away now and then: the holder may have been
-// preempted (the tests run more threads than this machine has cores).
-void back_off(unsigned attempt) {
-  if (attempt % 64 == 63)
-    std::this_thread::yield();
-  else
-    cpu_relax();
-}
-
 template <class N> std::atomic<N *> &child_ref(N *n, bool right) {
   return right ? n->right : n->left;
 }
@@ -97,21 +81,13 @@ template <class N> bool read_value(const N *n, Value *out) {
   }
 }
 
-template <class L> struct Hold {
-  explicit Hold(typename L::Node *n) : node(n) { L::lock(n->lock); }
-  ~Hold() { L::unlock(node->lock); }
-  Hold(const Hold &) = delete;
-  Hold &operator=(const Hold &) = delete;
-  typename L::Node *node;
-};
-
 template <class L> void wait_until_not_shrinking(typename L::Node *n, uint64_t seen) {
   for (int i = 0; i < kSpinsBeforeLock; ++i) {
     if (n->version.load(std::memory_order_acquire) != seen)
       return;
     cpu_relax();
   }
-  Hold<L> wait(n);
+  NodeLockGuard<L> wait(n);
 }
 
 // node_condition of the paper: what the node needs, judged from unlocked reads.
@@ -134,24 +110,9 @@ bool unbalanced(int bal) { return bal < -1 || bal > 1; }
 
 } // namespace
 
-// Only the pthread calls: glibc's x86-64 spin lock word is 1 when free and 0
-// when held, so its representation is not ours to read.
-void OccAvlBaselineLayout::lock(Lock &l) {
-  for (unsigned attempt = 0; pthread_spin_trylock(&l) != 0; ++attempt)
-    back_off(attempt);
-}
-
-void OccAvlFixedLayout::lock(Lock &l) {
-  for (unsigned attempt = 0;; ++attempt) {
-    if (l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0)
-      return;
-    back_off(attempt);
-  }
-}
-
 template <class L>
 OccAvl<L>::OccAvl(AllocPolicy policy)
-    : records_("occ-avl", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+    : MapWithRecords("occ-avl", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
   holder_ = new_node(kHolderKey, 0, false, nullptr);
 }
 
@@ -261,7 +222,7 @@ typename OccAvl<L>::Outcome OccAvl<L>::insert_leaf(Node *node, uint64_t node_v, 
                                                    Value value) {
   Node *damaged;
   {
-    Hold<L> hold(node);
+    NodeLockGuard<L> hold(node);
     if (structure_changed(node->version.load(std::memory_order_relaxed), node_v))
       return Outcome::kRetry;
     if (child_of(node, right))
@@ -279,7 +240,7 @@ typename OccAvl<L>::Outcome OccAvl<L>::insert_leaf(Node *node, uint64_t node_v, 
 template <class L> typename OccAvl<L>::Outcome OccAvl<L>::insert_found(Node *node, Value value) {
   if (is_present(node->version.load(std::memory_order_acquire)))
     return Outcome::kNotDone;
-  Hold<L> hold(node);
+  NodeLockGuard<L> hold(node);
   uint64_t v = node->version.load(std::memory_order_relaxed);
   if (is_unlinked(v))
     return Outcome::kRetry;
@@ -298,11 +259,11 @@ template <class L> typename OccAvl<L>::Outcome OccAvl<L>::remove_found(Node *par
   if (!child_of(node, false) || !child_of(node, true)) {
     Node *damaged;
     {
-      Hold<L> hold_parent(parent);
+      NodeLockGuard<L> hold_parent(parent);
       if (is_unlinked(parent->version.load(std::memory_order_relaxed)) ||
           node->parent.load(std::memory_order_relaxed) != parent)
         return Outcome::kRetry;
-      Hold<L> hold_node(node);
+      NodeLockGuard<L> hold_node(node);
       if (!is_present(node->version.load(std::memory_order_relaxed)))
         return Outcome::kNotDone;
       if (!attempt_unlink_nl(parent, node))
@@ -312,7 +273,7 @@ template <class L> typename OccAvl<L>::Outcome OccAvl<L>::remove_found(Node *par
     fix_height_and_rebalance(damaged);
     return Outcome::kDone;
   }
-  Hold<L> hold(node);
+  NodeLockGuard<L> hold(node);
   uint64_t v = node->version.load(std::memory_order_relaxed);
   if (is_unlinked(v))
     return Outcome::kRetry;
@@ -361,20 +322,20 @@ template <class L> void OccAvl<L>::fix_height_and_rebalance(Node *node) {
           is_unlinked(node->version.load(std::memory_order_acquire)))
         break;
       if (condition != kUnlinkRequired && condition != kRebalanceRequired) {
-        Hold<L> hold(node);
+        NodeLockGuard<L> hold(node);
         if (is_unlinked(node->version.load(std::memory_order_relaxed)))
           break; // its unlinker repairs its parent
         node = fix_height_nl(node);
         continue;
       }
       Node *n_parent = node->parent.load(std::memory_order_acquire);
-      Hold<L> hold_parent(n_parent);
+      NodeLockGuard<L> hold_parent(n_parent);
       // An unlinked node keeps its stale parent pointer: check the parent's
       // child pointers too. (Else retry: the node moved under another parent.)
       if (!is_unlinked(n_parent->version.load(std::memory_order_relaxed)) &&
           node->parent.load(std::memory_order_relaxed) == n_parent &&
           (child_of(n_parent, false) == node || child_of(n_parent, true) == node)) {
-        Hold<L> hold_node(node);
+        NodeLockGuard<L> hold_node(node);
         node = rebalance_nl(n_parent, node, revisit);
       }
     }
@@ -433,7 +394,7 @@ template <class L>
 typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n_heavy, int h_other,
                                                 bool heavy_right, std::vector<Node *> &revisit) {
   const bool d = heavy_right;
-  Hold<L> hold_heavy(n_heavy);
+  NodeLockGuard<L> hold_heavy(n_heavy);
   int hh = height_of(n_heavy);
   if (hh - h_other <= 1)
     return n; // changed since n's heights were read: look again
@@ -443,7 +404,7 @@ typename L::Node *OccAvl<L>::rebalance_heavy_nl(Node *n_parent, Node *n, Node *n
   if (h_outer0 >= h_inner0)
     return rotate_single_nl(n_parent, n, n_heavy, h_other, h_outer0, n_inner, h_inner0, d, revisit);
   {
-    Hold<L> hold_inner(n_inner);
+    NodeLockGuard<L> hold_inner(n_inner);
     int h_inner = height_of(n_inner);
     if (h_outer0 >= h_inner)
       return rotate_single_nl(n_parent, n, n_heavy, h_other, h_outer0, n_inner, h_inner, d,
@@ -602,14 +563,9 @@ template <class L> size_t OccAvl<L>::routing_node_count() const {
 // the strict AVL invariants (exact heights, balance within one, no routing
 // node with fewer than two children), which hold once no update runs.
 template <class L> std::string OccAvl<L>::check_structure() const {
-  std::ostringstream err;
-  int errors = 0;
-  auto fail = [&](const Node *n, const char *what) {
-    if (errors++ < 8)
-      err << "node " << n->key << ": " << what << "; ";
-  };
+  StructureErrors errors;
   if (child_of(holder_, false))
-    fail(holder_, "the root holder has a left child");
+    errors.fail(holder_, "the root holder has a left child");
 
   struct Entry {
     const Node *n;
@@ -627,19 +583,19 @@ template <class L> std::string OccAvl<L>::check_structure() const {
     Entry e = order[i];
     const Node *n = e.n;
     if (!seen.insert(n).second) {
-      fail(n, "reached twice (cycle or shared subtree)");
-      return err.str();
+      errors.fail(n, "reached twice (cycle or shared subtree)");
+      return errors.report();
     }
     if (n->key <= e.lo || n->key >= e.hi)
-      fail(n, "out of search order");
+      errors.fail(n, "out of search order");
     const Node *expected_parent = e.parent == kNone ? holder_ : order[e.parent].n;
     if (n->parent.load(std::memory_order_relaxed) != expected_parent)
-      fail(n, "parent pointer does not point to its parent");
+      errors.fail(n, "parent pointer does not point to its parent");
     uint64_t v = n->version.load(std::memory_order_relaxed);
     if (is_unlinked(v))
-      fail(n, "unlinked node still reachable");
+      errors.fail(n, "unlinked node still reachable");
     if (is_shrinking(v))
-      fail(n, "version left shrinking");
+      errors.fail(n, "version left shrinking");
     if (const Node *l = child_of(n, false))
       order.push_back(Entry{l, e.lo, n->key, i, false});
     if (const Node *r = child_of(n, true))
@@ -649,27 +605,23 @@ template <class L> std::string OccAvl<L>::check_structure() const {
     const Entry &e = order[i];
     int h = 1 + std::max(e.h_left, e.h_right);
     if (height_of(e.n) != h)
-      fail(e.n, "stored height differs from the subtree's height");
+      errors.fail(e.n, "stored height differs from the subtree's height");
     if (unbalanced(e.h_left - e.h_right))
-      fail(e.n, "AVL balance off by more than one");
+      errors.fail(e.n, "AVL balance off by more than one");
     bool two_children = child_of(e.n, false) && child_of(e.n, true);
     if (!is_present(e.n->version.load(std::memory_order_relaxed)) && !two_children)
-      fail(e.n, "routing node with fewer than two children");
+      errors.fail(e.n, "routing node with fewer than two children");
     if (e.parent != kNone)
       (e.right ? order[e.parent].h_right : order[e.parent].h_left) = h;
   }
-  if (errors > 8)
-    err << "(" << errors - 8 << " more)";
-  return err.str();
+  return errors.report();
 }
 
 template class OccAvl<OccAvlBaselineLayout>;
 template class OccAvl<OccAvlFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_occ_avl(const TreeConfig &config) {
-  if (config.layout == Layout::kFixed)
-    return std::make_unique<OccAvl<OccAvlFixedLayout>>(config.alloc);
-  return std::make_unique<OccAvl<OccAvlBaselineLayout>>(config.alloc);
+  return make_in_layout<OccAvl, OccAvlBaselineLayout, OccAvlFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

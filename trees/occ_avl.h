@@ -24,9 +24,8 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
-
-#include <pthread.h>
+#include "map_with_records.h"
+#include "spin_lock.h"
 
 #include <atomic>
 #include <cstddef>
@@ -40,8 +39,7 @@ namespace memlayout::trees {
 // line. ASCYLIB's static_assert pins it at 64 bytes, which rules out a
 // pthread mutex (40 B): its build used a small lock, here a pthread spin lock.
 // A search reads key (8), version (24) and a child (40/48).
-struct OccAvlBaselineLayout {
-  using Lock = pthread_spinlock_t;
+struct OccAvlBaselineLayout : PthreadSpinLock {
   struct Node {
     std::atomic<int32_t> height; // 0
     Key key;                     // 8
@@ -53,9 +51,6 @@ struct OccAvlBaselineLayout {
     Lock lock;                // 56
     uint8_t padding[64 - 60]; // to the cache-line size
   };
-  static void init_lock(Lock &l) { pthread_spin_init(&l, PTHREAD_PROCESS_PRIVATE); }
-  static void lock(Lock &l);
-  static void unlock(Lock &l) { pthread_spin_unlock(&l); }
 };
 static_assert(sizeof(OccAvlBaselineLayout::Node) == 64);
 static_assert(offsetof(OccAvlBaselineLayout::Node, key) == 8);
@@ -66,8 +61,7 @@ static_assert(offsetof(OccAvlBaselineLayout::Node, left) == 40);
 // (key, version, children), a 4-byte spin lock, no padding: 56 bytes. The
 // height is 16 bits wide to fit; a relaxed AVL tree of 2^62 keys stays far
 // below 2^15 levels.
-struct OccAvlFixedLayout {
-  using Lock = std::atomic<uint32_t>;
+struct OccAvlFixedLayout : WordSpinLock {
   struct Node {
     Key key;                       // 0
     std::atomic<uint64_t> version; // 8
@@ -79,14 +73,11 @@ struct OccAvlFixedLayout {
     uint8_t padding[2];
     Lock lock; // 52
   };
-  static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
-  static void lock(Lock &l);
-  static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
 };
 static_assert(sizeof(OccAvlFixedLayout::Node) == 56);
 static_assert(offsetof(OccAvlFixedLayout::Node, right) == 24);
 
-template <class L> class OccAvl final : public ConcurrentMap {
+template <class L> class OccAvl final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -98,7 +89,6 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
   // Quiescent only, for tests: nodes in the tree, and of those the routing
   // nodes (removed keys whose node had two children).
@@ -135,7 +125,6 @@ private:
 
   template <class F> void for_each_node(F &&visit) const; // quiescent, any order
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   // Routing node below every key (kMinKey - 1): the tree hangs off its right.
   // It is never rotated or unlinked, so its version never changes.

@@ -17,8 +17,7 @@ const std::vector<TreeInfo> &all_trees() {
       {"int-lf", "Howley & Jones lock-free internal BST, operation descriptors", make_int_lf},
       {"edge-int-lf", "Ramachandran & Mittal lock-free internal BST, edge marking",
        make_edge_int_lf},
-      {"edge-ext-lf", "Natarajan & Mittal lock-free external BST, edge marking",
-       make_edge_ext_lf},
+      {"edge-ext-lf", "Natarajan & Mittal lock-free external BST, edge marking", make_edge_ext_lf},
       {"ticket", "David et al. BST-TK: external BST, versioned try-locks", make_ticket},
       {"ext-lf", "Ellen et al. lock-free external BST, info records", make_ext_lf},
   };

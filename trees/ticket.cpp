@@ -4,11 +4,11 @@
 // remove needs.
 #include "ticket.h"
 
+#include "spin_lock.h"
 #include "tree_factories.h"
 
 #include <new>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace memlayout::trees {
@@ -17,17 +17,6 @@ namespace {
 constexpr Key kLeftSentinel = kMinKey - 1;
 constexpr Key kRootKey = kMaxKey + 1;
 
-// A failed try-lock means another update got there first: retry at once, as
-// bst-tk does, but give the CPU away now and then in case the winner was
-// preempted while holding the lock (this machine has fewer cores than the
-// tests have threads).
-void back_off(unsigned attempt) {
-  if (attempt % 64 == 63)
-    std::this_thread::yield();
-  else
-    __builtin_ia32_pause();
-}
-
 // Keys < routing key go left.
 inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
 
@@ -35,7 +24,7 @@ inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
 
 template <class L>
 Ticket<L>::Ticket(AllocPolicy policy)
-    : records_("ticket", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+    : MapWithRecords("ticket", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
   Node *min_leaf = new_node(kLeftSentinel, 0, nullptr, nullptr);
   Node *max_leaf = new_node(kRootKey, 0, nullptr, nullptr);
   root_ = new_node(kRootKey, 0, min_leaf, max_leaf);
@@ -82,6 +71,9 @@ template <class L> bool Ticket<L>::insert(Key key, Value value) {
   EpochGuard guard;
   Node *leaf = nullptr;    // allocated on the first attempt that needs them,
   Node *routing = nullptr; // kept across retries
+  // A failed try-lock means another update got there first: retry at once,
+  // as bst-tk does, with back_off (spin_lock.h) giving the CPU away now and
+  // then in case the winner was preempted while holding the lock.
   for (unsigned attempt = 0;; back_off(attempt++)) {
     Node *pred;
     uint64_t pred_seen;
@@ -224,9 +216,7 @@ template class Ticket<TicketBaselineLayout>;
 template class Ticket<TicketFixedLayout>;
 
 std::unique_ptr<ConcurrentMap> make_ticket(const TreeConfig &config) {
-  if (config.layout == Layout::kFixed)
-    return std::make_unique<Ticket<TicketFixedLayout>>(config.alloc);
-  return std::make_unique<Ticket<TicketBaselineLayout>>(config.alloc);
+  return make_in_layout<Ticket, TicketBaselineLayout, TicketFixedLayout>(config);
 }
 
 } // namespace memlayout::trees

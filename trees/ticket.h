@@ -10,7 +10,7 @@
 #pragma once
 
 #include "epoch.h"
-#include "map.h"
+#include "map_with_records.h"
 
 #include <atomic>
 #include <cstddef>
@@ -119,7 +119,7 @@ struct TicketFixedLayout {
 };
 static_assert(sizeof(TicketFixedLayout::Node) == 40);
 
-template <class L> class Ticket final : public ConcurrentMap {
+template <class L> class Ticket final : public MapWithRecords {
 public:
   using Node = typename L::Node;
 
@@ -131,14 +131,12 @@ public:
   bool remove(Key key) override;
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
-  const RecordAllocator &records() const override { return records_; }
 
 private:
   // Leaves and routing nodes are one record kind, "node", as in bst-tk.
   [[gnu::noinline]] Node *new_node(Key key, Value value, Node *left, Node *right);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
-  RecordAllocator records_;
   RecordAllocator::Kind node_kind_;
   Node *root_; // routing key kMaxKey + 1: every user key goes left
 };

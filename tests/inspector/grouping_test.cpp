@@ -96,7 +96,7 @@ std::unique_ptr<Grouped> snapshot_of_grouping_trace() {
   g->bytes = grouping_trace();
   REQUIRE(g->r.open_buffer(g->bytes.data(), g->bytes.size(), "g.trace"));
   std::string error;
-  REQUIRE(build_snapshot(g->r, g->bytes, SnapshotSpec{SnapshotPoint::kEnd, ""}, g->s, error));
+  REQUIRE(build_snapshot(g->r, g->bytes, SnapshotSpec{SnapshotPoint::kEnd, "", {}}, g->s, error));
   REQUIRE(g->s.objects.size() == 10);
   return g;
 }

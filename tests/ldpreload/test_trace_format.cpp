@@ -43,6 +43,20 @@ TEST_CASE("trace format: the branch-free varint writes put_varint's bytes", "[fo
   }
 }
 
+TEST_CASE("trace format: a varint followed by more bytes decodes the same", "[format]") {
+  // With 8 bytes readable the cursor takes its branch-free path.
+  for (uint64_t v : interesting_values()) {
+    INFO("value " << v);
+    uint8_t b[32];
+    std::memset(b, 0xff, sizeof b);
+    size_t n = static_cast<size_t>(put_varint(b, v) - b);
+    Cursor c{b, b + sizeof b};
+    CHECK(c.varint() == v);
+    CHECK(c.p == b + n);
+    CHECK_FALSE(c.bad);
+  }
+}
+
 TEST_CASE("trace format: zigzag keeps small moves either way small", "[format]") {
   for (int64_t d :
        {int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{-64}, int64_t{63}, INT64_MIN, INT64_MAX})

@@ -6,13 +6,11 @@
 #include "edge_ext_lf.h"
 #include "epoch.h"
 #include "tree_factories.h"
+#include "tree_test_support.h"
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <barrier>
 #include <map>
-#include <thread>
 #include <vector>
 
 namespace memlayout::trees {
@@ -62,14 +60,9 @@ template <class L> struct EdgeExtLfProbe {
 } // namespace memlayout::trees
 
 using namespace memlayout::trees;
+using namespace memlayout::trees::test;
 
 namespace {
-
-std::map<Key, Value> contents(const ConcurrentMap &m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
 
 template <class L> void stalled_remove_is_helped() {
   using Probe = EdgeExtLfProbe<L>;
@@ -134,26 +127,15 @@ template <class L> void one_cleanup_unlinks_a_tagged_chain() {
 // so each flag meets the other's tag or flag (both siblings flagged).
 template <class L> void sibling_leaves_removed_at_once() {
   EdgeExtLf<L> t(AllocPolicy::kMalloc);
-  constexpr int kRounds = 3000;
-  std::barrier sync(2);
-  std::atomic<int> failures{0};
-  auto worker = [&](int id) {
-    for (int round = 0; round < kRounds; ++round) {
-      Key base = 1000 + 4 * round;
-      if (id == 0) {
-        t.insert(base, base);
-        t.insert(base + 1, base + 1);
-      }
-      sync.arrive_and_wait();
-      if (!t.remove(base + id))
-        failures.fetch_add(1);
-      sync.arrive_and_wait();
-    }
-  };
-  std::thread other(worker, 1);
-  worker(0);
-  other.join();
-  CHECK(failures.load() == 0);
+  auto base_of = [](int round) { return Key{1000} + 4 * round; };
+  int failures = failures_of_lockstep_races(
+      3000,
+      [&](int round) {
+        t.insert(base_of(round), base_of(round));
+        t.insert(base_of(round) + 1, base_of(round) + 1);
+      },
+      [&](int round, int id) { return t.remove(base_of(round) + id); });
+  CHECK(failures == 0);
   CHECK(t.check_structure() == "");
   CHECK(contents(t).empty());
 }
@@ -164,22 +146,8 @@ template <class L> void one_key_contended() {
   EdgeExtLf<L> t(AllocPolicy::kMalloc);
   REQUIRE(t.insert(7, 7)); // neighbours, so the key's parent changes too
   REQUIRE(t.insert(9, 9));
-  constexpr int kThreads = 3, kOps = 20000;
-  std::atomic<long> net{0};
-  std::vector<std::thread> threads;
-  for (int id = 0; id < kThreads; ++id)
-    threads.emplace_back([&] {
-      long mine = 0;
-      for (int i = 0; i < kOps; ++i)
-        mine += (i % 2 == 0) ? t.insert(8, 8) : -static_cast<long>(t.remove(8));
-      net.fetch_add(mine);
-    });
-  for (auto &th : threads)
-    th.join();
+  check_one_key_contended(t, 8, 8, false, 3, 20000);
   Value v = 0;
-  bool present = t.lookup(8, &v);
-  CHECK(net.load() == (present ? 1 : 0));
-  CHECK(t.check_structure() == "");
   CHECK(t.lookup(7, &v));
   CHECK(t.lookup(9, &v));
 }
@@ -216,10 +184,6 @@ TEMPLATE_TEST_CASE("edge-ext-lf: three threads insert and remove one key", "[edg
 }
 
 TEST_CASE("edge-ext-lf: record sizes and the one record kind", "[edge-ext-lf]") {
-  auto baseline = make_edge_ext_lf(TreeConfig{Layout::kBaseline, AllocPolicy::kMalloc});
-  auto fixed = make_edge_ext_lf(TreeConfig{Layout::kFixed, AllocPolicy::kMalloc});
-  REQUIRE(baseline->records().kind_count() == 1);
-  CHECK(baseline->records().kind_name(0) == "node");
-  CHECK(baseline->records().record_size(0) == 64);
-  CHECK(fixed->records().record_size(0) == 32);
+  CHECK(record_kinds(make_edge_ext_lf, Layout::kBaseline) == std::vector<RecordKind>{{"node", 64}});
+  CHECK(record_kinds(make_edge_ext_lf, Layout::kFixed) == std::vector<RecordKind>{{"node", 32}});
 }

@@ -6,6 +6,7 @@
 #include "edge_int_lf.h"
 #include "epoch.h"
 #include "tree_factories.h"
+#include "tree_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -114,14 +115,9 @@ template <class L> struct EdgeIntLfProbe {
 } // namespace memlayout::trees
 
 using namespace memlayout::trees;
+using namespace memlayout::trees::test;
 
 namespace {
-
-std::map<Key, Value> contents(const ConcurrentMap &m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
 
 Value value_of(Key k) { return k * 1000 + 7; }
 
@@ -260,24 +256,15 @@ template <class L> void successor_lookups_during_complex_deletes() {
 template <class L> void target_and_successor_deleted_at_once() {
   EdgeIntLf<L> t(AllocPolicy::kMalloc);
   constexpr int kRounds = 2000;
-  std::barrier sync(2);
-  std::atomic<int> failures{0};
-  auto worker = [&](int id) {
-    for (int round = 0; round < kRounds; ++round) {
-      Key base = 1000 * (round + 1);
-      if (id == 0)
+  auto base_of = [](int round) { return Key{1000} * (round + 1); };
+  int failures = failures_of_lockstep_races(
+      kRounds,
+      [&](int round) {
         for (Key k : {100, 50, 200, 150, 170})
-          t.insert(base + k, value_of(base + k));
-      sync.arrive_and_wait();
-      if (!t.remove(base + (id == 0 ? 100 : 150)))
-        failures.fetch_add(1);
-      sync.arrive_and_wait();
-    }
-  };
-  std::thread other(worker, 1);
-  worker(0);
-  other.join();
-  CHECK(failures.load() == 0);
+          t.insert(base_of(round) + k, value_of(base_of(round) + k));
+      },
+      [&](int round, int id) { return t.remove(base_of(round) + (id == 0 ? 100 : 150)); });
+  CHECK(failures == 0);
   CHECK(t.check_structure() == "");
   auto got = contents(t);
   CHECK(got.size() == 3 * kRounds);
@@ -292,23 +279,8 @@ template <class L> void one_key_contended() {
   EdgeIntLf<L> t(AllocPolicy::kMalloc);
   for (Key k : {8, 4, 12, 2, 6, 10, 14})
     REQUIRE(t.insert(k, value_of(k)));
-  constexpr int kThreads = 3, kOps = 20000;
-  std::atomic<long> net{1}; // 8 is in the tree
-  std::vector<std::thread> threads;
-  // The contended key has two children, so its deletes are complex.
-  for (int id = 0; id < kThreads; ++id)
-    threads.emplace_back([&] {
-      long mine = 0;
-      for (int i = 0; i < kOps; ++i)
-        mine += (i % 2 == 0) ? t.insert(8, value_of(8)) : -static_cast<long>(t.remove(8));
-      net.fetch_add(mine);
-    });
-  for (auto &th : threads)
-    th.join();
-  Value v = 0;
-  bool present = t.lookup(8, &v);
-  CHECK(net.load() == (present ? 1 : 0));
-  CHECK(t.check_structure() == "");
+  // 8 is in the tree with two children, so its deletes are complex.
+  check_one_key_contended(t, 8, value_of(8), true, 3, 20000);
   for (Key k : {2, 4, 6, 10, 12, 14})
     expect_value(t, k);
 }
@@ -378,12 +350,8 @@ TEMPLATE_TEST_CASE("edge-int-lf: three threads insert and remove one key with tw
 }
 
 TEST_CASE("edge-int-lf: record sizes: node 40 / 32 bytes, state record 152", "[edge-int-lf]") {
-  auto baseline = make_edge_int_lf(TreeConfig{Layout::kBaseline, AllocPolicy::kMalloc});
-  auto fixed = make_edge_int_lf(TreeConfig{Layout::kFixed, AllocPolicy::kMalloc});
-  REQUIRE(baseline->records().kind_count() == 2);
-  CHECK(baseline->records().kind_name(0) == "node");
-  CHECK(baseline->records().record_size(0) == 40);
-  CHECK(baseline->records().kind_name(1) == "state");
-  CHECK(baseline->records().record_size(1) == 152);
-  CHECK(fixed->records().record_size(0) == 32);
+  CHECK(record_kinds(make_edge_int_lf, Layout::kBaseline) ==
+        std::vector<RecordKind>{{"node", 40}, {"state", 152}});
+  CHECK(record_kinds(make_edge_int_lf, Layout::kFixed) ==
+        std::vector<RecordKind>{{"node", 32}, {"state", 152}});
 }

@@ -7,17 +7,13 @@
 #include "epoch.h"
 #include "ext_lf.h"
 #include "tree_factories.h"
+#include "tree_test_support.h"
 
 #include <catch2/catch.hpp>
 
-#include <memlayout/seg.h>
-
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <map>
 #include <random>
-#include <thread>
 #include <vector>
 
 namespace memlayout::trees {
@@ -88,44 +84,19 @@ template <class L> struct ExtLfProbe {
 } // namespace memlayout::trees
 
 using namespace memlayout::trees;
+using namespace memlayout::trees::test;
 
 namespace {
 
 Value value_of(Key key) { return key * 1000 + 3; }
 
-std::map<Key, Value> contents(const ConcurrentMap &m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
-
 std::map<Key, Value> expected_of(std::initializer_list<Key> keys) {
-  std::map<Key, Value> out;
-  for (Key k : keys)
-    out.emplace(k, value_of(k));
-  return out;
+  return keys_with_values(keys, value_of);
 }
 
 template <class L> void fill(ExtLf<L> &t, std::initializer_list<Key> keys) {
-  for (Key k : keys)
-    REQUIRE(t.insert(k, value_of(k)));
+  insert_all(t, keys, value_of);
 }
-
-// Live objects of a pool: what it allocated and has not freed.
-struct PoolCount {
-  seg_pool *pool;
-  uint64_t allocations = 0, frees = 0;
-  explicit PoolCount(const char *name) : pool(seg_pool_create(name, nullptr)) {
-    REQUIRE(pool);
-    refresh();
-  }
-  void refresh() {
-    struct seg_pool_stats st {};
-    REQUIRE(seg_pool_stats(pool, &st) == 0);
-    allocations = st.allocations;
-    frees = st.frees;
-  }
-};
 
 // 50 then 30: leaf 30's parent is the routing node 50 (children 30, 50),
 // its grandparent the routing node kMaxKey + 1.
@@ -247,16 +218,10 @@ TEST_CASE("ext-lf: removes lift sibling subtrees; keys next to the sentinels", "
 }
 
 TEST_CASE("ext-lf: record sizes of both layouts", "[ext-lf]") {
-  for (auto [layout, node, info] :
-       {std::tuple{Layout::kBaseline, 64, 64}, std::tuple{Layout::kFixed, 40, 32}}) {
-    auto m = make_ext_lf(TreeConfig{layout, AllocPolicy::kMalloc});
-    const RecordAllocator &r = m->records();
-    REQUIRE(r.kind_count() == 2);
-    CHECK(r.kind_name(0) == "node");
-    CHECK(r.kind_name(1) == "info");
-    CHECK(r.record_size(0) == static_cast<size_t>(node));
-    CHECK(r.record_size(1) == static_cast<size_t>(info));
-  }
+  CHECK(record_kinds(make_ext_lf, Layout::kBaseline) ==
+        std::vector<RecordKind>{{"node", 64}, {"info", 64}});
+  CHECK(record_kinds(make_ext_lf, Layout::kFixed) ==
+        std::vector<RecordKind>{{"node", 40}, {"info", 32}});
 }
 
 template <class L> void allocation_counts() {
@@ -310,57 +275,11 @@ TEST_CASE("ext-lf: three nodes and one info record per insert, all reclaimed", "
 // races with another on the same key or its sibling leaf, so most operations
 // help or back out; the untouched keys must never be missed.
 template <class L> void four_keys_under_contention() {
-  constexpr int kThreads = 4;
-  constexpr int kOps = 200'000;
   constexpr Key kContended[] = {21, 22, 41, 42};
   constexpr Key kStable[] = {20, 23, 40, 43};
   ExtLf<L> t(AllocPolicy::kMalloc);
   fill(t, {20, 23, 40, 43});
-  std::vector<std::vector<int>> delta(kThreads, std::vector<int>(4, 0));
-  std::atomic<uint64_t> wrong{0};
-  std::barrier start(kThreads);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i)
-    threads.emplace_back([&, i] {
-      std::vector<int> &d = delta[i];
-      start.arrive_and_wait();
-      std::mt19937_64 r(i + 50);
-      uint64_t bad = 0;
-      for (int n = 0; n < kOps; ++n) {
-        size_t slot = r() % 4;
-        Key k = kContended[slot];
-        Value v = 0;
-        switch (r() % 3) {
-        case 0:
-          d[slot] += t.insert(k, value_of(k));
-          break;
-        case 1:
-          d[slot] -= t.remove(k);
-          break;
-        default:
-          if (t.lookup(k, &v) && v != value_of(k))
-            ++bad;
-          Key s = kStable[slot];
-          if (!t.lookup(s, &v) || v != value_of(s))
-            ++bad;
-        }
-      }
-      wrong += bad;
-    });
-  for (auto &th : threads)
-    th.join();
-  CHECK(wrong.load() == 0);
-  std::map<Key, Value> want = expected_of({20, 23, 40, 43});
-  for (size_t slot = 0; slot < 4; ++slot) {
-    int sum = 0;
-    for (int i = 0; i < kThreads; ++i)
-      sum += delta[i][slot];
-    REQUIRE((sum == 0 || sum == 1));
-    if (sum)
-      want.emplace(kContended[slot], value_of(kContended[slot]));
-  }
-  CHECK(contents(t) == want);
-  CHECK(t.check_structure() == "");
+  check_contended_keys_next_to_stable_ones(t, kContended, kStable, false, 50, value_of);
 }
 
 TEST_CASE("ext-lf: four threads on four keys, per-key accounting", "[ext-lf]") {
@@ -371,12 +290,7 @@ TEST_CASE("ext-lf: four threads on four keys, per-key accounting", "[ext-lf]") {
 TEST_CASE("ext-lf: nodes and info records are reclaimed while the tree runs", "[ext-lf]") {
   PoolCount nodes("ext-lf.node"), infos("ext-lf.info");
   ExtLf<ExtLfFixedLayout> t(AllocPolicy::kSegregated);
-  for (int round = 0; round < 2000; ++round) {
-    for (Key k = 1; k <= 16; ++k)
-      REQUIRE(t.insert(k * 7 % 17, value_of(k)));
-    for (Key k = 1; k <= 16; ++k)
-      REQUIRE(t.remove(k));
-  }
+  churn_sixteen_keys(t, 2000, value_of);
   nodes.refresh();
   infos.refresh();
   // 64 000 records replaced or unlinked; only the last few epochs' may wait.

@@ -9,10 +9,9 @@
 #include "epoch.h"
 #include "int_lf.h"
 #include "tree_factories.h"
+#include "tree_test_support.h"
 
 #include <catch2/catch.hpp>
-
-#include <memlayout/seg.h>
 
 #include <algorithm>
 #include <atomic>
@@ -71,44 +70,19 @@ template <class L> struct IntLfProbe {
 } // namespace memlayout::trees
 
 using namespace memlayout::trees;
+using namespace memlayout::trees::test;
 
 namespace {
 
 Value value_of(Key key) { return key * 1000 + 7; }
 
-std::map<Key, Value> contents(const ConcurrentMap &m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
-
 std::map<Key, Value> expected_of(std::initializer_list<Key> keys) {
-  std::map<Key, Value> out;
-  for (Key k : keys)
-    out.emplace(k, value_of(k));
-  return out;
+  return keys_with_values(keys, value_of);
 }
 
 template <class L> void fill(IntLf<L> &t, std::initializer_list<Key> keys) {
-  for (Key k : keys)
-    REQUIRE(t.insert(k, value_of(k)));
+  insert_all(t, keys, value_of);
 }
-
-// Live objects of a pool: what it allocated and has not freed.
-struct PoolCount {
-  seg_pool *pool;
-  uint64_t allocations = 0, frees = 0;
-  explicit PoolCount(const char *name) : pool(seg_pool_create(name, nullptr)) {
-    REQUIRE(pool);
-    refresh();
-  }
-  void refresh() {
-    struct seg_pool_stats st {};
-    REQUIRE(seg_pool_stats(pool, &st) == 0);
-    allocations = st.allocations;
-    frees = st.frees;
-  }
-};
 
 template <class L> void stalled_relocation_is_completed() {
   using Probe = IntLfProbe<L>;
@@ -235,18 +209,10 @@ TEST_CASE("int-lf: removing nodes with two children moves the successor's key an
 }
 
 TEST_CASE("int-lf: record sizes of both layouts", "[int-lf]") {
-  for (auto [layout, node, descriptor, relocate] :
-       {std::tuple{Layout::kBaseline, 64, 64, 64}, std::tuple{Layout::kFixed, 40, 24, 56}}) {
-    auto m = make_int_lf(TreeConfig{layout, AllocPolicy::kMalloc});
-    const RecordAllocator &r = m->records();
-    REQUIRE(r.kind_count() == 3);
-    CHECK(r.kind_name(0) == "node");
-    CHECK(r.kind_name(1) == "descriptor");
-    CHECK(r.kind_name(2) == "relocate_descriptor");
-    CHECK(r.record_size(0) == static_cast<size_t>(node));
-    CHECK(r.record_size(1) == static_cast<size_t>(descriptor));
-    CHECK(r.record_size(2) == static_cast<size_t>(relocate));
-  }
+  CHECK(record_kinds(make_int_lf, Layout::kBaseline) ==
+        std::vector<RecordKind>{{"node", 64}, {"descriptor", 64}, {"relocate_descriptor", 64}});
+  CHECK(record_kinds(make_int_lf, Layout::kFixed) ==
+        std::vector<RecordKind>{{"node", 40}, {"descriptor", 24}, {"relocate_descriptor", 56}});
 }
 
 template <class L> void allocation_counts() {
@@ -397,57 +363,11 @@ TEST_CASE("int-lf: relocated keys never disappear from concurrent lookups", "[in
 // stable ones, so their first removes relocate (stable) successors. Per-key
 // accounting as in the generic suite; stable keys must never be missed.
 template <class L> void four_keys_under_contention() {
-  constexpr int kThreads = 4;
-  constexpr int kOps = 200'000;
   constexpr Key kContended[] = {25, 50, 60, 75};
   constexpr Key kStable[] = {20, 30, 70, 80};
   IntLf<L> t(AllocPolicy::kMalloc);
   fill(t, {50, 25, 75, 20, 30, 70, 80, 60});
-  std::vector<std::vector<int>> delta(kThreads, std::vector<int>(4, 0));
-  std::atomic<uint64_t> wrong{0};
-  std::barrier start(kThreads);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i)
-    threads.emplace_back([&, i] {
-      std::vector<int> &d = delta[i];
-      start.arrive_and_wait();
-      std::mt19937_64 r(i);
-      uint64_t bad = 0;
-      for (int n = 0; n < kOps; ++n) {
-        size_t slot = r() % 4;
-        Key k = kContended[slot];
-        Value v = 0;
-        switch (r() % 3) {
-        case 0:
-          d[slot] += t.insert(k, value_of(k));
-          break;
-        case 1:
-          d[slot] -= t.remove(k);
-          break;
-        default:
-          if (t.lookup(k, &v) && v != value_of(k))
-            ++bad;
-          Key s = kStable[slot];
-          if (!t.lookup(s, &v) || v != value_of(s))
-            ++bad;
-        }
-      }
-      wrong += bad;
-    });
-  for (auto &th : threads)
-    th.join();
-  CHECK(wrong.load() == 0);
-  std::map<Key, Value> want = expected_of({20, 30, 70, 80});
-  for (size_t slot = 0; slot < 4; ++slot) {
-    int sum = 1; // inserted before the threads started
-    for (int i = 0; i < kThreads; ++i)
-      sum += delta[i][slot];
-    REQUIRE((sum == 0 || sum == 1));
-    if (sum)
-      want.emplace(kContended[slot], value_of(kContended[slot]));
-  }
-  CHECK(contents(t) == want);
-  CHECK(t.check_structure() == "");
+  check_contended_keys_next_to_stable_ones(t, kContended, kStable, true, 0, value_of);
 }
 
 TEST_CASE("int-lf: four threads on four keys, per-key accounting", "[int-lf]") {
@@ -458,12 +378,7 @@ TEST_CASE("int-lf: four threads on four keys, per-key accounting", "[int-lf]") {
 TEST_CASE("int-lf: removed nodes are reclaimed while the tree runs", "[int-lf]") {
   PoolCount nodes("int-lf.node");
   IntLf<IntLfFixedLayout> t(AllocPolicy::kSegregated);
-  for (int round = 0; round < 2000; ++round) {
-    for (Key k = 1; k <= 16; ++k)
-      REQUIRE(t.insert(k * 7 % 17, value_of(k)));
-    for (Key k = 1; k <= 16; ++k)
-      REQUIRE(t.remove(k));
-  }
+  churn_sixteen_keys(t, 2000, value_of);
   nodes.refresh();
   // 32 000 nodes unlinked; only those of the last few epochs may wait.
   CHECK(nodes.allocations - nodes.frees < 1000);

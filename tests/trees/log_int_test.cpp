@@ -4,18 +4,19 @@
 // unbalanced shape of ascending inserts, lookups that never miss a key while
 // removals move nodes around it, and a few keys fought over by every thread.
 #include "log_int.h"
+#include "tree_factories.h"
+#include "tree_test_support.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <random>
-#include <thread>
 #include <vector>
 
 using namespace memlayout::trees;
+using namespace memlayout::trees::test;
 
 namespace {
 
@@ -86,93 +87,17 @@ template <class L> void ascending_inserts_make_a_path() {
 template <class L> void stable_keys_never_missed() {
   LogInt<L> tree(AllocPolicy::kMalloc);
   constexpr Key kRange = 2048;
-  std::vector<Key> order;
-  for (Key k = 1; k <= kRange; ++k)
-    order.push_back(k);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(9));
-  for (Key k : order)
+  for (Key k : shuffled_keys(1, kRange, 9))
     if (k % 4 == 0)
       REQUIRE(tree.insert(k, value_of(k)));
-  std::atomic<int> writers_done{0};
-  std::atomic<uint64_t> misses{0}, lookups{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w)
-    threads.emplace_back([&, w] {
-      std::mt19937_64 rng(w);
-      for (int i = 0; i < 150'000; ++i) {
-        Key k = static_cast<Key>(rng() % kRange) + 1;
-        if (k % 4 == 0)
-          continue;
-        if (rng() % 2)
-          tree.insert(k, value_of(k));
-        else
-          tree.remove(k);
-      }
-      writers_done.fetch_add(1);
-    });
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      std::mt19937_64 rng(100 + r);
-      uint64_t missed = 0, done = 0;
-      while (writers_done.load(std::memory_order_relaxed) < 2) {
-        Key k = 4 * (static_cast<Key>(rng() % (kRange / 4)) + 1);
-        Value v = 0;
-        if (!tree.lookup(k, &v) || v != value_of(k))
-          ++missed;
-        ++done;
-      }
-      misses.fetch_add(missed);
-      lookups.fetch_add(done);
-    });
-  for (auto &t : threads)
-    t.join();
-  CHECK(misses.load() == 0);
-  CHECK(lookups.load() > 0);
-  CHECK(tree.check_structure() == "");
-}
-
-// Four threads on eight keys: neighbours on the list are inserted and
-// removed at once, so succLocks, tree locks and choose_parent all contend.
-template <class L> void few_keys_many_threads() {
-  LogInt<L> tree(AllocPolicy::kMalloc);
-  constexpr Key kRange = 8;
-  constexpr int kThreads = 4;
-  std::vector<std::vector<int>> delta(kThreads, std::vector<int>(kRange + 1, 0));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (int i = 0; i < 100'000; ++i) {
-        Key k = static_cast<Key>(rng() % kRange) + 1;
-        if (rng() % 2)
-          delta[t][k] += tree.insert(k, value_of(k));
-        else
-          delta[t][k] -= tree.remove(k);
-      }
-    });
-  for (auto &t : threads)
-    t.join();
-  for (Key k = 1; k <= kRange; ++k) {
-    int sum = 0;
-    for (int t = 0; t < kThreads; ++t)
-      sum += delta[t][k];
-    INFO("key " << k);
-    REQUIRE((sum == 0 || sum == 1));
-    Value v = 0;
-    CHECK(tree.lookup(k, &v) == (sum == 1));
-  }
-  CHECK(tree.check_structure() == "");
+  check_stable_keys_never_missed(tree, kRange, 150'000, value_of);
 }
 
 } // namespace
 
 TEST_CASE("log-int: record sizes of the two layouts", "[log-int]") {
-  LogInt<LogIntBaselineLayout> baseline(AllocPolicy::kMalloc);
-  LogInt<LogIntFixedLayout> fixed(AllocPolicy::kMalloc);
-  REQUIRE(baseline.records().kind_count() == 1);
-  CHECK(baseline.records().kind_name(0) == "node");
-  CHECK(baseline.records().record_size(0) == 128);
-  CHECK(fixed.records().record_size(0) == 72);
+  CHECK(record_kinds(make_log_int, Layout::kBaseline) == std::vector<RecordKind>{{"node", 128}});
+  CHECK(record_kinds(make_log_int, Layout::kFixed) == std::vector<RecordKind>{{"node", 72}});
 }
 
 TEMPLATE_TEST_CASE("log-int: removing a two-child node moves its successor into its place",
@@ -190,7 +115,10 @@ TEMPLATE_TEST_CASE("log-int: lookups never miss keys that removals move", "[log-
   stable_keys_never_missed<TestType>();
 }
 
+// Four threads on eight keys: neighbours on the list are inserted and
+// removed at once, so succLocks, tree locks and choose_parent all contend.
 TEMPLATE_TEST_CASE("log-int: four threads on eight keys", "[log-int]", LogIntBaselineLayout,
                    LogIntFixedLayout) {
-  few_keys_many_threads<TestType>();
+  LogInt<TestType> tree(AllocPolicy::kMalloc);
+  check_per_key_accounting(tree, 8, 4, 100'000, value_of);
 }

@@ -44,7 +44,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   out << "  records:";
   for (const RecordKind &k : r.records)
     out << ' ' << k.kind << " " << k.size << " B";
-  out << "\n  keys 1.." << o.key_range << ", prefilled " << r.prefilled << " in " << r.prefill_s
+  std::snprintf(line, sizeof line, "%.3f", r.prefill_s);
+  out << "\n  keys 1.." << o.key_range << ", prefilled " << r.prefilled << " in " << line
       << " s, ops " << mix_name(o.mix) << " (lookup/insert/remove %), " << dist_name(o.dist)
       << (o.noise ? ", noise" : "") << (o.pin ? ", pinned" : "") << ", seed " << o.seed << "\n";
   if (o.duration_s == 0) {
