@@ -6,9 +6,10 @@
 // Writes a synthetic trace like the recorder's (T threads, compressed
 // blocks of about 64 KiB, a TSC sample every 16 events, blocks interleaved
 // in flush order): each thread allocates until it holds L/T objects, then
-// churns (free a random one, allocate) and finally frees half. Then it
+// churns (free a random one, allocate) and finally frees them all. Then it
 // replays the trace from the file at the peak and at the end and prints
-// events/s and the peak memory the replay added per live object.
+// events/s and the peak memory the replay added per live object (at the
+// peak; the end has next to none, so its figure is the memory alone).
 #include "heap_snapshot.h"
 #include "trace_builder.h"
 
@@ -150,11 +151,13 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
   double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) +
                static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9;
   long peak = status_kib("VmHWM");
-  double per_obj = s.objects.empty() ? 0.0
-                                     : static_cast<double>(peak - base) * 1024.0 /
-                                           static_cast<double>(s.objects.size());
+  char per_obj[32] = "     -";
+  if (!s.objects.empty())
+    std::snprintf(per_obj, sizeof per_obj, "%6.1f",
+                  static_cast<double>(peak - base) * 1024.0 /
+                      static_cast<double>(s.objects.size()));
   std::printf("%-5s %6.2f s  %6.1f M events/s (%5.1f per CPU s)  %9zu live objects  %6.1f MB peak "
-              "added  %6.1f B/live object\n",
+              "added  %s B/live object\n",
               what, secs, static_cast<double>(events) / secs / 1e6,
               static_cast<double>(events) / cpu / 1e6, s.objects.size(),
               static_cast<double>(peak - base) / 1024.0, per_obj);

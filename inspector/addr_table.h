@@ -24,9 +24,7 @@ namespace memlayout::inspector {
 
 class AddrTable {
 public:
-  explicit AddrTable(unsigned max_load_percent = 70) : max_load_(max_load_percent) {
-    rehash(4);
-  }
+  explicit AddrTable(unsigned max_load_percent = 70) : max_load_(max_load_percent) { rehash(4); }
 
   // Room for n entries without growing.
   void reserve(size_t n) {

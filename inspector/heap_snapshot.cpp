@@ -11,11 +11,6 @@
 #include <optional>
 #include <unistd.h>
 #include <unordered_map>
-#include <cstdio> // TEMP
-#include <cstdlib> // TEMP
-#include <ctime> // TEMP
-static double tcpu() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; } // TEMP
-#define DBG(...) do { if (getenv("SPEED_DEBUG")) fprintf(stderr, __VA_ARGS__); } while (0) // TEMP
 
 namespace memlayout::inspector {
 
@@ -753,11 +748,81 @@ void finish(const TraceReader &r, const TraceIndex &ix, RecordSource &src, uint6
 }
 
 // `peak` of a trace where nothing was ever live: the start is the peak.
-bool nothing_live(const TraceReader &r, const TraceIndex &ix, RecordSource &src,
+void nothing_live(const TraceReader &r, const TraceIndex &ix, RecordSource &src,
                   HeapSnapshot &out) {
   out.ts_ns = r.header().start_tsc ? r.ns_since_start(*r.header().start_tsc) : 0;
   out.memory_map = pick_map(ix, src, r.name(), r.header().start_tsc.value_or(0));
-  return true;
+}
+
+// What a replay needs besides its heap and where to stop.
+struct ReplayRun {
+  TraceReader &r;
+  const TraceIndex &ix;
+  RecordSource &src;
+  uint64_t window;       // causality window, in ticks
+  uint64_t total_events; // for progress
+  const SnapshotProgress &progress;
+};
+
+enum class PeakRoute { kDone, kReplayToPeak, kFailed };
+
+// `peak` in one replay that rolls back to the peak (ObjectHeap keep_peak),
+// or, when more objects were freed after the peak than that keeps, with a
+// second replay to the peak that collects them by seq without a live set
+// (PickHeap). kDone: `out` is complete. kReplayToPeak: neither can be exact
+// (tags, a peak inside a pulled-forward free, a search log too long to
+// keep): `stop` and `reserve` are set for a replay to the peak with the
+// whole heap.
+PeakRoute peak_in_one_replay(const ReplayRun &run, uint64_t bound, ReplayStop &stop,
+                             uint64_t &reserve, HeapSnapshot &out, std::string &error) {
+  ReplayResult first;
+  SearchLog log;
+  log.cap = bound / 8 + 4096;
+  std::optional<SeqSet> peak_seqs;
+  {
+    ObjectHeap heap(true);
+    heap.reserve(bound);
+    Merger m(run.ix, run.src, run.r.name(), heap.table());
+    first = Replay<ObjectHeap>(heap, m, stop, run.window,
+                               {&run.progress, "rebuilding the live heap", run.total_events},
+                               nullptr, &log)
+                .run();
+    if (!m.error().empty()) {
+      error = m.error();
+      return PeakRoute::kFailed;
+    }
+    if (!first.has_peak) {
+      nothing_live(run.r, run.ix, run.src, out);
+      return PeakRoute::kDone;
+    }
+    if (first.peak_exact && heap.peak_kept()) {
+      finish(run.r, run.ix, run.src, first.peak_tsc, first.peak_heap_events,
+             first.peak_unknown_frees, first.peak_double_allocs, heap.take_peak(), out);
+      return PeakRoute::kDone;
+    }
+    if (first.peak_exact && !run.ix.has_tags && !log.overflowed)
+      peak_seqs = heap.take_peak_seqs();
+  }
+  stop.at_seq = first.peak_seq;
+  reserve = first.peak_max_count;
+  if (!peak_seqs)
+    return PeakRoute::kReplayToPeak;
+  PickHeap heap(std::move(*peak_seqs));
+  Merger m(run.ix, run.src, run.r.name(), nullptr);
+  Replay<PickHeap>(heap, m, stop, run.window,
+                   {&run.progress, "collecting the objects live at the peak", first.peak_seq + 1},
+                   nullptr, nullptr, &log.seqs)
+      .run();
+  if (!m.error().empty()) {
+    error = m.error();
+    return PeakRoute::kFailed;
+  }
+  // Always complete when the merge repeated itself; else the exact way.
+  if (!heap.complete())
+    return PeakRoute::kReplayToPeak;
+  finish(run.r, run.ix, run.src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
+         first.peak_double_allocs, heap.take(), out);
+  return PeakRoute::kDone;
 }
 
 bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnapshot &out,
@@ -770,9 +835,7 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   }
   if (progress)
     progress("indexing the trace", 0);
-  double t0 = tcpu(); // TEMP
   TraceIndex ix = index_trace(r);
-  DBG("index %.3f\n", tcpu() - t0); t0 = tcpu(); // TEMP
   out.partial = r.status() != ReadStatus::kOk;
   uint64_t total_events = 1;
   for (const auto &t : ix.threads)
@@ -798,68 +861,26 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   uint64_t window = static_cast<uint64_t>(kCausalityWindowNs * r.ticks_per_ns());
 
   // The index bounds the live count, so the containers are sized up front.
-  // `peak` without an observer finds the peak and rolls back to it in one
-  // replay; when more objects were freed after it than the heap keeps for
-  // that, a second replay to the peak collects them by seq without a live
-  // set (PickHeap). Where neither can be exact (tags, a peak inside a
-  // pulled-forward free, a search log too long to keep), and for an
-  // observer, a first replay finds the peak and a second one with the whole
-  // heap stops there. When the recorder lost events, frees may be missing
-  // and each reuse of their addresses would inflate the bound: a first
-  // replay then counts exactly.
+  // `peak` rolls back to the peak in one replay where it can
+  // (peak_in_one_replay). Otherwise, and for an observer (which must see
+  // the final replay's events only up to the point), a first replay finds
+  // the peak and a second one with the whole heap stops there. When the
+  // recorder lost events, frees may be missing and each reuse of their
+  // addresses would inflate the bound: a first replay then counts exactly.
   uint64_t bound = live_bound(ix, until);
   uint64_t reserve = bound;
   bool peak_known = false;
   if (spec.point == SnapshotPoint::kPeak && !ix.lost_events && !spec.observer) {
-    ReplayResult first;
-    SearchLog log;
-    log.cap = bound / 8 + 4096;
-    std::optional<SeqSet> peak_seqs;
-    {
-      ObjectHeap heap(true);
-      heap.reserve(bound);
-      Merger m(ix, src, r.name(), heap.table());
-      first = Replay<ObjectHeap>(heap, m, stop, window,
-                                 {&progress, "rebuilding the live heap", total_events}, nullptr,
-                                 &log)
-                  .run();
-      if (!m.error().empty()) {
-        error = m.error();
-        return false;
-      }
-      DBG("pass1 %.3f exact %d kept %d log %zu ovf %d peak_seq %llu\n", tcpu() - t0, first.peak_exact, heap.peak_kept(), log.seqs.size(), log.overflowed, (unsigned long long)first.peak_seq); t0 = tcpu(); // TEMP
-      if (!first.has_peak)
-        return nothing_live(r, ix, src, out);
-      if (first.peak_exact && heap.peak_kept()) {
-        finish(r, ix, src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
-               first.peak_double_allocs, heap.take_peak(), out);
-        return true;
-      }
-      if (first.peak_exact && !ix.has_tags && !log.overflowed)
-        peak_seqs = heap.peak_seqs();
+    ReplayRun run{r, ix, src, window, total_events, progress};
+    switch (peak_in_one_replay(run, bound, stop, reserve, out, error)) {
+    case PeakRoute::kDone:
+      return true;
+    case PeakRoute::kFailed:
+      return false;
+    case PeakRoute::kReplayToPeak:
+      peak_known = true;
+      break;
     }
-    stop.at_seq = first.peak_seq;
-    if (peak_seqs) {
-      PickHeap heap(std::move(*peak_seqs));
-      Merger m(ix, src, r.name(), nullptr);
-      Replay<PickHeap>(heap, m, stop, window,
-                       {&progress, "collecting the objects live at the peak", first.peak_seq + 1},
-                       nullptr, nullptr, &log.seqs)
-          .run();
-      if (!m.error().empty()) {
-        error = m.error();
-        return false;
-      }
-      DBG("pick %.3f complete %d\n", tcpu() - t0, heap.complete()); t0 = tcpu(); // TEMP
-      // Always complete when the merge repeated itself; else the exact way.
-      if (heap.complete()) {
-        finish(r, ix, src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
-               first.peak_double_allocs, heap.take(), out);
-        return true;
-      }
-    }
-    reserve = first.peak_max_count;
-    peak_known = true;
   }
   if (!peak_known && (spec.point == SnapshotPoint::kPeak || ix.lost_events)) {
     ReplayResult first;
@@ -878,8 +899,10 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
     }
     reserve = spec.point == SnapshotPoint::kMark ? first.stop_max_count : first.max_count;
     if (spec.point == SnapshotPoint::kPeak) {
-      if (!first.has_peak)
-        return nothing_live(r, ix, src, out);
+      if (!first.has_peak) {
+        nothing_live(r, ix, src, out);
+        return true;
+      }
       stop.at_seq = first.peak_seq;
       reserve = first.peak_max_count;
     }

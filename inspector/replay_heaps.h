@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -63,36 +64,43 @@ private:
   uint64_t bytes_ = 0, count_ = 0;
 };
 
-// A set of merged positions: a bitmap over [0, last] where that takes no
-// more memory than the positions themselves would (one in 64), else the
-// sorted positions.
+// A set of `count` merged positions, all at most `last`: a bitmap over
+// [0, last] where that takes no more memory than the positions themselves
+// (at least one in 64 set), else the sorted positions.
 class SeqSet {
 public:
-  SeqSet(std::vector<uint64_t> seqs, uint64_t last) : size_(seqs.size()) {
-    if (last / 64 < seqs.size()) {
+  SeqSet(uint64_t last, size_t count) : last_(last) {
+    if (last / 64 < count)
       bits_.assign(last / 64 + 1, 0);
-      for (uint64_t q : seqs)
-        if (q <= last)
-          bits_[q / 64] |= uint64_t{1} << (q % 64);
-    } else {
-      sorted_ = std::move(seqs);
-      std::sort(sorted_.begin(), sorted_.end());
-    }
+    else
+      sorted_.reserve(count);
   }
+  void add(uint64_t q) { // q <= last, each at most once
+    ++size_;
+    if (!bits_.empty())
+      bits_[q / 64] |= uint64_t{1} << (q % 64);
+    else
+      sorted_.push_back(q);
+  }
+  void seal() { std::sort(sorted_.begin(), sorted_.end()); } // after the last add
   bool contains(uint64_t q) const {
     if (!bits_.empty())
-      return q / 64 < bits_.size() && (bits_[q / 64] >> (q % 64) & 1);
+      return q <= last_ && (bits_[q / 64] >> (q % 64) & 1);
     return std::binary_search(sorted_.begin(), sorted_.end(), q);
   }
   size_t size() const { return size_; }
 
 private:
-  size_t size_;
+  uint64_t last_;
+  size_t size_ = 0;
   std::vector<uint64_t> bits_, sorted_;
 };
 
 // Whole objects in a slab; the table maps address -> slab index and size
-// (so a free needs no slab line to keep the byte count).
+// (so a free needs no slab line to keep the byte count). Freed slots wait
+// in batches of kSweepBatch and are recycled with the batch's lines
+// prefetched together: on a heap far larger than the caches the misses
+// overlap instead of stalling one free at a time.
 //
 // Rolling back to the peak (keep_peak): an object is alive at the peak when
 // it was allocated at or before the peak's position in the merged order
@@ -101,22 +109,24 @@ private:
 // instead of recycling them ("retained"), and a tag changed after the peak
 // is journaled. Every new peak recycles all of that. Which freed slots
 // belong to the peak needs their seq, a slab line the free does not
-// otherwise touch: freed slots wait in batches and are sorted out with the
-// batch's lines prefetched together.
+// otherwise touch: the batches sort that out.
 //
-// Retention is capped at an eighth of the objects live at the peak or 8 MiB
-// of slots, whichever is more: 7 B per object on top of the 56 + 20 the
-// heap costs, or what the process's fixed memory already dwarfs. Past the
-// cap the heap keeps only the seqs of the peak's freed objects, for a
-// PickHeap replay to collect (peak_kept() false).
+// Retention is capped at 1/16 of the objects live at the peak or 8 MiB of
+// slots, whichever is more: 3.5 B per object on top of the ~80 the heap
+// costs, or less than the process's fixed memory. Past the cap the heap
+// keeps only the seqs of the peak's freed objects (a bitmap over positions
+// or a list, at most 8 B per object), for a PickHeap replay to collect
+// (peak_kept() false).
 class ObjectHeap {
 public:
   explicit ObjectHeap(bool keep_peak = false) : keep_peak_(keep_peak) {}
 
   const AddrTable *table() const { return &table_; }
   void reserve(size_t n) {
-    // Only the slots used get pages: room for the most that can be retained.
-    slab_.reserve(keep_peak_ ? n + std::max(n / kBudgetShare, kMinBudget) + kSweepBatch : n);
+    // Only the slots used get pages: room for the freed slots waiting to be
+    // swept and the most that can be retained.
+    slab_.reserve(n + kSweepBatch + (keep_peak_ ? std::max(n / kBudgetShare, kMinBudget) : 0));
+    free_.reserve(slab_.capacity());
     table_.reserve(n);
   }
   bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
@@ -128,11 +138,8 @@ public:
       free_.pop_back();
       make_object(slab_[i], e, seq, tag);
       // The next allocation takes the next free slot: start fetching it.
-      if (!free_.empty()) {
-        const char *p = reinterpret_cast<const char *>(&slab_[free_.back()]);
-        __builtin_prefetch(p, 1);
-        __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
-      }
+      if (!free_.empty())
+        prefetch_slot(free_.back());
     } else {
       i = static_cast<uint32_t>(slab_.size());
       make_object(slab_.emplace_back(), e, seq, tag);
@@ -154,17 +161,9 @@ public:
       *tag = slab_[i].tag_id;
     bytes_ -= size;
     --count_;
-    if (keep_peak_ && has_peak_) {
-      pending_.push_back(i);
-      if (pending_.size() == kSweepBatch)
-        sweep();
-    } else {
-      free_.push_back(i);
-      // The next allocation takes this slot: start fetching its lines now.
-      const char *p = reinterpret_cast<const char *>(&slab_[i]);
-      __builtin_prefetch(p, 1);
-      __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
-    }
+    pending_.push_back(i);
+    if (pending_.size() == kSweepBatch)
+      sweep();
     return true;
   }
 
@@ -188,11 +187,14 @@ public:
       return;
     has_peak_ = true;
     peak_seq_ = seq;
-    free_.insert(free_.end(), pending_.begin(), pending_.end());
-    free_.insert(free_.end(), retained_.begin(), retained_.end());
+    for (uint32_t i : pending_)
+      release(i);
+    for (uint32_t i : retained_)
+      release(i);
     pending_.clear();
     retained_.clear();
-    peak_seqs_.clear();
+    peak_set_.reset();
+    peak_count_ = count_;
     tag_undo_.clear();
     dropped_ = false;
     budget_ = std::max(count_ / kBudgetShare, kMinBudget);
@@ -228,23 +230,26 @@ public:
     return compact(keep);
   }
 
-  // The seqs of the objects live at the peak (after peak_kept()).
-  SeqSet peak_seqs() const {
-    std::vector<uint64_t> seqs = peak_seqs_;
+  // The seqs of the objects live at the peak (after peak_kept() said false).
+  SeqSet take_peak_seqs() {
+    if (!peak_set_)
+      peak_set_.emplace(peak_seq_, peak_count_);
     for (uint32_t i : retained_)
-      seqs.push_back(slab_[i].seq);
+      peak_set_->add(slab_[i].seq);
     table_.for_each([&](uint64_t, uint64_t v) {
       const LiveObject &o = slab_[static_cast<uint32_t>(v)];
       if (o.seq <= peak_seq_)
-        seqs.push_back(o.seq);
+        peak_set_->add(o.seq);
     });
-    return SeqSet(std::move(seqs), peak_seq_);
+    peak_set_->seal();
+    return std::move(*peak_set_);
   }
 
 private:
   static constexpr uint64_t kBigSize = 0xffffffff; // the size is in the slab
   static constexpr size_t kSweepBatch = 256;
-  static constexpr uint64_t kBudgetShare = 8, kMinBudget = (uint64_t{8} << 20) / sizeof(LiveObject);
+  static constexpr uint64_t kBudgetShare = 16,
+                            kMinBudget = (uint64_t{8} << 20) / sizeof(LiveObject);
 
   struct TagUndo {
     uint32_t slot, tag;
@@ -254,21 +259,32 @@ private:
     return uint64_t{slot} | std::min(size, kBigSize) << 32;
   }
 
-  // Sorts the freed slots waiting in pending_ into the peak's and the rest.
+  void prefetch_slot(uint32_t i) const {
+    const char *p = reinterpret_cast<const char *>(&slab_[i]);
+    __builtin_prefetch(p, 1);
+    __builtin_prefetch(p + sizeof(LiveObject) - 1, 1);
+  }
+
+  void release(uint32_t i) { free_.push_back(i); }
+
+  // Frees the slots waiting in pending_, their lines fetched together, but
+  // those of objects live at the peak, which are retained (or, past the
+  // cap, their seqs).
   void sweep() {
     for (uint32_t i : pending_)
       __builtin_prefetch(&slab_[i].seq);
+    bool keeping = keep_peak_ && has_peak_;
     for (uint32_t i : pending_) {
       uint64_t seq = slab_[i].seq;
-      if (seq > peak_seq_) {
-        free_.push_back(i);
+      if (!keeping || seq > peak_seq_) {
+        release(i);
       } else if (!dropped_ && retained_.size() < budget_) {
         retained_.push_back(i);
       } else {
         if (!dropped_)
           drop_objects();
-        peak_seqs_.push_back(seq);
-        free_.push_back(i);
+        peak_set_->add(seq);
+        release(i);
       }
     }
     pending_.clear();
@@ -277,9 +293,10 @@ private:
   // Over the cap: keep the seqs of the peak's freed objects, not the objects.
   void drop_objects() {
     dropped_ = true;
+    peak_set_.emplace(peak_seq_, peak_count_);
     for (uint32_t i : retained_) {
-      peak_seqs_.push_back(slab_[i].seq);
-      free_.push_back(i);
+      peak_set_->add(slab_[i].seq);
+      release(i);
     }
     retained_.clear();
     tag_undo_.clear();
@@ -307,9 +324,9 @@ private:
   uint64_t bytes_ = 0, count_ = 0;
 
   bool has_peak_ = false, dropped_ = false;
-  uint64_t peak_seq_ = 0, budget_ = 0;
+  uint64_t peak_seq_ = 0, peak_count_ = 0, budget_ = 0;
   std::vector<uint32_t> pending_, retained_;
-  std::vector<uint64_t> peak_seqs_; // of freed peak objects, once dropped_
+  std::optional<SeqSet> peak_set_; // the peak's freed objects, once dropped_
   std::vector<TagUndo> tag_undo_;
 };
 

@@ -477,8 +477,7 @@ void check_same_snapshot(const HeapSnapshot &got, const HeapSnapshot &want) {
 
 } // namespace
 
-TEST_CASE("one replay rolls back to the peak: the same snapshot as replaying to it",
-          "[snapshot]") {
+TEST_CASE("one replay rolls back to the peak: the same snapshot as replaying to it", "[snapshot]") {
   HeapScript h;
   h.seed = GENERATE(range(1, 9));
   h.tags = h.seed % 2 == 0;
