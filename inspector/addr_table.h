@@ -78,6 +78,13 @@ public:
     return true;
   }
 
+  template <class F> void for_each_value(F &&f) { // f(addr, value&)
+    for (Bucket &k : buckets_)
+      for (unsigned i = 0; i < kWays; ++i)
+        if (k.addr[i] != 0)
+          f(k.addr[i], k.value[i]);
+  }
+
   template <class F> void for_each(F &&f) const {
     for (const Bucket &k : buckets_)
       for (unsigned i = 0; i < kWays; ++i)

@@ -4,7 +4,8 @@
 //  - SizeHeap: address -> size, to find the peak of live bytes.
 //  - ObjectHeap: whole objects; with keep_peak it also rolls back to the
 //    peak of live bytes at the end, so one replay finds the peak and
-//    rebuilds the heap there.
+//    rebuilds the heap there (or, when too many of the peak's objects were
+//    freed after it, names them for a PickHeap replay).
 //  - PickHeap: no live set at all; collects the allocations whose positions
 //    in the merged order a previous replay named.
 #pragma once
@@ -15,6 +16,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -113,10 +116,11 @@ private:
 //
 // Retention is capped at 1/16 of the objects live at the peak or 8 MiB of
 // slots, whichever is more: 3.5 B per object on top of the ~80 the heap
-// costs, or less than the process's fixed memory. Past the cap the heap
-// keeps only the seqs of the peak's freed objects (a bitmap over positions
-// or a list, at most 8 B per object), for a PickHeap replay to collect
-// (peak_kept() false).
+// costs, or less than the process's fixed memory. Past the cap the peak's
+// objects have to be read from the trace again by a PickHeap replay, so the
+// slab is of no more use: the heap drops it and keeps for each live address
+// only its seq and size ("seq mode"), and the seqs of the objects freed
+// after the peak that were live at it. peak_kept() is then false for good.
 class ObjectHeap {
 public:
   explicit ObjectHeap(bool keep_peak = false) : keep_peak_(keep_peak) {}
@@ -132,35 +136,46 @@ public:
   bool contains(uint64_t addr) { return table_.find(addr) != nullptr; }
 
   template <class Event> void insert(const Event &e, uint64_t seq, uint32_t tag) {
+    bytes_ += e.size;
+    ++count_;
+    if (seq_mode_) {
+      table_.insert(e.ptr, pack_seq(e.ptr, seq, e.size));
+      return;
+    }
     uint32_t i;
     if (!free_.empty()) {
       i = free_.back();
       free_.pop_back();
-      make_object(slab_[i], e, seq, tag);
       // The next allocation takes the next free slot: start fetching it.
       if (!free_.empty())
         prefetch_slot(free_.back());
     } else {
       i = static_cast<uint32_t>(slab_.size());
-      make_object(slab_.emplace_back(), e, seq, tag);
+      slab_.emplace_back();
     }
-    table_.insert(e.ptr, pack(i, e.size));
-    bytes_ += e.size;
-    ++count_;
+    make_object(slab_[i], e, seq, tag);
+    table_.insert(e.ptr, uint64_t{i} | std::min(e.size, kBigSlotSize) << 32);
   }
 
   bool remove(uint64_t addr, uint32_t *tag) {
     uint64_t v;
     if (!table_.erase(addr, v))
       return false;
+    --count_;
+    if (tag)
+      *tag = 0; // seq mode keeps no tags: a trace with tags gets a full replay
+    if (seq_mode_) {
+      bytes_ -= seq_size(addr, v);
+      uint64_t seq = v >> kSizeBits;
+      if (seq <= peak_seq_)
+        freed_seqs_.push_back(seq);
+      return true;
+    }
     uint32_t i = static_cast<uint32_t>(v);
     uint64_t size = v >> 32;
-    if (size == kBigSize)
-      size = slab_[i].size;
+    bytes_ -= size == kBigSlotSize ? slab_[i].size : size;
     if (tag)
       *tag = slab_[i].tag_id;
-    bytes_ -= size;
-    --count_;
     pending_.push_back(i);
     if (pending_.size() == kSweepBatch)
       sweep();
@@ -168,16 +183,17 @@ public:
   }
 
   void tag(uint64_t addr, uint32_t id) {
-    uint64_t *v = table_.find(addr);
+    uint64_t *v = seq_mode_ ? nullptr : table_.find(addr);
     if (!v)
       return;
     LiveObject &o = slab_[static_cast<uint32_t>(*v)];
-    if (keep_peak_ && has_peak_ && !dropped_ && o.seq <= peak_seq_) {
-      tag_undo_.push_back({static_cast<uint32_t>(*v), o.tag_id});
-      if (tag_undo_.size() > budget_)
-        drop_objects();
-    }
+    uint32_t old = o.tag_id;
     o.tag_id = id;
+    if (keep_peak_ && has_peak_ && o.seq <= peak_seq_) {
+      tag_undo_.push_back({static_cast<uint32_t>(*v), old});
+      if (tag_undo_.size() > budget_)
+        to_seq_mode();
+    }
   }
 
   // The live set as it stands is the new peak, reached at merged position
@@ -187,16 +203,17 @@ public:
       return;
     has_peak_ = true;
     peak_seq_ = seq;
+    peak_count_ = count_;
+    freed_seqs_.clear();
+    if (seq_mode_)
+      return;
     for (uint32_t i : pending_)
       release(i);
     for (uint32_t i : retained_)
       release(i);
     pending_.clear();
     retained_.clear();
-    peak_set_.reset();
-    peak_count_ = count_;
     tag_undo_.clear();
-    dropped_ = false;
     budget_ = std::max(count_ / kBudgetShare, kMinBudget);
   }
 
@@ -210,10 +227,11 @@ public:
     return compact(keep);
   }
 
-  // keep_peak: false when the objects of the peak were not all kept.
+  // keep_peak: whether the objects of the peak are all at hand.
   bool peak_kept() {
-    sweep();
-    return has_peak_ && !dropped_;
+    if (!seq_mode_)
+      sweep();
+    return has_peak_ && !seq_mode_;
   }
 
   // The objects live at the peak, by address (peak_kept() must be true).
@@ -230,33 +248,62 @@ public:
     return compact(keep);
   }
 
-  // The seqs of the objects live at the peak (after peak_kept() said false).
-  SeqSet take_peak_seqs() {
-    if (!peak_set_)
-      peak_set_.emplace(peak_seq_, peak_count_);
-    for (uint32_t i : retained_)
-      peak_set_->add(slab_[i].seq);
-    table_.for_each([&](uint64_t, uint64_t v) {
-      const LiveObject &o = slab_[static_cast<uint32_t>(v)];
-      if (o.seq <= peak_seq_)
-        peak_set_->add(o.seq);
-    });
-    peak_set_->seal();
-    return std::move(*peak_set_);
+  // The seqs of the objects live at the peak (after peak_kept()); none when
+  // a seq was too large to keep in seq mode.
+  std::optional<SeqSet> take_peak_seqs() {
+    if (seq_overflow_)
+      return std::nullopt;
+    SeqSet set(peak_seq_, peak_count_);
+    if (seq_mode_) {
+      for (uint64_t q : freed_seqs_)
+        set.add(q);
+      freed_seqs_ = {};
+      table_.for_each([&](uint64_t, uint64_t v) {
+        if (v >> kSizeBits <= peak_seq_)
+          set.add(v >> kSizeBits);
+      });
+    } else {
+      for (uint32_t i : retained_)
+        set.add(slab_[i].seq);
+      table_.for_each([&](uint64_t, uint64_t v) {
+        const LiveObject &o = slab_[static_cast<uint32_t>(v)];
+        if (o.seq <= peak_seq_)
+          set.add(o.seq);
+      });
+    }
+    set.seal();
+    return set;
   }
 
 private:
-  static constexpr uint64_t kBigSize = 0xffffffff; // the size is in the slab
   static constexpr size_t kSweepBatch = 256;
   static constexpr uint64_t kBudgetShare = 16,
                             kMinBudget = (uint64_t{8} << 20) / sizeof(LiveObject);
+  // Table values. Object mode: slot | size << 32, a size of kBigSlotSize or
+  // more being in the slab. Seq mode: seq << kSizeBits | size, larger sizes
+  // in big_sizes_.
+  static constexpr uint64_t kBigSlotSize = 0xffffffff;
+  static constexpr unsigned kSizeBits = 24;
+  static constexpr uint64_t kBigSeqSize = (uint64_t{1} << kSizeBits) - 1;
 
   struct TagUndo {
     uint32_t slot, tag;
   };
 
-  static uint64_t pack(uint32_t slot, uint64_t size) {
-    return uint64_t{slot} | std::min(size, kBigSize) << 32;
+  uint64_t pack_seq(uint64_t addr, uint64_t seq, uint64_t size) {
+    seq_overflow_ |= seq >> (64 - kSizeBits) != 0;
+    if (size >= kBigSeqSize)
+      big_sizes_[addr] = size;
+    return seq << kSizeBits | std::min(size, kBigSeqSize);
+  }
+  uint64_t seq_size(uint64_t addr, uint64_t v) {
+    uint64_t size = v & kBigSeqSize;
+    if (size == kBigSeqSize) {
+      auto it = big_sizes_.find(addr);
+      size = it->second;
+      big_sizes_.erase(it);
+    }
+    return size;
   }
 
   void prefetch_slot(uint32_t i) const {
@@ -268,38 +315,59 @@ private:
   void release(uint32_t i) { free_.push_back(i); }
 
   // Frees the slots waiting in pending_, their lines fetched together, but
-  // those of objects live at the peak, which are retained (or, past the
-  // cap, their seqs).
+  // those of objects live at the peak, which are retained up to the cap.
   void sweep() {
     for (uint32_t i : pending_)
       __builtin_prefetch(&slab_[i].seq);
-    bool keeping = keep_peak_ && has_peak_;
+    bool keeping = keep_peak_ && has_peak_, over = false;
     for (uint32_t i : pending_) {
       uint64_t seq = slab_[i].seq;
       if (!keeping || seq > peak_seq_) {
         release(i);
-      } else if (!dropped_ && retained_.size() < budget_) {
+      } else if (retained_.size() < budget_) {
         retained_.push_back(i);
       } else {
-        if (!dropped_)
-          drop_objects();
-        peak_set_->add(seq);
-        release(i);
+        freed_seqs_.push_back(seq);
+        over = true;
       }
     }
     pending_.clear();
+    if (over)
+      to_seq_mode();
   }
 
-  // Over the cap: keep the seqs of the peak's freed objects, not the objects.
-  void drop_objects() {
-    dropped_ = true;
-    peak_set_.emplace(peak_seq_, peak_count_);
-    for (uint32_t i : retained_) {
-      peak_set_->add(slab_[i].seq);
-      release(i);
-    }
-    retained_.clear();
-    tag_undo_.clear();
+  // Past the cap: from here on, seqs and sizes instead of objects.
+  void to_seq_mode() {
+    for (uint32_t i : pending_) // left by a tag's call
+      if (slab_[i].seq <= peak_seq_)
+        freed_seqs_.push_back(slab_[i].seq);
+    for (uint32_t i : retained_)
+      freed_seqs_.push_back(slab_[i].seq);
+    // Each live object's slab line, a batch at a time with the lines
+    // prefetched together.
+    std::vector<std::pair<uint64_t, uint64_t *>> batch;
+    batch.reserve(kSweepBatch);
+    auto convert = [&] {
+      for (const auto &[addr, v] : batch)
+        __builtin_prefetch(&slab_[static_cast<uint32_t>(*v)]);
+      for (const auto &[addr, v] : batch) {
+        const LiveObject &o = slab_[static_cast<uint32_t>(*v)];
+        *v = pack_seq(addr, o.seq, o.size);
+      }
+      batch.clear();
+    };
+    table_.for_each_value([&](uint64_t addr, uint64_t &v) {
+      batch.emplace_back(addr, &v);
+      if (batch.size() == kSweepBatch)
+        convert();
+    });
+    convert();
+    seq_mode_ = true;
+    std::vector<LiveObject>().swap(slab_);
+    std::vector<uint32_t>().swap(free_);
+    std::vector<uint32_t>().swap(pending_);
+    std::vector<uint32_t>().swap(retained_);
+    std::vector<TagUndo>().swap(tag_undo_);
   }
 
   std::vector<LiveObject> compact(const std::vector<bool> &keep) {
@@ -323,11 +391,12 @@ private:
   AddrTable table_;
   uint64_t bytes_ = 0, count_ = 0;
 
-  bool has_peak_ = false, dropped_ = false;
+  bool has_peak_ = false, seq_mode_ = false, seq_overflow_ = false;
   uint64_t peak_seq_ = 0, peak_count_ = 0, budget_ = 0;
   std::vector<uint32_t> pending_, retained_;
-  std::optional<SeqSet> peak_set_; // the peak's freed objects, once dropped_
   std::vector<TagUndo> tag_undo_;
+  std::vector<uint64_t> freed_seqs_;                 // of the peak's objects, once over the cap
+  std::unordered_map<uint64_t, uint64_t> big_sizes_; // seq mode, by address
 };
 
 // Collects, in a replay identical to the one that named them, the objects
