@@ -45,14 +45,7 @@ void record_pool_free(void *p) {
 
 seg_pool *dispatch_create(const char *name, const seg_pool_options *opts) {
   initialize(); // the engine's first use may be before any malloc of ours
-  seg::PoolOptions o;
-  if (opts) {
-    o.alignment = opts->alignment;
-    o.pad_to = opts->pad_to;
-    o.huge_pages = opts->huge_pages != 0;
-    o.reserve_bytes = opts->reserve_bytes;
-  }
-  seg_pool *pool = seg::pool_create(name, o);
+  seg_pool *pool = seg::pool_create(name, seg::to_pool_options(opts));
   if (pool)
     g_pools_exist.store(true, std::memory_order_release);
   return pool;

@@ -30,8 +30,8 @@ HeapSnapshot snap(const Bytes &bytes, SnapshotSpec spec = {}) {
   return s;
 }
 
-SnapshotSpec at_end() { return {SnapshotPoint::kEnd, ""}; }
-SnapshotSpec at_mark(std::string m) { return {SnapshotPoint::kMark, std::move(m)}; }
+SnapshotSpec at_end() { return {SnapshotPoint::kEnd, "", {}}; }
+SnapshotSpec at_mark(std::string m) { return {SnapshotPoint::kMark, std::move(m), {}}; }
 
 std::vector<uint64_t> addrs(const HeapSnapshot &s) {
   std::vector<uint64_t> a;
