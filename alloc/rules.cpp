@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 namespace memlayout::rules {
 namespace {
@@ -91,9 +92,9 @@ struct Scopes {
   }
 };
 
-// Splits a demangled or written name into scopes: drops template arguments,
-// the parameter list and anything after it, and a leading return type.
-void split_demangled(const char *s, Scopes *out) {
+// Where the name proper of a demangled or written function lies: after a
+// leading return type, before the parameter list.
+void name_bounds(const char *s, size_t *name_start, size_t *name_end) {
   size_t n = std::strlen(s);
   // The end of the name proper: the first '(' at depth 0 that does not open
   // "(anonymous namespace)".
@@ -130,8 +131,17 @@ void split_demangled(const char *s, Scopes *out) {
              !(i >= 8 && std::strncmp(s + i - 8, "operator", 8) == 0))
       start = i + 1;
   }
+  *name_start = start;
+  *name_end = end;
+}
+
+// Splits a demangled or written name into scopes: drops template arguments,
+// the parameter list and anything after it, and a leading return type.
+void split_demangled(const char *s, Scopes *out) {
+  size_t start, end;
+  name_bounds(s, &start, &end);
+  int depth = 0;
   // Scopes separated by "::" at depth 0, each without its template arguments.
-  depth = 0;
   size_t piece = start, piece_end = SIZE_MAX;
   for (size_t i = start; i <= end; ++i) {
     char c = i < end ? s[i] : ':';
@@ -499,6 +509,67 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
   return true;
 }
 
+namespace {
+
+// "wrapper" or "not-wrapper" when the line declares one, else nullptr.
+const char *declaration(const char *s, size_t n) {
+  for (const char *word : {"wrapper", "not-wrapper"}) {
+    size_t w = std::strlen(word);
+    size_t i = w;
+    while (i < n && is_space(s[i]))
+      ++i;
+    if (n > w && std::strncmp(s, word, w) == 0 && i < n && s[i] == '=')
+      return word;
+  }
+  return nullptr;
+}
+
+bool parse_declaration(const char *line_text, size_t len, size_t key_at, const char *word,
+                       uint32_t line, RuleSet *set, ParseError *err) {
+  size_t i = key_at + std::strlen(word);
+  while (i < len && line_text[i] != '=')
+    ++i;
+  ++i; // '='
+  while (i < len && is_space(line_text[i]))
+    ++i;
+  size_t value_end = len;
+  while (value_end > i && is_space(line_text[value_end - 1]))
+    --value_end;
+  uint32_t column = static_cast<uint32_t>(i + 1);
+  if (value_end == i) {
+    set_error(err, line, column, "'%s' has an empty value (expected %s=FUNCTION)", word, word);
+    return false;
+  }
+  int depth = 0;
+  for (size_t k = i; k < value_end; ++k) {
+    char c = line_text[k];
+    if (c == '<' || c == '(')
+      ++depth;
+    else if ((c == '>' || c == ')') && depth > 0)
+      --depth;
+    else if (c == ',' && depth == 0) {
+      set_error(err, line, static_cast<uint32_t>(k + 1),
+                "a %s= line names one function and nothing else%s", word, "");
+      return false;
+    }
+  }
+  if (set->wrapper_count == kMaxWrappers) {
+    set_error(err, line, 1, "more than %s wrapper declarations%s", "32");
+    return false;
+  }
+  WrapperDecl &d = set->wrappers[set->wrapper_count];
+  if (!copy_value(d.function, sizeof d.function, line_text + i, value_end - i)) {
+    set_error(err, line, column, "function name too long%s%s", "", "");
+    return false;
+  }
+  d.not_wrapper = word[0] == 'n';
+  d.source_line = line;
+  ++set->wrapper_count;
+  return true;
+}
+
+} // namespace
+
 bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err) {
   uint32_t line = 0;
   size_t i = 0;
@@ -521,6 +592,11 @@ bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err) {
     if (std::memchr(text + begin, '\0', end - begin)) {
       set_error(err, line, 1, "the line holds a NUL byte (not a text file?)%s%s", "", "");
       return false;
+    }
+    if (const char *decl = declaration(text + first, end - first); decl) {
+      if (!parse_declaration(text + begin, end - begin, first - begin, decl, line, set, err))
+        return false;
+      continue;
     }
     if (set->count == kMaxRules) {
       set_error(err, line, 1, "more than %s rules%s", "64");
@@ -627,6 +703,63 @@ bool demangled_matches(const char *demangled, const char *want) {
   split_demangled(demangled, &have);
   split_demangled(want, &want_scopes);
   return scopes_end_with(have, want_scopes);
+}
+
+namespace {
+
+bool has_qualifiers(const char *key) {
+  for (const char *p = key; *p; ++p) {
+    if (*p == '(' && std::strncmp(p, kAnonymous, sizeof kAnonymous - 1) == 0) {
+      p += sizeof kAnonymous - 2;
+      continue;
+    }
+    if (*p == '<' || *p == '(')
+      return true;
+  }
+  return false;
+}
+
+// The name without return type, without its parameter list unless
+// keep_params, and without white space; false when it does not fit.
+bool canonical_name(const char *s, bool keep_params, char *out, size_t cap) {
+  size_t start, end;
+  name_bounds(s, &start, &end);
+  if (keep_params)
+    end = std::strlen(s);
+  size_t n = 0;
+  for (size_t i = start; i < end; ++i) {
+    if (is_space(s[i]))
+      continue;
+    if (n + 1 >= cap)
+      return false;
+    out[n++] = s[i];
+  }
+  out[n] = 0;
+  return true;
+}
+
+bool key_has_params(const char *key) {
+  size_t start, end;
+  name_bounds(key, &start, &end);
+  return key[end] == '(';
+}
+
+} // namespace
+
+bool function_key_matches(const char *demangled, const char *key) {
+  if (!has_qualifiers(key)) {
+    char want[kMaxName];
+    return normalize_function(key, want, sizeof want) && demangled_matches(demangled, want);
+  }
+  bool params = key_has_params(key);
+  char have[2 * kMaxName], want[kMaxName];
+  if (!canonical_name(demangled, params, have, sizeof have) ||
+      !canonical_name(key, params, want, sizeof want))
+    return false;
+  size_t h = std::strlen(have), w = std::strlen(want);
+  if (w == 0 || w > h || std::strcmp(have + h - w, want) != 0)
+    return false;
+  return h == w || (h - w >= 2 && have[h - w - 1] == ':' && have[h - w - 2] == ':');
 }
 
 } // namespace memlayout::rules

@@ -6,8 +6,15 @@
 //   size=48,pad=64,align=64
 //
 // Match keys: function, file (path or path:line), size (N or A-B), type.
-// Action keys: pool=NAME, pad=N, align=N, hugepages=1. Written for the
-// interposer: fixed-size storage, no allocation, no exceptions, no libstdc++.
+// Action keys: pool=NAME, pad=N, align=N, hugepages=1. A rules file may also
+// declare which functions are allocation wrappers to look through when
+// finding an allocation's site (inspector/alloc_site.h), one per line:
+//
+//   wrapper=pool_get                     # allocates for its callers
+//   not-wrapper=new_node                 # never looked through
+//
+// Written for the interposer: fixed-size storage, no allocation, no
+// exceptions, no libstdc++.
 #pragma once
 
 #include <cstddef>
@@ -36,9 +43,20 @@ struct Rule {
   uint32_t source_line;
 };
 
+inline constexpr unsigned kMaxWrappers = 32;
+
+// A `wrapper=` or `not-wrapper=` line of a rules file.
+struct WrapperDecl {
+  char function[kMaxName]; // a name or a NAME* prefix pattern
+  bool not_wrapper;
+  uint32_t source_line;
+};
+
 struct RuleSet {
   Rule rules[kMaxRules];
   unsigned count;
+  WrapperDecl wrappers[kMaxWrappers];
+  unsigned wrapper_count;
 };
 
 struct ParseError {
@@ -51,8 +69,9 @@ struct ParseError {
 // in errors. False with *err on the first error.
 bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseError *err);
 
-// Parses a rules file's text: one rule per line, `#` starts a comment, blank
-// lines are skipped. Appends to *set (which the caller zeroes first).
+// Parses a rules file's text: one rule or wrapper declaration per line, `#`
+// starts a comment, blank lines are skipped. Appends to *set (which the
+// caller zeroes first).
 bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err);
 
 // Writes the rule back in canonical form (keys in a fixed order), NUL
@@ -73,6 +92,13 @@ bool symbol_matches(const char *symbol, const char *want);
 
 // Same for a demangled name as the symbolizer prints it.
 bool demangled_matches(const char *demangled, const char *want);
+
+// How a rule's function key names functions, on demangled names: by scopes
+// (demangled_matches on the normalized key) when the key has no template
+// arguments or parameter list; otherwise those must match too, so
+// "Tree<int>::new_node" names Tree<int>'s new_node but not Tree<long>'s, and
+// "make(int)" one overload of make.
+bool function_key_matches(const char *demangled, const char *key);
 
 // The action carries out something (pool, pad, align or huge pages).
 inline bool has_action(const Rule &r) { return r.pool[0] || r.pad || r.align || r.huge_pages; }

@@ -68,14 +68,14 @@ int main(int argc, char **argv) {
     auto t0 = std::chrono::steady_clock::now();
     for (int round = 0; round < kRounds; ++round)
       for (uintptr_t pc : order)
-        hits += route_for(pc, 48) != nullptr;
+        hits += route_for({pc, 0, 0}, 48) != nullptr;
     auto t1 = std::chrono::steady_clock::now();
     warm.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() /
                    (double(kRounds) * double(order.size())));
     // A miss: the decision is worked out from the function ranges.
     auto t2 = std::chrono::steady_clock::now();
     for (uintptr_t pc : pcs)
-      hits += memlayout::preload::route_slow(pc, 48) != nullptr;
+      hits += memlayout::preload::frame_decision_slow(pc, 48) != 0;
     auto t3 = std::chrono::steady_clock::now();
     cold.push_back(std::chrono::duration<double, std::nano>(t3 - t2).count() / double(pcs.size()));
   }

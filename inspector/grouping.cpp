@@ -11,42 +11,9 @@ namespace memlayout::inspector {
 
 namespace {
 
-bool matches(std::string_view function, std::string_view entry) {
-  if (entry.empty())
-    return false;
-  if (entry.back() == '*')
-    return function.substr(0, entry.size() - 1) == entry.substr(0, entry.size() - 1);
-  if (function.substr(0, entry.size()) != entry)
-    return false;
-  if (function.size() == entry.size())
-    return true;
-  char next = function[entry.size()];
-  return next == '(' || next == '<' || next == ' ';
-}
-
 std::string basename(const std::string &path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-// The site of one symbolized frame; unresolved ones name module and offset.
-Group::Site site_of(const SymbolizedAddress &a, const SourceFrame &f) {
-  Group::Site s;
-  s.function = f.function;
-  s.line = f.line;
-  if (a.resolved)
-    s.file = f.file;
-  else if (a.module)
-    s.file = basename(a.module->path) + "+" + hex(a.module_offset);
-  else
-    s.file = hex(a.address);
-  return s;
 }
 
 // The value most of `counts` carry (ties: the smallest), with its count.
@@ -91,72 +58,19 @@ std::string site_name(const Group::Site &s) {
 
 } // namespace
 
-const std::vector<std::string> &default_wrappers() {
-  static const std::vector<std::string> kWrappers = {
-      // libiberty, gnulib, git, many GNU programs
-      "xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup", "xmemdup", "xnmalloc",
-      "xcharalloc", "ximalloc", "xireallocarray",
-      // GLib
-      "g_malloc", "g_malloc0", "g_realloc", "g_try_malloc", "g_try_malloc0", "g_try_realloc",
-      "g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_slice_alloc", "g_slice_alloc0", "g_strdup",
-      "g_strndup", "g_memdup", "g_memdup2",
-      // SQLite: its own wrapper layers above the system allocator
-      "sqlite3Malloc", "sqlite3MallocZero", "sqlite3_malloc", "sqlite3_malloc64", "sqlite3_realloc",
-      "sqlite3_realloc64", "sqlite3Realloc", "sqlite3DbMalloc*", "sqlite3DbRealloc",
-      "sqlite3DbReallocOrFree", "sqlite3DbStrDup", "sqlite3DbStrNDup", "sqlite3MemMalloc",
-      "sqlite3MemRealloc", "dbMallocRawFinish", "dbReallocFinish",
-      // C library helpers that allocate on their caller's behalf
-      "strdup", "strndup", "__strdup", "__strndup", "wcsdup",
-      // Python, OpenSSL, APR-style wrappers
-      "PyMem_Malloc", "PyMem_RawMalloc", "PyObject_Malloc", "_PyObject_Malloc", "CRYPTO_malloc",
-      "CRYPTO_zalloc", "CRYPTO_realloc",
-      // memlayout's own trees: the record allocator inlined into each tree's
-      // new_node/new_descriptor/... which then names the group
-      "memlayout::trees::RecordAllocator::*"};
-  return kWrappers;
-}
-
-bool is_wrapper_frame(const std::string &function, const GroupingOptions &o) {
-  if (is_allocator_frame(function))
-    return true;
-  for (const std::string &w : default_wrappers())
-    if (matches(function, w))
-      return true;
-  for (const std::string &w : o.wrappers)
-    if (matches(function, w))
-      return true;
-  return false;
-}
-
-Group::Site call_site(std::span<const uint64_t> stack, Symbolizer &sym, const GroupingOptions &o) {
-  // Unresolved frames (stripped libraries) are looked through like wrappers,
-  // except that the innermost one after the last wrapper is the best site we
-  // have: it tells call paths apart, and its first named caller says where.
-  Group::Site last, unresolved;
-  last.function = "??";
-  bool have_unresolved = false;
-  for (uint64_t pc : stack) {
-    const SymbolizedAddress &a = sym.symbolize(pc);
-    for (const SourceFrame &f : a.frames) {
-      last = site_of(a, f);
-      if (!a.resolved) {
-        if (!have_unresolved) {
-          unresolved = last;
-          have_unresolved = true;
-        }
-        continue;
-      }
-      if (is_wrapper_frame(f.function, o)) {
-        have_unresolved = false; // what was below it was the wrapper's inside
-        continue;
-      }
-      if (!have_unresolved)
-        return last;
-      unresolved.caller = f.function;
-      return unresolved;
-    }
-  }
-  return have_unresolved ? unresolved : last;
+std::vector<WeightedStack> weighted_stacks(const HeapSnapshot &s, const TraceReader &r) {
+  std::unordered_map<uint64_t, uint64_t> weight;
+  for (const LiveObject &obj : s.objects)
+    ++weight[obj.stack_id];
+  std::vector<WeightedStack> out;
+  out.reserve(weight.size());
+  for (const auto &[id, w] : weight)
+    out.push_back({r.stack(id), w});
+  std::sort(out.begin(), out.end(), [](const WeightedStack &a, const WeightedStack &b) {
+    return std::lexicographical_compare(a.frames.begin(), a.frames.end(), b.frames.begin(),
+                                        b.frames.end());
+  });
+  return out;
 }
 
 std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Symbolizer &sym,
@@ -169,12 +83,20 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     auto [it, fresh] = stack_sites.emplace(stack_id, 0);
     if (!fresh)
       return it->second;
-    Group::Site site = call_site(r.stack(stack_id), sym, o);
+    static const WrapperPolicy kBuiltinOnly;
+    Group::Site site = alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly);
     std::string key =
         site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' + site.caller;
     auto [sit, new_site] = site_ids.emplace(std::move(key), static_cast<uint32_t>(sites.size()));
-    if (new_site)
+    if (new_site) {
       sites.push_back(std::move(site));
+    } else {
+      // One site reached through different wrappers: say all of them.
+      auto &have = sites[sit->second].looked_through;
+      for (auto &w : site.looked_through)
+        if (std::find(have.begin(), have.end(), w) == have.end())
+          have.push_back(std::move(w));
+    }
     it->second = sit->second;
     return sit->second;
   };

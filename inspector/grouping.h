@@ -1,9 +1,10 @@
-// Divides a snapshot's objects into allocation groups: one per (call site,
-// size class). The call site is the innermost source frame, inline frames
-// included, outside allocator wrappers, so a group names the code that asked
-// for memory rather than operator new or xmalloc.
+// Divides a snapshot's objects into allocation groups: one per (allocation
+// site, size class). The site is alloc_site.h's: the innermost source frame,
+// inline frames included, outside allocator plumbing and wrappers, so a group
+// names the code that asked for memory rather than operator new or xmalloc.
 #pragma once
 
+#include "alloc_site.h"
 #include "heap_model.h"
 #include "symbolizer.h"
 #include "trace_reader.h"
@@ -16,12 +17,9 @@
 namespace memlayout::inspector {
 
 struct GroupingOptions {
-  // Wrapper functions to skip besides is_allocator_frame() and
-  // default_wrappers(). An entry matches a function of that name, alone or
-  // followed by its parameter list or template arguments ("xmalloc" matches
-  // "xmalloc(unsigned long)"); an entry ending in '*' matches any function
-  // starting with what precedes the '*' ("my_alloc_*").
-  std::vector<std::string> wrappers;
+  // Which frames are looked through to find each object's site
+  // (alloc_site.h); nullptr: the built-in wrappers only.
+  const WrapperPolicy *wrappers = nullptr;
   // Hook for allocation pools (issue 4): the name of the pool an object was
   // served from, or empty. A group most of whose objects come from one pool
   // is named after it (a tag, when most objects carry one, still wins).
@@ -31,20 +29,9 @@ struct GroupingOptions {
   std::function<std::string(const Group::Site &)> type_of;
 };
 
-// malloc-style wrappers of common C libraries (xmalloc and friends, GLib,
-// SQLite, strdup, ...), in the GroupingOptions::wrappers syntax. Container
-// plumbing such as std::_Rb_tree::_M_create_node is not among them: it names
-// the element type.
-const std::vector<std::string> &default_wrappers();
-
-// True when `function` (demangled) is allocator plumbing or a wrapper.
-bool is_wrapper_frame(const std::string &function, const GroupingOptions &o);
-
-// The call site of a recorded stack (return addresses, innermost first):
-// the first frame, inline chains expanded innermost first, that is not a
-// wrapper. Unresolved frames count as call sites ("??", the module's file
-// name as `file`). When every frame is a wrapper, the outermost one.
-Group::Site call_site(std::span<const uint64_t> stack, Symbolizer &sym, const GroupingOptions &o);
+// The snapshot's distinct stacks weighted by their live objects: what
+// detect_wrappers() judges a report's wrappers by.
+std::vector<WeightedStack> weighted_stacks(const HeapSnapshot &s, const TraceReader &r);
 
 // Groups of `s` ordered by id: id 1 holds the most requested bytes; ties
 // are broken by name, site and size class, so ids are deterministic.

@@ -64,6 +64,22 @@ struct HeapSnapshot {
 };
 
 // A group: the objects of one call site (stack) and one size class.
+// How a frame between the allocator and a group's site came to be looked
+// through (alloc_site.h).
+enum class WrapperReason : uint8_t {
+  kBuiltin,        // the built-in list
+  kOption,         // --wrapper
+  kRulesFile,      // a `wrapper=` line of a rules file
+  kDetectedBinary, // detected from the module's debug info (call sites)
+  kDetectedTrace,  // detected from the recorded stacks
+};
+
+struct LookedThrough {
+  std::string function;
+  WrapperReason reason;
+  bool operator==(const LookedThrough &) const = default;
+};
+
 struct Group {
   uint32_t id = 0;
   std::string name; // tag, pool or type when known, else "function (file:line)"
@@ -73,6 +89,8 @@ struct Group {
     // For an unresolved site, the nearest caller that has a name: what a
     // user can recognise a stripped library's call site by.
     std::string caller;
+    // Wrapper frames between the allocator and the site, innermost first.
+    std::vector<LookedThrough> looked_through;
   } site;
   uint64_t size_class = 0;       // usable size most of its objects got
   uint64_t requested_size = 0;   // the most common requested size

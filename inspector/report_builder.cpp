@@ -260,8 +260,18 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;
   Symbolizer sym(r.modules(), sym_opts);
+  WrapperPolicy wrappers;
+  wrappers.wrappers = o.wrappers;
+  wrappers.not_wrappers = o.not_wrappers;
+  wrappers.rules_file = o.rules_wrappers;
+  wrappers.not_wrappers.insert(wrappers.not_wrappers.end(), o.rules_not_wrappers.begin(),
+                               o.rules_not_wrappers.end());
+  CodeMaps code(sym);
+  detect_wrappers(weighted_stacks(snap, r), sym, code, wrappers);
+  for (auto &w : code.take_warnings())
+    out.notes.push_back(std::move(w));
   GroupingOptions grouping;
-  grouping.wrappers = o.wrappers;
+  grouping.wrappers = &wrappers;
   grouping.pool_of = o.pool_of;
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {

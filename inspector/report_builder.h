@@ -32,7 +32,11 @@ struct ReportOptions {
   SnapshotSpec at;
   std::vector<HotPrefix> hot;
   std::string cache_file;            // cache model override; empty: this machine's sysfs
-  std::vector<std::string> wrappers; // extra allocation wrappers to look through
+  std::vector<std::string> wrappers;     // --wrapper: functions to look through
+  std::vector<std::string> not_wrappers; // --not-wrapper: never looked through
+  // `wrapper=` / `not-wrapper=` lines of a rules file (replay's --rules); a
+  // trace recorded under rules adds its own.
+  std::vector<std::string> rules_wrappers, rules_not_wrappers;
   // A type map (`memlayout structs --format json`) naming groups by type;
   // empty: EXECUTABLE.memlayout-types.json when there is one and
   // find_types is set.

@@ -229,6 +229,13 @@ const SymbolizedAddress &Symbolizer::symbolize(uint64_t pc, bool return_address)
   return out;
 }
 
+std::string Symbolizer::module_path(const ModuleEntry &m) const {
+  std::string path = impl_->path_of(m);
+  if (path.empty() || path[0] == '[' || starts_with(path, "linux-vdso"))
+    return {};
+  return path;
+}
+
 std::vector<std::string> Symbolizer::take_warnings() {
   std::vector<std::string> w;
   w.swap(impl_->warnings);

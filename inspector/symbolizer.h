@@ -53,6 +53,10 @@ public:
   // The latest-loaded module with a segment containing the address.
   const ModuleEntry *find_module(uint64_t address) const;
 
+  // The file a module's code is read from (the main executable's for a
+  // module recorded without a path); empty for pseudo-modules ([vdso]).
+  std::string module_path(const ModuleEntry &m) const;
+
   // Problems met so far (each module's at most once); clears the list.
   std::vector<std::string> take_warnings();
 

@@ -56,13 +56,15 @@ const char *record_type_name(uint8_t t) {
     return "thread";
   case RecordType::kEnd:
     return "end";
+  case RecordType::kRules:
+    return "rules";
   }
   return "unknown";
 }
 
 bool known_record_type(uint8_t t) {
   return t >= static_cast<uint8_t>(RecordType::kEvents) &&
-         t <= static_cast<uint8_t>(RecordType::kEnd);
+         t <= static_cast<uint8_t>(RecordType::kRules);
 }
 
 std::string cut_nuls(const uint8_t *p, size_t n) {
@@ -582,6 +584,10 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
     item = Item::kMemoryMap;
     ok = decode_memory_map(c);
     break;
+  case RecordType::kRules:
+    item = Item::kRules;
+    ok = decode_rules(c, add);
+    break;
   case RecordType::kEnd:
     item = Item::kEnd;
     ok = decode_end(c);
@@ -838,6 +844,41 @@ bool TraceReader::decode_end(Cursor c) {
   if (c.bad)
     return false;
   end_ = e;
+  return true;
+}
+
+bool TraceReader::decode_rules(Cursor c, bool add) {
+  RulesRecord r;
+  auto text = [&](std::string &out) {
+    uint64_t len = c.varint();
+    const uint8_t *s = c.bad ? nullptr : c.bytes(len);
+    if (!c.bad)
+      out.assign(reinterpret_cast<const char *>(s), len);
+    return !c.bad;
+  };
+  uint64_t n = c.varint();
+  if (c.bad || n > c.left())
+    return false;
+  r.rules.resize(n);
+  for (auto &rule : r.rules) {
+    if (!text(rule.text))
+      return false;
+    rule.allocations = c.varint();
+    rule.bytes = c.varint();
+  }
+  n = c.varint();
+  if (c.bad || n > c.left())
+    return false;
+  r.wrappers.resize(n);
+  for (auto &w : r.wrappers) {
+    w.not_wrapper = c.u8() != 0;
+    if (!text(w.function))
+      return false;
+  }
+  if (c.bad || !c.at_end())
+    return false;
+  (void)add; // the same record whether prescanned or reached by next()
+  rules_ = std::move(r);
   return true;
 }
 

@@ -129,6 +129,21 @@ enum class ReadStatus : uint8_t {
   kUnreadable, // fatal: not opened, not a trace, or a header we cannot read
 };
 
+// A kRules record: the segregation rules a trace was recorded under and
+// what each routed.
+struct RulesRecord {
+  struct Rule {
+    std::string text; // canonical (rules::format_rule)
+    uint64_t allocations = 0, bytes = 0;
+  };
+  struct Wrapper {
+    std::string function;
+    bool not_wrapper = false;
+  };
+  std::vector<Rule> rules;
+  std::vector<Wrapper> wrappers;
+};
+
 // What next() produced. Table records are yielded whole; stacks and strings
 // are also folded into the reader's tables.
 enum class Item : uint8_t {
@@ -139,6 +154,7 @@ enum class Item : uint8_t {
   kThreads,
   kMemoryMap,
   kEnd,
+  kRules,
   kDone, // check status()
 };
 
@@ -189,6 +205,8 @@ public:
   // that counts) and the events its blocks hold by their headers (kTick
   // included), which is all a truncated trace can say without decoding.
   const std::optional<EndRecord> &final_end() const { return final_end_; }
+  // The rules record, when the trace was recorded under rules (prescan).
+  const std::optional<RulesRecord> &rules() const { return rules_; }
   uint64_t block_event_count() const { return block_events_; }
 
   // Tables (the whole file's after a prescan).
@@ -250,6 +268,7 @@ private:
   bool decode_threads(trace::Cursor c);
   bool decode_memory_map(trace::Cursor c);
   bool decode_end(trace::Cursor c);
+  bool decode_rules(trace::Cursor c, bool add);
   void prescan();
   void add_clock_pair(uint64_t tsc, uint64_t ns);
   void calibrate(bool final);
@@ -289,6 +308,7 @@ private:
   MemoryMap map_;
   EndRecord end_;
   std::optional<EndRecord> final_end_;
+  std::optional<RulesRecord> rules_;
   uint64_t block_events_ = 0;
 
   std::vector<uint64_t> frames_;

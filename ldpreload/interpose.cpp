@@ -78,6 +78,7 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
     errno = ENOMEM;
     return nullptr;
   }
+  count_routed(r, n);
   if (begin(ts)) {
     record_alloc(ts, api, p, n, align, start, usable < n ? n : usable);
     if (r.name)
@@ -92,7 +93,7 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
 inline const Route *route_of(const ThreadState &ts, size_t n, const UnwindStart &start) {
   if (ML_LIKELY(!g_routing) || ts.busy)
     return nullptr;
-  return route_for(start.pc, n);
+  return route_for(start, n);
 }
 
 inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {

@@ -3,6 +3,7 @@
 #include "process_info.h"
 #include "rule_router.h"
 #include "real_alloc.h"
+#include "rules.h"
 #include "stack_table.h"
 #include "trace_writer.h"
 
@@ -267,11 +268,36 @@ char **child_environment(char *const *envp, bool same_pid, size_t *bytes_out) {
 
 void on_thread_exit(void *) {
   thread_exit(tl_state);
+  router_thread_exit();
   if (g_pools_exist.load(std::memory_order_relaxed))
     seg::thread_exit();
 }
 
-void on_process_exit(int status, void *) { finish_trace(trace::EndReason::kExit, status); }
+// `memlayout run`'s per-rule counts, once per process image.
+void write_rule_stats() {
+  static uint32_t written_by;
+  uint32_t pid = static_cast<uint32_t>(sys::getpid());
+  if (pid != g_pid || written_by == pid)
+    return;
+  written_by = pid;
+  router_write_stats();
+}
+
+// What the rules routed, before the end record: report and diff show it.
+void write_rules_record() {
+  constexpr size_t kCap = (rules::kMaxRules + rules::kMaxWrappers) * (rules::kMaxName * 2 + 64);
+  auto *buf = static_cast<uint8_t *>(sys::map_pages(kCap));
+  if (!buf)
+    return;
+  if (size_t n = router_encode_stats(buf, kCap))
+    g_writer.write_record(trace::RecordType::kRules, 0, 1, buf, n, false);
+  sys::unmap_pages(buf, kCap);
+}
+
+void on_process_exit(int status, void *) {
+  finish_trace(trace::EndReason::kExit, status);
+  write_rule_stats();
+}
 
 // Signals whose default action ends the process. Where the program left that
 // default in place, a handler of ours writes what was recorded and then lets
@@ -322,6 +348,7 @@ void after_fork_child() {
   g_dictionary.child_after_fork();
   process_info_child_after_fork();
   recorder_child_after_fork();
+  router_child_after_fork();
   g_open_lock.reset_after_fork();
   tl_state.busy = 0;
 }
@@ -353,8 +380,11 @@ bool ensure_trace_open() {
 }
 
 void arm_thread_exit(ThreadLog *log) {
+  // The destructor runs only for a non-null value; a routing thread that
+  // records nothing has no log.
+  static char no_log;
   if (g_have_key)
-    pthread_setspecific(g_thread_key, log);
+    pthread_setspecific(g_thread_key, log ? static_cast<void *>(log) : &no_log);
 }
 
 bool initialize() {
@@ -377,6 +407,12 @@ bool initialize() {
   resolve_real_allocator(g_options.allocator);
   if (g_options.allocator == AllocatorMode::kJemalloc)
     g_real.free(g_real.malloc(1)); // jemalloc's fork handlers must precede ours
+  g_arm_thread_exit = [] {
+    uint8_t busy = tl_state.busy;
+    tl_state.busy = 1; // pthread_setspecific may allocate
+    arm_thread_exit(tl_state.log);
+    tl_state.busy = busy;
+  };
   router_init();
   g_pid = sys::getpid();
   if (!g_options.output[0]) {
@@ -430,6 +466,7 @@ void finish_trace(trace::EndReason reason, int exit_status) {
       record_ext(tl_state, trace::ExtKind::kSnapshot, id);
       flush_log(tl_state.log);
     }
+    write_rules_record();
     Totals t = totals(from_signal);
     uint8_t buf[128], *w = buf;
     *w++ = static_cast<uint8_t>(reason);
@@ -616,6 +653,7 @@ ML_EXPORT void _exit(int status) {
   using ExitFn = void (*)(int);
   static auto real = next_symbol<ExitFn>("_exit");
   finish_trace(memlayout::trace::EndReason::kExit, status);
+  write_rule_stats();
   real(status);
   __builtin_unreachable();
 }
@@ -625,6 +663,7 @@ ML_EXPORT void abort() {
   using AbortFn = void (*)();
   static auto real = next_symbol<AbortFn>("abort");
   finish_trace(memlayout::trace::EndReason::kAbort, -1);
+  write_rule_stats();
   real();
   __builtin_unreachable();
 }

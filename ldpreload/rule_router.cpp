@@ -1,13 +1,18 @@
 #include "rule_router.h"
 
+#include "route_table_format.h"
 #include "rules.h"
+#include "spinlock.h"
 #include "sys.h"
+#include "trace_format.h"
+#include "unwind_cfi.h"
 
 #include <algorithm>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,6 +21,7 @@
 namespace memlayout::preload {
 
 bool g_routing = false;
+void (*g_arm_thread_exit)();
 std::atomic<bool> g_pools_exist{false};
 RouteCacheEntry g_route_cache[kRouteCacheSize];
 Route g_routes[64];
@@ -24,22 +30,30 @@ namespace {
 
 rules::RuleSet *g_rules; // in our own pages: 64 rules are ~100 KiB
 char g_wanted[rules::kMaxRules][rules::kMaxName]; // normalized function keys
-uint64_t g_always;   // rules without a function key: candidates everywhere
+uint64_t g_always;                                // rules without a function key
 uint64_t g_function_rules;
 
-struct FunctionRange {
+// The CLI's labels (route_table_format.h), mapped read-only.
+const routes::TableHeader *g_table_file;
+const routes::ModuleEntry *g_table_modules;
+const routes::RangeEntry *g_table_ranges;
+const routes::WrapperName *g_table_wrappers;
+
+// A labelled range of loaded code, in run-time addresses.
+struct CodeRange {
   uintptr_t start, end;
   uint64_t rules;
+  uint64_t flags;
 };
 
 struct RangeTable {
-  FunctionRange *ranges;
+  CodeRange *ranges;
   size_t count, cap;
 };
 
 // Readers binary-search the published table while a dlopen builds the next
 // one; a replaced table is kept (its pages are few), never freed under them.
-std::atomic<RangeTable *> g_table{nullptr};
+std::atomic<RangeTable *> g_code{nullptr};
 std::atomic<int> g_resolving{0};
 
 // The last scope of a normalized name: a cheap substring filter before the
@@ -53,23 +67,38 @@ const char *last_scope(const char *name) {
   return last;
 }
 
-void add_range(RangeTable *t, uintptr_t start, uintptr_t end, uint64_t rules) {
+void add_range(RangeTable *t, uintptr_t start, uintptr_t end, uint64_t rules, uint64_t flags) {
   if (t->count == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 1024;
-    auto *grown = static_cast<FunctionRange *>(sys::map_pages(cap * sizeof(FunctionRange)));
+    auto *grown = static_cast<CodeRange *>(sys::map_pages(cap * sizeof(CodeRange)));
     if (!grown)
       return;
     if (t->count)
-      memcpy(grown, t->ranges, t->count * sizeof(FunctionRange));
+      memcpy(grown, t->ranges, t->count * sizeof(CodeRange));
     if (t->ranges)
-      sys::unmap_pages(t->ranges, t->cap * sizeof(FunctionRange));
+      sys::unmap_pages(t->ranges, t->cap * sizeof(CodeRange));
     t->ranges = grown;
     t->cap = cap;
   }
-  t->ranges[t->count++] = {start, end, rules};
+  t->ranges[t->count++] = {start, end, rules, flags};
 }
 
-// Matches the function symbols of one ELF section against the function rules.
+bool is_wrapper_symbol(const char *name, bool *listed) {
+  *listed = false;
+  if (!g_table_file)
+    return false;
+  for (uint32_t i = 0; i < g_table_file->wrappers; ++i)
+    if (strstr(name, last_scope(g_table_wrappers[i].name)) &&
+        rules::symbol_matches(name, g_table_wrappers[i].name)) {
+      *listed = true;
+      if (g_table_wrappers[i].not_wrapper)
+        return false;
+    }
+  return *listed;
+}
+
+// Labels the function symbols of one ELF section of a module the table does
+// not list: rules by their function names, wrappers by theirs.
 void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &symtab,
                   const Elf64_Shdr &strtab, uintptr_t load_bias, RangeTable *t) {
   if (symtab.sh_offset > size || symtab.sh_size > size - symtab.sh_offset ||
@@ -88,6 +117,12 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
     const char *name = strings + s.st_name;
     if (!memchr(name, 0, strtab.sh_size - s.st_name))
       continue;
+    bool listed;
+    if (is_wrapper_symbol(name, &listed)) {
+      add_range(t, load_bias + s.st_value, load_bias + s.st_value + s.st_size, 0,
+                routes::kSkipFrame);
+      continue;
+    }
     uint64_t matched = 0;
     for (unsigned r = 0; r < g_rules->count; ++r) {
       if (!(g_function_rules >> r & 1))
@@ -98,7 +133,7 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
         matched |= uint64_t{1} << r;
     }
     if (matched)
-      add_range(t, load_bias + s.st_value, load_bias + s.st_value + s.st_size, matched);
+      add_range(t, load_bias + s.st_value, load_bias + s.st_value + s.st_size, matched, 0);
   }
 }
 
@@ -134,18 +169,30 @@ void scan_module(const char *path, uintptr_t load_bias, RangeTable *t) {
 }
 
 int on_module(struct dl_phdr_info *info, size_t, void *arg) {
+  auto *t = static_cast<RangeTable *>(arg);
   const char *path = info->dlpi_name;
   if (!path || !*path)
     path = "/proc/self/exe";
   else if (path[0] != '/')
     return 0; // the vDSO ("linux-vdso.so.1") has no file
-  scan_module(path, info->dlpi_addr, static_cast<RangeTable *>(arg));
+  struct stat st;
+  if (g_table_file && stat(path, &st) == 0) {
+    for (uint32_t m = 0; m < g_table_file->modules; ++m) {
+      const routes::ModuleEntry &e = g_table_modules[m];
+      if (e.dev != st.st_dev || e.ino != st.st_ino)
+        continue;
+      for (uint32_t r = 0; r < e.range_count; ++r) {
+        const routes::RangeEntry &x = g_table_ranges[e.first_range + r];
+        add_range(t, info->dlpi_addr + x.lo, info->dlpi_addr + x.hi, x.rules, x.flags);
+      }
+      return 0;
+    }
+  }
+  scan_module(path, info->dlpi_addr, t);
   return 0;
 }
 
-void resolve_functions() {
-  if (!g_function_rules)
-    return;
+void label_loaded_code() {
   int expected = 0;
   if (!g_resolving.compare_exchange_strong(expected, 1))
     return;
@@ -153,33 +200,56 @@ void resolve_functions() {
   if (t) {
     dl_iterate_phdr(on_module, t);
     std::sort(t->ranges, t->ranges + t->count,
-              [](const FunctionRange &a, const FunctionRange &b) { return a.start < b.start; });
-    g_table.store(t, std::memory_order_release);
+              [](const CodeRange &a, const CodeRange &b) { return a.start < b.start; });
+    g_code.store(t, std::memory_order_release);
     for (RouteCacheEntry &e : g_route_cache)
       e.pc.store(0, std::memory_order_release);
   }
   g_resolving.store(0);
 }
 
-uint64_t function_candidates(uintptr_t pc) {
-  const RangeTable *t = g_table.load(std::memory_order_acquire);
-  if (!t || !t->count)
-    return 0;
-  // The last range starting at or before pc, then back over the (rare)
-  // ranges that overlap it: aliases of one function share an address.
+// The label of the code a return address returns to (the call is at pc - 1).
+const CodeRange *label_of(uintptr_t pc) {
+  const RangeTable *t = g_code.load(std::memory_order_acquire);
+  if (!t || !t->count || pc == 0)
+    return nullptr;
+  uintptr_t at = pc - 1;
   size_t lo = 0, hi = t->count;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (t->ranges[mid].start <= pc)
+    if (t->ranges[mid].start <= at)
       lo = mid + 1;
     else
       hi = mid;
   }
-  uint64_t rules = 0;
-  for (size_t i = lo; i-- > 0 && t->ranges[i].start + (uintptr_t{1} << 24) > pc;)
-    if (pc >= t->ranges[i].start && pc < t->ranges[i].end)
-      rules |= t->ranges[i].rules;
-  return rules;
+  // Symbol-table ranges of a later module may overlap (aliases): the last
+  // range starting at or before pc, then back over those.
+  for (size_t i = lo; i-- > 0 && t->ranges[i].start + (uintptr_t{1} << 24) > at;)
+    if (at < t->ranges[i].end)
+      return &t->ranges[i];
+  return nullptr;
+}
+
+// The first of `candidates` whose size range holds `size`: kind 0 or index + 1.
+uint64_t first_fitting(uint64_t candidates, size_t size) {
+  for (; candidates; candidates &= candidates - 1) {
+    unsigned i = static_cast<unsigned>(__builtin_ctzll(candidates));
+    if (size >= g_routes[i].size_min && size <= g_routes[i].size_max)
+      return i + 1;
+  }
+  return 0;
+}
+
+void cache_decision(uintptr_t pc, size_t size, uint64_t kind) {
+  if (size >= kMaxCachedSize)
+    return;
+  RouteCacheEntry &e = g_route_cache[route_slot(pc, size)];
+  uintptr_t old = e.pc.load(std::memory_order_relaxed);
+  if (old != 1 && e.pc.compare_exchange_strong(old, 1, std::memory_order_acquire)) {
+    std::atomic_thread_fence(std::memory_order_release);
+    e.decision.store(static_cast<uint64_t>(size) << 8 | kind, std::memory_order_relaxed);
+    e.pc.store(pc, std::memory_order_release);
+  }
 }
 
 // The rules' text from the environment, with '\n' between rules (the CLI
@@ -206,15 +276,209 @@ bool load_rules_text(const char *text) {
   return g_rules->count > 0;
 }
 
+void load_route_table(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sys::warn("cannot open the route table (rules match by symbol names only)", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(routes::TableHeader))) {
+    close(fd);
+    return sys::warn("the route table is truncated (rules match by symbol names only)", path);
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return;
+  auto *h = static_cast<const routes::TableHeader *>(map);
+  size_t need = sizeof *h + size_t{h->modules} * sizeof(routes::ModuleEntry) +
+                size_t{h->ranges} * sizeof(routes::RangeEntry) +
+                size_t{h->wrappers} * sizeof(routes::WrapperName);
+  bool ok = memcmp(h->magic, routes::kMagic, sizeof h->magic) == 0 &&
+            h->version == routes::kVersion && h->modules <= routes::kMaxModules &&
+            h->ranges <= routes::kMaxRanges && h->wrappers <= routes::kMaxWrapperNames &&
+            need == size;
+  if (ok) {
+    auto *mods = reinterpret_cast<const routes::ModuleEntry *>(h + 1);
+    for (uint32_t m = 0; m < h->modules && ok; ++m)
+      ok = mods[m].first_range <= h->ranges &&
+           mods[m].range_count <= h->ranges - mods[m].first_range;
+  }
+  if (!ok) {
+    munmap(map, size);
+    return sys::warn("not a route table of this version (rules match by symbol names only)",
+                     path);
+  }
+  g_table_file = h;
+  g_table_modules = reinterpret_cast<const routes::ModuleEntry *>(h + 1);
+  g_table_ranges = reinterpret_cast<const routes::RangeEntry *>(g_table_modules + h->modules);
+  g_table_wrappers = reinterpret_cast<const routes::WrapperName *>(g_table_ranges + h->ranges);
+}
+
+// ---- Per-rule counts ----------------------------------------------------------
+
+struct RuleCounts {
+  uint64_t allocs[rules::kMaxRules];
+  uint64_t bytes[rules::kMaxRules];
+  RuleCounts *next; // all blocks ever made: live threads' and recycled ones
+  bool in_use;
+};
+
+__thread RuleCounts *tl_counts __attribute__((tls_model("initial-exec")));
+__thread bool tl_unwinding __attribute__((tls_model("initial-exec")));
+std::atomic<RuleCounts *> g_all_counts{nullptr};
+SpinLock g_counts_lock; // recycling only
+uint64_t g_exited_allocs[rules::kMaxRules], g_exited_bytes[rules::kMaxRules];
+
+[[gnu::noinline]] RuleCounts *attach_counts() {
+  {
+    LockGuard g(g_counts_lock);
+    for (RuleCounts *c = g_all_counts.load(std::memory_order_acquire); c; c = c->next)
+      if (!c->in_use) {
+        c->in_use = true;
+        tl_counts = c;
+        break;
+      }
+  }
+  if (!tl_counts) {
+    auto *c = static_cast<RuleCounts *>(sys::map_pages(sizeof(RuleCounts)));
+    if (!c)
+      return nullptr;
+    c->in_use = true;
+    RuleCounts *head = g_all_counts.load(std::memory_order_relaxed);
+    do
+      c->next = head;
+    while (!g_all_counts.compare_exchange_weak(head, c, std::memory_order_release));
+    tl_counts = c;
+  }
+  if (g_arm_thread_exit)
+    g_arm_thread_exit();
+  return tl_counts;
+}
+
+void sum_counts(uint64_t *allocs, uint64_t *bytes) {
+  for (unsigned i = 0; i < rules::kMaxRules; ++i) {
+    allocs[i] = __atomic_load_n(&g_exited_allocs[i], __ATOMIC_RELAXED);
+    bytes[i] = __atomic_load_n(&g_exited_bytes[i], __ATOMIC_RELAXED);
+  }
+  for (RuleCounts *c = g_all_counts.load(std::memory_order_acquire); c; c = c->next)
+    for (unsigned i = 0; i < rules::kMaxRules; ++i) {
+      allocs[i] += __atomic_load_n(&c->allocs[i], __ATOMIC_RELAXED);
+      bytes[i] += __atomic_load_n(&c->bytes[i], __ATOMIC_RELAXED);
+    }
+}
+
 } // namespace
+
+void count_routed(const Route &r, size_t size) {
+  RuleCounts *c = tl_counts ? tl_counts : attach_counts();
+  if (!c)
+    return;
+  // Plain stores: only this thread writes its block; readers at exit take
+  // what is there.
+  __atomic_store_n(&c->allocs[r.index], c->allocs[r.index] + 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->bytes[r.index], c->bytes[r.index] + size, __ATOMIC_RELAXED);
+}
+
+void router_thread_exit() {
+  RuleCounts *c = tl_counts;
+  if (!c)
+    return;
+  tl_counts = nullptr;
+  LockGuard g(g_counts_lock);
+  for (unsigned i = 0; i < rules::kMaxRules; ++i) {
+    __atomic_fetch_add(&g_exited_allocs[i], c->allocs[i], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_exited_bytes[i], c->bytes[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&c->allocs[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes[i], 0, __ATOMIC_RELAXED);
+  }
+  c->in_use = false;
+}
+
+void router_child_after_fork() {
+  for (unsigned i = 0; i < rules::kMaxRules; ++i)
+    g_exited_allocs[i] = g_exited_bytes[i] = 0;
+  for (RuleCounts *c = g_all_counts.load(std::memory_order_relaxed); c; c = c->next) {
+    memset(c->allocs, 0, sizeof c->allocs);
+    memset(c->bytes, 0, sizeof c->bytes);
+    c->in_use = c == tl_counts; // the other threads are gone
+  }
+  g_counts_lock.reset_after_fork();
+}
+
+void router_write_stats() {
+  if (!g_routing || !g_rules)
+    return;
+  const char *path = getenv("MEMLAYOUT_RULE_STATS");
+  if (!path || !*path)
+    return;
+  uint64_t allocs[rules::kMaxRules], bytes[rules::kMaxRules];
+  sum_counts(allocs, bytes);
+  // One line per process, written at once: "memlayout-rules PID A0 B0 A1 B1 ...".
+  char line[64 + rules::kMaxRules * 44];
+  size_t n = 0;
+  memcpy(line, "memlayout-rules ", 16);
+  n = 16;
+  n += sys::format_u64(line + n, static_cast<uint64_t>(sys::getpid()));
+  for (unsigned i = 0; i < g_rules->count; ++i) {
+    line[n++] = ' ';
+    n += sys::format_u64(line + n, allocs[i]);
+    line[n++] = ' ';
+    n += sys::format_u64(line + n, bytes[i]);
+  }
+  line[n++] = '\n';
+  int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  (void)!write(fd, line, n);
+  close(fd);
+}
+
+size_t router_encode_stats(uint8_t *buf, size_t cap) {
+  if (!g_routing || !g_rules || !g_rules->count)
+    return 0;
+  uint64_t allocs[rules::kMaxRules], bytes[rules::kMaxRules];
+  sum_counts(allocs, bytes);
+  uint8_t *w = buf, *end = buf + cap;
+  auto room = [&](size_t n) { return static_cast<size_t>(end - w) >= n; };
+  w = trace::put_varint(w, g_rules->count);
+  for (unsigned i = 0; i < g_rules->count; ++i) {
+    char text[4096];
+    size_t len = rules::format_rule(g_rules->rules[i], text, sizeof text);
+    if (!room(len + 40))
+      return 0;
+    w = trace::put_varint(w, len);
+    memcpy(w, text, len);
+    w += len;
+    w = trace::put_varint(w, allocs[i]);
+    w = trace::put_varint(w, bytes[i]);
+  }
+  if (!room(8))
+    return 0;
+  w = trace::put_varint(w, g_rules->wrapper_count);
+  for (unsigned i = 0; i < g_rules->wrapper_count; ++i) {
+    const rules::WrapperDecl &d = g_rules->wrappers[i];
+    size_t len = strlen(d.function);
+    if (!room(len + 16))
+      return 0;
+    *w++ = d.not_wrapper ? 1 : 0;
+    w = trace::put_varint(w, len);
+    memcpy(w, d.function, len);
+    w += len;
+  }
+  return static_cast<size_t>(w - buf);
+}
 
 void router_init() {
   const char *text = getenv("MEMLAYOUT_RULES");
   if (!text || !*text || !load_rules_text(text))
     return;
+  if (const char *table = getenv("MEMLAYOUT_ROUTE_TABLE"); table && *table)
+    load_route_table(table);
   for (unsigned i = 0; i < g_rules->count; ++i) {
     const rules::Rule &r = g_rules->rules[i];
     Route &route = g_routes[i];
+    route.index = i;
     route.pad = r.pad;
     route.align = r.align;
     route.size_min = r.has_size ? r.size_min : 0;
@@ -244,35 +508,46 @@ void router_init() {
       g_always |= uint64_t{1} << i;
     }
   }
-  resolve_functions();
+  label_loaded_code();
   g_routing = true;
 }
 
 void router_modules_changed() {
   if (g_routing)
-    resolve_functions();
+    label_loaded_code();
 }
 
-const Route *route_slow(uintptr_t pc, size_t size) {
-  uint64_t candidates = g_always | function_candidates(pc);
-  unsigned chosen = 0; // rule index + 1
-  for (; candidates; candidates &= candidates - 1) {
-    unsigned i = static_cast<unsigned>(__builtin_ctzll(candidates));
-    if (size >= g_routes[i].size_min && size <= g_routes[i].size_max) {
-      chosen = i + 1;
-      break;
-    }
+uint64_t frame_decision_slow(uintptr_t pc, size_t size) {
+  const CodeRange *label = label_of(pc);
+  uint64_t kind;
+  if (label && (label->flags & routes::kSkipFrame))
+    kind = kDecideByCaller;
+  else
+    kind = first_fitting(g_always | (label ? label->rules : 0), size);
+  cache_decision(pc, size, kind);
+  return kind;
+}
+
+const Route *route_by_callers(const UnwindStart &start, size_t size) {
+  // Wrappers nest a few deep at most; the unwinder's rules are cached per
+  // return address, so this costs a few ns per frame once warm.
+  constexpr size_t kMaxFrames = 10;
+  uintptr_t frames[kMaxFrames];
+  size_t n = 1;
+  // The unwinder's first use on a thread may allocate: that allocation is
+  // decided by its own frame alone.
+  if (!tl_unwinding) {
+    tl_unwinding = true;
+    n = cfi::unwind_rules_only(start, frames, kMaxFrames);
+    tl_unwinding = false;
   }
-  if (size < kMaxCachedSize) {
-    RouteCacheEntry &e = g_route_cache[route_slot(pc, size)];
-    uintptr_t old = e.pc.load(std::memory_order_relaxed);
-    if (old != 1 && e.pc.compare_exchange_strong(old, 1, std::memory_order_acquire)) {
-      std::atomic_thread_fence(std::memory_order_release);
-      e.decision.store(static_cast<uint64_t>(size) << 8 | chosen, std::memory_order_relaxed);
-      e.pc.store(pc, std::memory_order_release);
-    }
+  for (size_t i = 1; i < n; ++i) {
+    uint64_t kind = frame_decision(frames[i], size);
+    if (kind != kDecideByCaller)
+      return kind ? &g_routes[kind - 1] : nullptr;
   }
-  return chosen ? &g_routes[chosen - 1] : nullptr;
+  uint64_t kind = first_fitting(g_always, size); // every frame looked through
+  return kind ? &g_routes[kind - 1] : nullptr;
 }
 
 } // namespace memlayout::preload

@@ -1,14 +1,20 @@
-// Routing allocations by segregation rules (`memlayout record --segregate`,
+// Routing allocations by segregation rules (`memlayout record --rules`,
 // `memlayout run`): which rule, if any, an allocation falls under, decided by
-// its call site (return address) and size.
+// its allocation site (inspector/alloc_site.h) and size.
 //
-// Function rules resolve to address ranges from the ELF symbol tables of the
-// loaded modules (static functions included where .symtab survives), again
-// after each dlopen. The decision for a return address is cached, so the hot
-// path is one hash probe plus a size compare per candidate rule.
+// The CLI hands over a route table (route_table_format.h) labelling the code
+// of the program and its libraries: ranges whose allocations belong to sites
+// that rules name, and wrapper code whose allocations are decided by the
+// caller's frame. Modules the table does not list (loaded later) are labelled
+// from their symbol tables by the rules' and wrappers' names.
+//
+// Decisions are cached per (return address, size): an allocation no rule can
+// match costs one probe. One that leaves wrapper code costs an unwind of the
+// frames up to its site, whose decision is cached in turn.
 #pragma once
 
 #include "seg_core.h"
+#include "unwind.h"
 
 #include <atomic>
 #include <cstddef>
@@ -24,6 +30,7 @@ struct Route {
   const char *name;  // pool name: the objects' tag in the trace
   uint64_t size_min; // the rule's size range (inclusive)
   uint64_t size_max;
+  unsigned index; // the rule's position
 };
 
 // Set once rules are loaded; read on every allocation.
@@ -32,25 +39,24 @@ extern bool g_routing;
 // pool ownership only then.
 extern std::atomic<bool> g_pools_exist;
 
-// Reads MEMLAYOUT_RULES (the rules' text, checked by the CLI), opens the
-// pools and resolves function rules. Called once from initialize().
+// Reads MEMLAYOUT_RULES (the rules' text, checked by the CLI) and
+// MEMLAYOUT_ROUTE_TABLE, opens the pools and labels the loaded code. Called
+// once from initialize().
 void router_init();
-// Re-resolves function rules after the set of loaded modules changed.
+// Re-labels code after the set of loaded modules changed.
 void router_modules_changed();
 
-// The slow path of route_for: decides from the function ranges and the
-// rules, and caches the decision.
-const Route *route_slow(uintptr_t pc, size_t size);
-
-// A cached decision: `decision` is size << 8 | (rule index + 1), 0 in the low
-// byte for "no rule". Written under a per-entry seqlock (pc 1 = being
-// written), so a reader never takes one entry's decision for another's.
+// A cached decision: `decision` is size << 8 | kind, kind 0 for "no rule",
+// rule index + 1, or kDecideByCaller. Written under a per-entry seqlock
+// (pc 1 = being written), so a reader never takes one entry's decision for
+// another's.
 struct RouteCacheEntry {
   std::atomic<uintptr_t> pc;
   std::atomic<uint64_t> decision;
 };
 inline constexpr size_t kRouteCacheSize = 4096; // 1 << (64 - 52)
 inline constexpr size_t kMaxCachedSize = size_t{1} << 40;
+inline constexpr uint64_t kDecideByCaller = 0xff;
 extern RouteCacheEntry g_route_cache[kRouteCacheSize];
 extern Route g_routes[64];
 
@@ -59,19 +65,53 @@ inline size_t route_slot(uintptr_t pc, size_t size) {
   return ((pc + size * 0xD6E8FEB86659FD93ull) * 0x9E3779B97F4A7C15ull) >> 52;
 }
 
-// The route for an allocation of `size` bytes whose entry point returns to
-// pc, or NULL. Once cached: one probe, two compares.
-inline const Route *route_for(uintptr_t pc, size_t size) {
+// The decision for one frame's return address: kind as in RouteCacheEntry.
+uint64_t frame_decision_slow(uintptr_t pc, size_t size);
+
+inline uint64_t frame_decision(uintptr_t pc, size_t size) {
   if (__builtin_expect(size < kMaxCachedSize, 1)) {
     RouteCacheEntry &e = g_route_cache[route_slot(pc, size)];
     if (__builtin_expect(e.pc.load(std::memory_order_acquire) == pc, 1)) {
       uint64_t d = e.decision.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (__builtin_expect(e.pc.load(std::memory_order_relaxed) == pc && (d >> 8) == size, 1))
-        return (d & 0xff) ? &g_routes[(d & 0xff) - 1] : nullptr;
+        return d & 0xff;
     }
   }
-  return route_slow(pc, size);
+  return frame_decision_slow(pc, size);
 }
+
+// The allocation left wrapper code: decide by the frames above.
+const Route *route_by_callers(const UnwindStart &start, size_t size);
+
+// The route for an allocation of `size` bytes whose entry point returns as
+// `start` says, or NULL. Once cached: one probe, two compares.
+inline const Route *route_for(const UnwindStart &start, size_t size) {
+  uint64_t kind = frame_decision(start.pc, size);
+  if (__builtin_expect(kind == 0, 1))
+    return nullptr;
+  if (kind != kDecideByCaller)
+    return &g_routes[kind - 1];
+  return route_by_callers(start, size);
+}
+
+// Set by the lifecycle: makes sure the thread-exit destructor runs for the
+// calling thread (router_thread_exit folds its counts).
+extern void (*g_arm_thread_exit)();
+
+// Counts an allocation a rule routed (per thread, summed at exit).
+void count_routed(const Route &r, size_t size);
+
+// At process exit (run mode): appends this process's per-rule counts to the
+// file MEMLAYOUT_RULE_STATS names, for the CLI's summary.
+void router_write_stats();
+// The rules record of a trace (record mode): the rules' text, wrapper
+// declarations and per-rule counts, encoded as trace_format.h says. Returns
+// its length in buf (0 when there are no rules or it does not fit).
+size_t router_encode_stats(uint8_t *buf, size_t cap);
+// After fork, in the child: counts start from zero.
+void router_child_after_fork();
+// Thread exit: folds the thread's counts into the process totals.
+void router_thread_exit();
 
 } // namespace memlayout::preload

@@ -85,7 +85,16 @@ enum class RecordType : uint8_t {
   kMemoryMap = 5, // a snapshot of the heap's regions and page frames
   kThread = 6,    // thread start / exit / name
   kEnd = 7,       // the process ended cleanly; totals
+  kRules = 8,     // segregation rules in force and what each routed (below)
 };
+
+// ---- Rules (payload of kRules, written once before kEnd) --------------------
+//
+// payload := varint rule_count, rule*, varint wrapper_count, wrapper*
+// rule    := varint length, canonical rule text (rules::format_rule),
+//            varint allocations routed, varint bytes routed (requested)
+// wrapper := u8 not_wrapper, varint length, function name
+// A process that forks writes its own counts (the child starts from zero).
 
 inline constexpr uint8_t kRecordCompressed = 1; // payload is one zstd frame
 

@@ -32,6 +32,7 @@ constexpr const char *kUsage =
     "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
     "  --cache FILE           cache geometry from FILE instead of this machine's\n"
     "  --wrapper NAME         a function to look through as an allocation wrapper\n"
+    "  --not-wrapper NAME     a function never to look through, even if detected\n"
     "  -h, --help             this text\n"
     "\n"
     "Then: memlayout run --rules RULES -- PROGRAM, or check first with\n"

@@ -9,7 +9,8 @@ namespace memlayout::cli {
 OptionParse parse_analysis_option(int argc, char **argv, int &i, inspector::ReportOptions &o,
                                   std::string &error) {
   std::string a = argv[i];
-  if (a != "--at" && a != "--hot" && a != "--cache" && a != "--wrapper" && a != "--types")
+  if (a != "--at" && a != "--hot" && a != "--cache" && a != "--wrapper" && a != "--types" &&
+      a != "--not-wrapper")
     return OptionParse::kNotOurs;
   const char *v = i + 1 < argc ? argv[++i] : nullptr;
   std::string shown = v ? v : "";
@@ -30,13 +31,16 @@ OptionParse parse_analysis_option(int argc, char **argv, int &i, inspector::Repo
     o.hot.push_back({std::string(v, static_cast<size_t>(eq - v)), field ? 0 : n,
                      field ? std::string(eq + 1) : std::string()});
   } else if (!v || !*v) {
-    error = a + (a == "--wrapper" ? " needs a function name" : " needs a file");
+    error = a + (a == "--wrapper" || a == "--not-wrapper" ? " needs a function name"
+                                                           : " needs a file");
     return OptionParse::kError;
   } else if (a == "--types") {
     o.find_types = std::strcmp(v, "none") != 0;
     o.types_file = o.find_types ? v : "";
   } else if (a == "--cache") {
     o.cache_file = v;
+  } else if (a == "--not-wrapper") {
+    o.not_wrappers.push_back(v);
   } else {
     o.wrappers.push_back(v);
   }

@@ -25,6 +25,7 @@ inline constexpr const char *kAnalysisOptionsHelp =
     "                         from `memlayout structs --format json` (default:\n"
     "                         EXECUTABLE.memlayout-types.json when it exists)\n"
     "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n";
+    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
+    "  --not-wrapper NAME     a function never to look through, even if detected\n";
 
 } // namespace memlayout::cli

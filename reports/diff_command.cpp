@@ -37,6 +37,7 @@ constexpr const char *kUsage =
     "  --hot NAME=BYTES       as for 'memlayout report', applied to traces; repeatable\n"
     "  --cache FILE           cache geometry for traces from FILE instead of this machine's\n"
     "  --wrapper NAME         a function to look through as an allocation wrapper\n"
+    "  --not-wrapper NAME     a function never to look through, even if detected\n"
     "  --rows N               metric rows listed in text (default 25)\n"
     "  -h, --help             this text\n"
     "\n"

@@ -448,6 +448,40 @@ public:
     o_.put("}\n");
   }
 
+  void rules() {
+    if (!r_.rules())
+      return;
+    for (const auto &rule : r_.rules()->rules) {
+      if (!jsonl_) {
+        o_.put("rules: ");
+        o_.put(rule.text);
+        o_.put(": ");
+        o_.u64(rule.allocations);
+        o_.put(" allocations, ");
+        o_.u64(rule.bytes);
+        o_.put(" bytes\n");
+        continue;
+      }
+      o_.put("{\"ev\":\"rule\",\"tid\":0,\"rule\":");
+      json_string(o_, rule.text);
+      num("allocations", rule.allocations);
+      num("bytes", rule.bytes);
+      o_.put("}\n");
+    }
+    for (const auto &w : r_.rules()->wrappers) {
+      if (!jsonl_) {
+        o_.put(w.not_wrapper ? "rules: not-wrapper=" : "rules: wrapper=");
+        o_.put(w.function);
+        o_.put('\n');
+        continue;
+      }
+      o_.put(w.not_wrapper ? "{\"ev\":\"not_wrapper\",\"tid\":0,\"function\":"
+                           : "{\"ev\":\"wrapper\",\"tid\":0,\"function\":");
+      json_string(o_, w.function);
+      o_.put("}\n");
+    }
+  }
+
 private:
   void num(const char *key, uint64_t v) {
     o_.put(",\"");
@@ -809,6 +843,9 @@ int dump_main(int argc, char **argv) {
       break;
     case Item::kEnd:
       d.end();
+      break;
+    case Item::kRules:
+      d.rules();
       break;
     case Item::kStacks:
     case Item::kStrings:

@@ -20,7 +20,7 @@ GroupReport clean_group(uint32_t id, const char *function, uint64_t size_class) 
   GroupReport g;
   g.group.id = id;
   g.group.name = std::string(function) + " (tree.c:10)";
-  g.group.site = {function, "tree.c", 10, ""};
+  g.group.site = {function, "tree.c", 10, "", {}};
   g.group.size_class = size_class;
   g.group.requested_size = size_class;
   g.objects = 100000;

@@ -104,23 +104,33 @@ std::unique_ptr<Grouped> snapshot_of_grouping_trace() {
 } // namespace
 
 TEST_CASE("wrapper frames: allocator plumbing, C wrappers and configured names", "[grouping]") {
-  GroupingOptions o;
-  CHECK(is_wrapper_frame("operator new(unsigned long)", o));
-  CHECK(is_wrapper_frame("xmalloc", o));
-  CHECK(is_wrapper_frame("xmalloc(unsigned long)", o));
-  CHECK(is_wrapper_frame("sqlite3DbMallocRawNN", o));
-  CHECK(is_wrapper_frame("g_malloc0", o));
-  CHECK(is_wrapper_frame("std::allocator_traits<std::allocator<int> >::allocate(...)", o));
-  CHECK_FALSE(is_wrapper_frame("xmallocate_everything", o));
-  CHECK_FALSE(is_wrapper_frame("std::_Rb_tree<int, int, std::_Identity<int>, std::less<int>, "
-                               "std::allocator<int> >::_M_create_node<int const&>(int const&)",
-                               o));
-  CHECK_FALSE(is_wrapper_frame("make_node(int)", o));
-  CHECK_FALSE(is_wrapper_frame("my_alloc_node", o));
+  WrapperPolicy o;
+  CHECK(o.is_skipped("operator new(unsigned long)"));
+  CHECK(o.is_skipped("xmalloc"));
+  CHECK(o.is_skipped("xmalloc(unsigned long)"));
+  CHECK(o.is_skipped("sqlite3DbMallocRawNN"));
+  CHECK(o.is_skipped("g_malloc0"));
+  CHECK(o.is_skipped("std::allocator_traits<std::allocator<int> >::allocate(...)"));
+  CHECK(o.is_skipped("std::unique_ptr<Node, std::default_delete<Node> > std::make_unique<Node, "
+                     "int&>(int&)") == false); // a return type first: not the factory's name
+  CHECK(o.is_skipped("std::make_unique<Node, int&>(int&)"));
+  CHECK_FALSE(o.is_skipped("xmallocate_everything"));
+  CHECK_FALSE(o.is_skipped("std::_Rb_tree<int, int, std::_Identity<int>, std::less<int>, "
+                           "std::allocator<int> >::_M_create_node<int const&>(int const&)"));
+  CHECK_FALSE(o.is_skipped("make_node(int)"));
+  CHECK_FALSE(o.is_skipped("my_alloc_node"));
   o.wrappers = {"my_alloc_*", "make_node"};
-  CHECK(is_wrapper_frame("my_alloc_node", o));
-  CHECK(is_wrapper_frame("make_node(int)", o));
-  CHECK_FALSE(is_wrapper_frame("make_nodes(int)", o));
+  CHECK(o.is_skipped("my_alloc_node"));
+  CHECK(o.is_skipped("make_node(int)"));
+  CHECK_FALSE(o.is_skipped("make_nodes(int)"));
+  WrapperReason why;
+  REQUIRE(o.wrapper_reason("make_node(int)", &why));
+  CHECK(why == WrapperReason::kOption);
+  REQUIRE(o.wrapper_reason("xmalloc", &why));
+  CHECK(why == WrapperReason::kBuiltin);
+  o.not_wrappers = {"xmalloc"};
+  CHECK_FALSE(o.is_skipped("xmalloc"));
+  CHECK(o.is_skipped("operator new(unsigned long)")); // plumbing is never a site
 }
 
 TEST_CASE("the call site skips wrappers to the caller's line", "[grouping]") {
@@ -128,28 +138,34 @@ TEST_CASE("the call site skips wrappers to the caller's line", "[grouping]") {
   auto sym = this_process_symbolizer();
   std::vector<uint64_t> stack{node.in_wrapper, node.in_caller, 0x1234};
 
-  Group::Site plain = call_site(stack, *sym, GroupingOptions{});
+  Group::Site plain = alloc_site(stack, *sym, WrapperPolicy{});
   CHECK(plain.function == "grouping_xmalloc_like");
+  CHECK(plain.looked_through.empty());
 
-  GroupingOptions o;
+  WrapperPolicy o;
   o.wrappers = {"grouping_xmalloc_like"};
-  Group::Site site = call_site(stack, *sym, o);
+  Group::Site site = alloc_site(stack, *sym, o);
   CHECK(site.function == "grouping_make_node");
+  REQUIRE(site.looked_through.size() == 1);
+  CHECK(site.looked_through[0].function == "grouping_xmalloc_like");
+  CHECK(site.looked_through[0].reason == WrapperReason::kOption);
   CHECK(site.file.find("grouping_test.cpp") != std::string::npos);
   CHECK(site.line > 0);
 
   // Every frame a wrapper: the outermost one names the site.
   o.wrappers.push_back("grouping_make_*");
-  CHECK(call_site({stack.data(), 2}, *sym, o).function == "grouping_make_node");
+  CHECK(alloc_site({stack.data(), 2}, *sym, o).function == "grouping_make_node");
   // Nothing known about the address: "??".
-  CHECK(call_site(std::vector<uint64_t>{0x1234}, *sym, o).function == "??");
+  CHECK(alloc_site(std::vector<uint64_t>{0x1234}, *sym, o).function == "??");
 }
 
 TEST_CASE("groups by call site and size class, named by tag or site, ids by bytes", "[grouping]") {
   auto g = snapshot_of_grouping_trace();
   auto sym = this_process_symbolizer();
+  WrapperPolicy wrappers;
+  wrappers.wrappers = {"grouping_xmalloc_like"};
   GroupingOptions o;
-  o.wrappers = {"grouping_xmalloc_like"};
+  o.wrappers = &wrappers;
   std::vector<Group> groups = group_objects(g->s, g->r, *sym, o);
   REQUIRE(groups.size() == 4);
   for (size_t i = 0; i < groups.size(); ++i)
@@ -225,21 +241,21 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
 TEST_CASE("unresolved frames are looked through to a named caller", "[grouping]") {
   GroupingFrames node = grouping_make_node();
   auto sym = this_process_symbolizer();
-  GroupingOptions o;
+  WrapperPolicy o;
   o.wrappers = {"grouping_xmalloc_like"};
   // A stripped library's frames (no module covers 0x1234/0x5678) below a
   // named function: the innermost unresolved frame is the site, named by
   // its caller, so call paths through the library stay apart.
-  Group::Site a = call_site(std::vector<uint64_t>{0x1234, node.in_caller}, *sym, o);
+  Group::Site a = alloc_site(std::vector<uint64_t>{0x1234, node.in_caller}, *sym, o);
   CHECK(a.function == "??");
   CHECK(a.file == "0x1234");
   CHECK(a.caller == "grouping_make_node");
-  Group::Site b = call_site(std::vector<uint64_t>{0x5678, node.in_caller}, *sym, o);
+  Group::Site b = alloc_site(std::vector<uint64_t>{0x5678, node.in_caller}, *sym, o);
   CHECK(b.file != a.file);
   // Unresolved frames inside a wrapper belong to it: the site is the
   // first unresolved frame after it.
   Group::Site c =
-      call_site(std::vector<uint64_t>{0x1234, node.in_wrapper, 0x5678, node.in_caller}, *sym, o);
+      alloc_site(std::vector<uint64_t>{0x1234, node.in_wrapper, 0x5678, node.in_caller}, *sym, o);
   CHECK(c.file == "0x5678");
   CHECK(c.caller == "grouping_make_node");
 }

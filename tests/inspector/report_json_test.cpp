@@ -53,7 +53,7 @@ Report sample() {
   h.set_effective_fraction = {std::nullopt, 0.9, std::nullopt};
   r.groups.push_back(h);
   r.groups_total = 2;
-  r.findings = {{"set_underutilization", "high", {7, 8}, {{"fraction", 0.5}}, "msg", "fix it"}};
+  r.findings = {{"set_underutilization", "high", {7, 8}, {{"fraction", 0.5}}, "msg", "fix it", ""}};
   r.notes = {"only bits 6-11 known"};
   return r;
 }

@@ -1,0 +1,438 @@
+#include "alloc_site.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+namespace memlayout::inspector {
+
+namespace {
+
+std::string basename(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The site of one symbolized frame; unresolved ones name module and offset.
+Group::Site site_of(const SymbolizedAddress &a, const SourceFrame &f) {
+  Group::Site s;
+  s.function = f.function;
+  s.line = f.line;
+  if (a.resolved)
+    s.file = f.file;
+  else if (a.module)
+    s.file = basename(a.module->path) + "+" + hex(a.module_offset);
+  else
+    s.file = hex(a.address);
+  return s;
+}
+
+bool any_matches(const std::string &function, const std::vector<std::string> &patterns) {
+  for (const std::string &p : patterns)
+    if (wrapper_pattern_matches(function, p))
+      return true;
+  return false;
+}
+
+// A stack as the detection sees it: resolved frames only up to the first
+// unresolved one (what lies beyond cannot be judged), each with the return
+// address it came from.
+struct ExpandedFrame {
+  const std::string *function;
+  uint64_t pc;
+};
+
+std::vector<ExpandedFrame> expand(std::span<const uint64_t> stack, Symbolizer &sym) {
+  std::vector<ExpandedFrame> out;
+  for (uint64_t pc : stack) {
+    const SymbolizedAddress &a = sym.symbolize(pc);
+    if (!a.resolved)
+      break;
+    for (const SourceFrame &f : a.frames)
+      out.push_back({&f.function, pc});
+  }
+  return out;
+}
+
+// The distinct callers that carry at least 1% of the weight.
+std::vector<std::string> significant(const std::map<std::string, uint64_t> &callers,
+                                     uint64_t total) {
+  std::vector<std::pair<uint64_t, std::string>> by_weight;
+  for (const auto &[c, w] : callers)
+    if (w * 100 >= total)
+      by_weight.push_back({w, c});
+  std::sort(by_weight.rbegin(), by_weight.rend());
+  std::vector<std::string> out;
+  for (auto &[w, c] : by_weight)
+    out.push_back(std::move(c));
+  return out;
+}
+
+std::string callers_evidence(const std::vector<std::string> &callers) {
+  std::string e = std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
+  for (size_t i = 0; i < callers.size() && i < 4; ++i)
+    e += (i ? ", " : "") + callers[i];
+  if (callers.size() > 4)
+    e += ", ...";
+  return e;
+}
+
+} // namespace
+
+const char *wrapper_reason_name(WrapperReason r) {
+  switch (r) {
+  case WrapperReason::kBuiltin:
+    return "built-in";
+  case WrapperReason::kOption:
+    return "--wrapper";
+  case WrapperReason::kRulesFile:
+    return "rules file";
+  case WrapperReason::kDetectedBinary:
+  case WrapperReason::kDetectedTrace:
+    return "detected";
+  }
+  return "?";
+}
+
+bool wrapper_pattern_matches(const std::string &function, const std::string &pattern) {
+  std::string_view f = function, e = pattern;
+  if (e.empty())
+    return false;
+  if (e.back() == '*')
+    return f.substr(0, e.size() - 1) == e.substr(0, e.size() - 1);
+  if (f.substr(0, e.size()) != e)
+    return false;
+  if (f.size() == e.size())
+    return true;
+  char next = f[e.size()];
+  return next == '(' || next == '<' || next == ' ';
+}
+
+const std::vector<std::string> &builtin_wrappers() {
+  static const std::vector<std::string> kWrappers = {
+      // libiberty, gnulib, git, many GNU programs
+      "xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup", "xmemdup", "xnmalloc",
+      "xcharalloc", "ximalloc", "xireallocarray",
+      // GLib
+      "g_malloc", "g_malloc0", "g_realloc", "g_try_malloc", "g_try_malloc0", "g_try_realloc",
+      "g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_slice_alloc", "g_slice_alloc0", "g_strdup",
+      "g_strndup", "g_memdup", "g_memdup2",
+      // SQLite: its own wrapper layers above the system allocator
+      "sqlite3Malloc", "sqlite3MallocZero", "sqlite3_malloc", "sqlite3_malloc64", "sqlite3_realloc",
+      "sqlite3_realloc64", "sqlite3Realloc", "sqlite3DbMalloc*", "sqlite3DbRealloc",
+      "sqlite3DbReallocOrFree", "sqlite3DbStrDup", "sqlite3DbStrNDup", "sqlite3MemMalloc",
+      "sqlite3MemRealloc", "dbMallocRawFinish", "dbReallocFinish",
+      // C library helpers that allocate on their caller's behalf
+      "strdup", "strndup", "__strdup", "__strndup", "wcsdup",
+      // Python, OpenSSL, Perl
+      "PyMem_Malloc", "PyMem_RawMalloc", "PyObject_Malloc", "_PyObject_Malloc", "CRYPTO_malloc",
+      "CRYPTO_zalloc", "CRYPTO_realloc", "Perl_safesysmalloc", "Perl_safesyscalloc",
+      "Perl_safesysrealloc",
+      // The C++ library's owning-pointer factories: the caller says what for
+      "std::make_unique*", "std::__detail::__make_unique*", "std::make_shared*",
+      "std::allocate_shared*", "std::__make_shared*", "std::__allocate_shared*",
+      "std::__shared_ptr*", "std::shared_ptr*", "std::__shared_count*",
+      // memlayout's own trees: the record allocator inlined into each tree's
+      // new_node/new_descriptor/... which then names the group
+      "memlayout::trees::RecordAllocator::*"};
+  return kWrappers;
+}
+
+bool WrapperPolicy::is_not_wrapper(const std::string &function) const {
+  return any_matches(function, not_wrappers);
+}
+
+bool WrapperPolicy::wrapper_reason(const std::string &function, WrapperReason *why) const {
+  if (is_not_wrapper(function))
+    return false;
+  WrapperReason r;
+  if (auto it = detected.find(function); it != detected.end())
+    r = it->second.reason;
+  else if (any_matches(function, wrappers))
+    r = WrapperReason::kOption;
+  else if (any_matches(function, rules_file))
+    r = WrapperReason::kRulesFile;
+  else if (any_matches(function, builtin_wrappers()))
+    r = WrapperReason::kBuiltin;
+  else
+    return false;
+  if (why)
+    *why = r;
+  return true;
+}
+
+bool WrapperPolicy::is_skipped(const std::string &function) const {
+  return is_allocator_frame(function) || wrapper_reason(function, nullptr);
+}
+
+Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p) {
+  // Unresolved frames (stripped libraries) are looked through like wrappers,
+  // except that the innermost one after the last wrapper is the best site we
+  // have: it tells call paths apart, and its first named caller says where.
+  Group::Site last, unresolved;
+  last.function = "??";
+  bool have_unresolved = false;
+  std::vector<LookedThrough> through;
+  for (uint64_t pc : stack) {
+    const SymbolizedAddress &a = sym.symbolize(pc);
+    for (const SourceFrame &f : a.frames) {
+      last = site_of(a, f);
+      if (!a.resolved) {
+        if (!have_unresolved) {
+          unresolved = last;
+          have_unresolved = true;
+        }
+        continue;
+      }
+      WrapperReason why;
+      bool wrapper = p.wrapper_reason(f.function, &why);
+      if (wrapper || is_allocator_frame(f.function)) {
+        have_unresolved = false; // what was below it was the wrapper's inside
+        if (wrapper && (through.empty() || through.back().function != f.function))
+          through.push_back({f.function, why});
+        continue;
+      }
+      if (!have_unresolved) {
+        last.looked_through = std::move(through);
+        return last;
+      }
+      unresolved.caller = f.function;
+      unresolved.looked_through = std::move(through);
+      return unresolved;
+    }
+  }
+  Group::Site &s = have_unresolved ? unresolved : last;
+  s.looked_through = std::move(through);
+  return s;
+}
+
+const ModuleCode *CodeMaps::module(const std::string &path) {
+  if (path.empty())
+    return nullptr;
+  auto it = loaded_.find(path);
+  if (it != loaded_.end())
+    return it->second.get();
+  std::string error;
+  auto code = ModuleCode::load(path, debug_dirs_, &error);
+  if (!code)
+    warnings_.push_back("cannot read the debug information of " + error);
+  return loaded_.emplace(path, std::move(code)).first->second.get();
+}
+
+const ModuleCode *CodeMaps::module_at(uint64_t pc) {
+  const ModuleEntry *m = sym_.find_module(pc);
+  return m ? module(sym_.module_path(*m)) : nullptr;
+}
+
+Tri CodeMaps::returns_untyped(uint64_t pc, const std::string &function) {
+  const ModuleCode *code = module_at(pc);
+  if (!code)
+    return Tri::kUnknown;
+  const ModuleCode::Function *f = code->function(function);
+  return f ? f->returns_untyped : Tri::kUnknown;
+}
+
+std::vector<std::string> CodeMaps::take_warnings() {
+  std::vector<std::string> w;
+  w.swap(warnings_);
+  return w;
+}
+
+size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
+  const auto &fns = code.functions();
+  const auto &scopes = code.scopes();
+  // Callers of each function: the functions of the scopes that call it or
+  // hold an inlined copy of it.
+  std::vector<std::set<uint32_t>> callers(fns.size());
+  std::vector<std::vector<uint32_t>> calls_of(scopes.size()), inlined_of(scopes.size());
+  for (const auto &c : code.calls()) {
+    callers[c.callee].insert(scopes[c.scope].function);
+    calls_of[c.scope].push_back(c.callee);
+  }
+  for (uint32_t s = 0; s < scopes.size(); ++s)
+    if (scopes[s].parent != ModuleCode::kNoScope) {
+      callers[scopes[s].function].insert(scopes[scopes[s].parent].function);
+      inlined_of[scopes[s].parent].push_back(s);
+    }
+  // Deepest scopes first, so a scope's inlined copies are judged before it.
+  std::vector<uint32_t> order(scopes.size());
+  for (uint32_t s = 0; s < scopes.size(); ++s)
+    order[s] = s;
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return scopes[a].depth > scopes[b].depth; });
+
+  std::vector<char> plumbing(fns.size());
+  for (uint32_t f = 0; f < fns.size(); ++f)
+    plumbing[f] = is_allocator_frame(fns[f].name);
+  auto untyped = [&](uint32_t f) { return fns[f].returns_untyped == Tri::kYes; };
+
+  // Functions that make an allocation call: to plumbing, or to a function
+  // that itself allocates and returns untyped memory (transitively), so a
+  // wrapper calling a wrapper allocates before either is known as one.
+  std::vector<char> allocates(fns.size()), scope_allocates(scopes.size());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t s : order) {
+      bool a = false;
+      for (uint32_t callee : calls_of[s])
+        a = a || plumbing[callee] || (allocates[callee] && untyped(callee));
+      for (uint32_t child : inlined_of[s]) {
+        uint32_t f = scopes[child].function;
+        a = a || (scope_allocates[child] && (plumbing[f] || untyped(f)));
+      }
+      if (a && !scope_allocates[s]) {
+        scope_allocates[s] = 1;
+        if (!allocates[scopes[s].function]) {
+          allocates[scopes[s].function] = 1;
+          changed = true;
+        }
+      }
+    }
+  }
+
+  size_t added = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t f = 0; f < fns.size(); ++f) {
+      const std::string &name = fns[f].name;
+      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() ||
+          p.is_skipped(name) || p.is_not_wrapper(name))
+        continue;
+      bool all_wrappers = true;
+      std::vector<std::string> names;
+      for (uint32_t c : callers[f]) {
+        names.push_back(fns[c].name);
+        all_wrappers = all_wrappers && p.is_skipped(fns[c].name) && !plumbing[c];
+      }
+      if (callers[f].size() < 2 && !all_wrappers)
+        continue;
+      p.detected[name] = {WrapperReason::kDetectedBinary,
+                          "returns untyped memory to " + callers_evidence(names) +
+                              " (debug info of " + basename(code.path()) + ")"};
+      ++added;
+      changed = true;
+    }
+  }
+  return added;
+}
+
+size_t detect_wrappers_in_stacks(std::span<const WeightedStack> stacks, Symbolizer &sym,
+                                 CodeMaps &code, WrapperPolicy &p) {
+  std::vector<std::vector<ExpandedFrame>> expanded;
+  expanded.reserve(stacks.size());
+  for (const auto &s : stacks)
+    expanded.push_back(expand(s.frames, sym));
+
+  // The first frame of a stack that is not looked through, or -1.
+  auto first_site = [&](const std::vector<ExpandedFrame> &e) -> long {
+    for (size_t k = 0; k < e.size(); ++k)
+      if (!p.is_skipped(*e[k].function))
+        return static_cast<long>(k);
+    return -1;
+  };
+  // Weighted callers of the chain e[k..k+n) wherever a stack has it at its
+  // first non-skipped frame.
+  auto callers_of = [&](const std::vector<std::string> &chain, uint64_t *total) {
+    std::map<std::string, uint64_t> callers;
+    *total = 0;
+    for (size_t i = 0; i < expanded.size(); ++i) {
+      const auto &e = expanded[i];
+      long k = first_site(e);
+      if (k < 0 || static_cast<size_t>(k) + chain.size() > e.size())
+        continue;
+      bool same = true;
+      for (size_t j = 0; j < chain.size() && same; ++j)
+        same = *e[k + j].function == chain[j];
+      if (!same)
+        continue;
+      *total += stacks[i].weight;
+      if (static_cast<size_t>(k) + chain.size() < e.size())
+        callers[*e[k + chain.size()].function] += stacks[i].weight;
+    }
+    return callers;
+  };
+
+  size_t added = 0;
+  for (int round = 0; round < 8; ++round) {
+    // Candidates: each stack's first frame left, with its pc.
+    std::map<std::string, uint64_t> candidates;
+    for (const auto &e : expanded)
+      if (long k = first_site(e); k >= 0)
+        candidates.emplace(*e[k].function, e[k].pc);
+    size_t before = added;
+    for (const auto &[name, pc] : candidates) {
+      if (p.is_not_wrapper(name) || name == "??")
+        continue;
+      // Climb a chain of single callers that return untyped memory until a
+      // frame with several callers: all of them are wrappers, or none is.
+      std::vector<std::string> chain{name};
+      std::vector<Tri> returns{code.returns_untyped(pc, name)};
+      std::vector<std::string> found;
+      while (chain.size() <= 4) {
+        uint64_t total;
+        auto callers = callers_of(chain, &total);
+        auto sig = significant(callers, total);
+        Tri r = returns.back();
+        if (sig.size() >= 2 && r != Tri::kNo) {
+          found = std::move(sig);
+          break;
+        }
+        if (sig.size() != 1 || r != Tri::kYes)
+          break;
+        if (p.is_skipped(sig[0]) && !is_allocator_frame(sig[0])) {
+          found = std::move(sig); // the one caller is a wrapper already
+          break;
+        }
+        if (is_allocator_frame(sig[0]))
+          break;
+        chain.push_back(sig[0]);
+        returns.push_back(code.returns_untyped(pc, sig[0]));
+      }
+      if (found.empty())
+        continue;
+      for (const auto &f : chain) {
+        if (p.is_skipped(f))
+          continue;
+        p.detected[f] = {WrapperReason::kDetectedTrace,
+                         "returns memory to " + callers_evidence(found) + " (recorded stacks)"};
+        ++added;
+      }
+    }
+    if (added == before)
+      break;
+  }
+  return added;
+}
+
+void detect_wrappers(std::span<const WeightedStack> stacks, Symbolizer &sym, CodeMaps &code,
+                     WrapperPolicy &p) {
+  std::set<const ModuleCode *> modules;
+  for (const auto &s : stacks)
+    for (uint64_t pc : s.frames)
+      if (const ModuleCode *m = code.module_at(pc))
+        modules.insert(m);
+  for (const ModuleCode *m : modules)
+    if (m->has_dwarf())
+      detect_wrappers_in_binary(*m, p);
+  detect_wrappers_in_stacks(stacks, sym, code, p);
+}
+
+std::string looked_through_text(const std::vector<LookedThrough> &l) {
+  std::string out;
+  for (const auto &w : l) {
+    if (!out.empty())
+      out += ", ";
+    out += w.function + " (" + wrapper_reason_name(w.reason) + ")";
+  }
+  return out;
+}
+
+} // namespace memlayout::inspector

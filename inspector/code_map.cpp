@@ -1,0 +1,348 @@
+#include "code_map.h"
+
+#include <llvm/BinaryFormat/Dwarf.h>
+#include <llvm/BinaryFormat/ELF.h>
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
+#include <llvm/DebugInfo/DWARF/DWARFDie.h>
+#include <llvm/Demangle/Demangle.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+
+#include <algorithm>
+#include <unistd.h>
+
+namespace memlayout::inspector {
+
+namespace {
+
+std::string hex_bytes(llvm::ArrayRef<uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+std::string build_id_of(const llvm::object::ObjectFile &obj) {
+  const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);
+  if (!elf)
+    return {};
+  const auto &file = elf->getELFFile();
+  auto phdrs = file.program_headers();
+  if (!phdrs) {
+    llvm::consumeError(phdrs.takeError());
+    return {};
+  }
+  for (const auto &ph : *phdrs) {
+    if (ph.p_type != llvm::ELF::PT_NOTE)
+      continue;
+    llvm::Error err = llvm::Error::success();
+    for (const auto &note : file.notes(ph, err))
+      if (note.getType() == llvm::ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
+        std::string id = hex_bytes(note.getDesc());
+        llvm::consumeError(std::move(err));
+        return id;
+      }
+    llvm::consumeError(std::move(err));
+  }
+  return {};
+}
+
+bool has_section(const llvm::object::ObjectFile &obj, llvm::StringRef name) {
+  for (const auto &s : obj.sections()) {
+    auto n = s.getName();
+    if (n && *n == name)
+      return true;
+    if (!n)
+      llvm::consumeError(n.takeError());
+  }
+  return false;
+}
+
+// The DIE that carries `attr` for `die`: itself, or what its abstract origin
+// or specification chain leads to (inlined copies and out-of-line
+// definitions of declared members keep their type there).
+llvm::DWARFDie with_attribute(llvm::DWARFDie die, llvm::dwarf::Attribute attr) {
+  for (int hops = 0; die && hops < 8; ++hops) {
+    if (die.find(attr))
+      return die;
+    llvm::DWARFDie next = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_abstract_origin);
+    if (!next)
+      next = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_specification);
+    die = next;
+  }
+  return {};
+}
+
+llvm::DWARFDie strip_qualifiers(llvm::DWARFDie t) {
+  for (int hops = 0; t && hops < 16; ++hops) {
+    switch (t.getTag()) {
+    case llvm::dwarf::DW_TAG_typedef:
+    case llvm::dwarf::DW_TAG_const_type:
+    case llvm::dwarf::DW_TAG_volatile_type:
+    case llvm::dwarf::DW_TAG_restrict_type:
+    case llvm::dwarf::DW_TAG_atomic_type:
+      t = t.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_type);
+      continue;
+    default:
+      return t;
+    }
+  }
+  return t;
+}
+
+// Whether a subprogram returns memory of no particular type.
+Tri returns_untyped(llvm::DWARFDie fn) {
+  llvm::DWARFDie holder = with_attribute(fn, llvm::dwarf::DW_AT_type);
+  if (!holder)
+    return Tri::kNo; // void
+  llvm::DWARFDie t =
+      strip_qualifiers(holder.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_type));
+  if (!t || t.getTag() != llvm::dwarf::DW_TAG_pointer_type)
+    return Tri::kNo;
+  if (!t.find(llvm::dwarf::DW_AT_type))
+    return Tri::kYes; // void *
+  llvm::DWARFDie base =
+      strip_qualifiers(t.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_type));
+  if (!base)
+    return Tri::kYes; // a pointer to an unnamed (void) type
+  if (base.getTag() == llvm::dwarf::DW_TAG_base_type) {
+    auto enc = llvm::dwarf::toUnsigned(base.find(llvm::dwarf::DW_AT_encoding));
+    auto size = llvm::dwarf::toUnsigned(base.find(llvm::dwarf::DW_AT_byte_size));
+    if (enc && size && *size == 1 &&
+        (*enc == llvm::dwarf::DW_ATE_signed_char || *enc == llvm::dwarf::DW_ATE_unsigned_char))
+      return Tri::kYes;
+    return Tri::kNo;
+  }
+  if (base.getTag() == llvm::dwarf::DW_TAG_enumeration_type) {
+    const char *name = base.getShortName();
+    if (name && std::string_view(name) == "byte")
+      return Tri::kYes; // std::byte
+  }
+  return Tri::kNo;
+}
+
+std::string function_name(llvm::DWARFDie die) {
+  const char *name = die.getSubroutineName(llvm::DINameKind::LinkageName);
+  if (!name)
+    return {};
+  return llvm::demangle(name);
+}
+
+} // namespace
+
+struct ModuleCodeReader {
+  ModuleCode &out;
+  llvm::DWARFContext &ctx;
+  // DIE offset -> function index, so a function's name is read once.
+  std::unordered_map<uint64_t, uint32_t> die_function;
+  std::vector<ModuleCode::Range> covered; // out-of-line DWARF bodies
+
+  uint32_t function_of(llvm::DWARFDie die) {
+    auto it = die_function.find(die.getOffset());
+    if (it != die_function.end())
+      return it->second;
+    std::string name = function_name(die);
+    uint32_t f = name.empty() ? UINT32_MAX : out.add_function(name, Tri::kUnknown);
+    if (f != UINT32_MAX && out.functions_[f].returns_untyped == Tri::kUnknown)
+      out.functions_[f].returns_untyped = returns_untyped(die);
+    die_function.emplace(die.getOffset(), f);
+    return f;
+  }
+
+  static std::vector<ModuleCode::Range> ranges_of(llvm::DWARFDie die) {
+    std::vector<ModuleCode::Range> r;
+    auto ranges = die.getAddressRanges();
+    if (!ranges) {
+      llvm::consumeError(ranges.takeError());
+      return r;
+    }
+    for (const auto &a : *ranges)
+      if (a.HighPC > a.LowPC)
+        r.push_back({a.LowPC, a.HighPC});
+    return r;
+  }
+
+  void call_site(llvm::DWARFDie die, uint32_t scope) {
+    llvm::DWARFDie callee = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_call_origin);
+    if (!callee)
+      callee = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_abstract_origin);
+    if (!callee)
+      return; // an indirect call
+    uint32_t f = function_of(callee);
+    if (f == UINT32_MAX)
+      return;
+    bool tail = die.find(llvm::dwarf::DW_AT_call_tail_call).hasValue() ||
+                die.find(llvm::dwarf::DW_AT_GNU_tail_call).hasValue();
+    out.add_call(scope, f, tail);
+  }
+
+  // Walks the children of `die`, whose code belongs to `scope`.
+  void walk(llvm::DWARFDie die, uint32_t scope, uint32_t depth) {
+    for (llvm::DWARFDie child : die.children()) {
+      switch (child.getTag()) {
+      case llvm::dwarf::DW_TAG_subprogram:
+        subprogram(child);
+        break;
+      case llvm::dwarf::DW_TAG_inlined_subroutine: {
+        uint32_t f = function_of(child);
+        auto ranges = ranges_of(child);
+        if (f == UINT32_MAX || ranges.empty() || scope == ModuleCode::kNoScope) {
+          walk(child, scope, depth);
+          break;
+        }
+        uint32_t s = out.add_scope(f, scope, std::move(ranges));
+        out.scopes_[s].depth = depth + 1;
+        walk(child, s, depth + 1);
+        break;
+      }
+      case llvm::dwarf::DW_TAG_call_site:
+      case llvm::dwarf::DW_TAG_GNU_call_site:
+        if (scope != ModuleCode::kNoScope)
+          call_site(child, scope);
+        break;
+      case llvm::dwarf::DW_TAG_lexical_block:
+      case llvm::dwarf::DW_TAG_namespace:
+      case llvm::dwarf::DW_TAG_class_type:
+      case llvm::dwarf::DW_TAG_structure_type:
+      case llvm::dwarf::DW_TAG_union_type:
+        walk(child, scope, depth);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+
+  void subprogram(llvm::DWARFDie die) {
+    auto ranges = ranges_of(die);
+    if (ranges.empty()) {
+      walk(die, ModuleCode::kNoScope, 0); // a declaration: local classes may hold bodies
+      return;
+    }
+    uint32_t f = function_of(die);
+    if (f == UINT32_MAX) {
+      walk(die, ModuleCode::kNoScope, 0);
+      return;
+    }
+    covered.insert(covered.end(), ranges.begin(), ranges.end());
+    uint32_t s = out.add_scope(f, ModuleCode::kNoScope, std::move(ranges));
+    walk(die, s, 0);
+  }
+
+  void read_dwarf() {
+    for (const auto &cu : ctx.compile_units()) {
+      llvm::DWARFDie unit = cu->getUnitDIE(false);
+      if (unit)
+        walk(unit, ModuleCode::kNoScope, 0);
+    }
+  }
+
+  // Function symbols whose code no DWARF body covers (assembly, objects
+  // built without -g, a module with no debug info at all).
+  void read_symbols(const llvm::object::ObjectFile &obj) {
+    std::sort(covered.begin(), covered.end(),
+              [](const auto &a, const auto &b) { return a.lo < b.lo; });
+    auto is_covered = [&](uint64_t a) {
+      auto it = std::upper_bound(covered.begin(), covered.end(), a,
+                                 [](uint64_t v, const ModuleCode::Range &r) { return v < r.lo; });
+      return it != covered.begin() && a < std::prev(it)->hi;
+    };
+    std::vector<std::pair<uint64_t, uint64_t>> seen;
+    auto add = [&](const llvm::object::ELFSymbolRef &s) {
+      auto type = s.getType();
+      auto name = s.getName();
+      auto addr = s.getAddress();
+      bool ok = type && name && addr && *type == llvm::object::SymbolRef::ST_Function &&
+                !name->empty() && s.getSize() > 0;
+      if (!type)
+        llvm::consumeError(type.takeError());
+      if (!name)
+        llvm::consumeError(name.takeError());
+      if (!addr)
+        llvm::consumeError(addr.takeError());
+      if (!ok || is_covered(*addr))
+        return;
+      std::pair<uint64_t, uint64_t> key{*addr, s.getSize()};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        return;
+      seen.push_back(key);
+      uint32_t f = out.add_function(llvm::demangle(name->str()), Tri::kUnknown);
+      out.add_scope(f, ModuleCode::kNoScope, {{*addr, *addr + s.getSize()}});
+    };
+    const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);
+    if (!elf)
+      return;
+    for (const auto &s : elf->symbols())
+      add(s);
+    for (const auto &s : elf->getDynamicSymbolIterators())
+      add(s);
+  }
+};
+
+std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
+                                             const std::vector<std::string> &debug_dirs,
+                                             std::string *error) {
+  auto bin = llvm::object::ObjectFile::createObjectFile(path);
+  if (!bin) {
+    if (error)
+      *error = path + ": " + llvm::toString(bin.takeError());
+    return nullptr;
+  }
+  const llvm::object::ObjectFile *obj = bin->getBinary();
+  llvm::object::OwningBinary<llvm::object::ObjectFile> debug;
+  if (!has_section(*obj, ".debug_info")) {
+    std::string id = build_id_of(*obj);
+    for (const auto &dir : debug_dirs) {
+      if (id.size() < 4)
+        break;
+      std::string p = dir + "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+      if (access(p.c_str(), R_OK) != 0)
+        continue;
+      auto d = llvm::object::ObjectFile::createObjectFile(p);
+      if (!d) {
+        llvm::consumeError(d.takeError());
+        continue;
+      }
+      debug = std::move(*d);
+      obj = debug.getBinary();
+      break;
+    }
+  }
+  auto code = std::make_unique<ModuleCode>();
+  code->path_ = path;
+  code->has_dwarf_ = has_section(*obj, ".debug_info");
+  std::unique_ptr<llvm::DWARFContext> ctx = llvm::DWARFContext::create(
+      *obj, llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
+      [](llvm::Error e) { llvm::consumeError(std::move(e)); },
+      [](llvm::Error e) { llvm::consumeError(std::move(e)); });
+  ModuleCodeReader reader{*code, *ctx, {}, {}};
+  if (code->has_dwarf_)
+    reader.read_dwarf();
+  reader.read_symbols(*obj);
+  return code;
+}
+
+const ModuleCode::Function *ModuleCode::function(const std::string &name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &functions_[it->second];
+}
+
+uint32_t ModuleCode::add_function(const std::string &name, Tri returns_untyped) {
+  auto [it, fresh] = by_name_.emplace(name, static_cast<uint32_t>(functions_.size()));
+  if (fresh)
+    functions_.push_back({name, returns_untyped});
+  else if (functions_[it->second].returns_untyped == Tri::kUnknown)
+    functions_[it->second].returns_untyped = returns_untyped;
+  return it->second;
+}
+
+uint32_t ModuleCode::add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges) {
+  uint32_t depth = parent == kNoScope ? 0 : scopes_[parent].depth + 1;
+  scopes_.push_back({function, parent, depth, std::move(ranges)});
+  return static_cast<uint32_t>(scopes_.size() - 1);
+}
+
+} // namespace memlayout::inspector

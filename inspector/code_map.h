@@ -1,0 +1,81 @@
+// What one module's debug information says about its code, read without
+// running it: every function with the scopes its code lies in (an out-of-line
+// body, or a copy inlined into another function), the calls each scope makes,
+// and whether a function returns untyped memory. Allocation sites are decided
+// from this (alloc_site.h): which frames are wrappers, and which address
+// ranges of a running program belong to which site (route_table.h).
+//
+// Names are the symbolizer's: demangled linkage names ("ns::Tree<int>::
+// new_node(int)"), or plain names for C. A module without DWARF has only its
+// symbol table: each function symbol is one scope with no calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace memlayout::inspector {
+
+enum class Tri : uint8_t { kUnknown, kNo, kYes };
+
+class ModuleCode {
+public:
+  struct Function {
+    std::string name;
+    // Returns void*, char*, unsigned char*, std::byte* or a typedef of one:
+    // memory whose type the caller decides. kUnknown without debug info.
+    Tri returns_untyped = Tri::kUnknown;
+  };
+  struct Range {
+    uint64_t lo, hi; // module offsets (link-time addresses), [lo, hi)
+  };
+  // A body of a function: its out-of-line copy (parent == kNoScope) or a copy
+  // inlined into the scope `parent`.
+  struct Scope {
+    uint32_t function;
+    uint32_t parent;
+    uint32_t depth; // 0 for out-of-line bodies
+    std::vector<Range> ranges;
+  };
+  // A call the compiler recorded (DW_TAG_call_site), from code of `scope`.
+  struct Call {
+    uint32_t scope;
+    uint32_t callee; // a function index
+    bool tail;
+  };
+  static constexpr uint32_t kNoScope = UINT32_MAX;
+
+  // Reads `path`, or the separate debug file its build-id names under one of
+  // `debug_dirs` when the module itself has no .debug_info. Null with *error
+  // when the file cannot be read as ELF.
+  static std::unique_ptr<ModuleCode> load(const std::string &path,
+                                          const std::vector<std::string> &debug_dirs,
+                                          std::string *error);
+
+  const std::vector<Function> &functions() const { return functions_; }
+  const std::vector<Scope> &scopes() const { return scopes_; }
+  const std::vector<Call> &calls() const { return calls_; }
+  bool has_dwarf() const { return has_dwarf_; }
+  const std::string &path() const { return path_; }
+
+  // The function of that name, or nullptr.
+  const Function *function(const std::string &name) const;
+
+  // For tests and builders: adds a function (deduplicated by name) / a scope.
+  uint32_t add_function(const std::string &name, Tri returns_untyped);
+  uint32_t add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges);
+  void add_call(uint32_t scope, uint32_t callee, bool tail) { calls_.push_back({scope, callee, tail}); }
+
+private:
+  friend struct ModuleCodeReader;
+  std::string path_;
+  bool has_dwarf_ = false;
+  std::vector<Function> functions_;
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::vector<Scope> scopes_;
+  std::vector<Call> calls_;
+};
+
+} // namespace memlayout::inspector

@@ -1,0 +1,37 @@
+// Builds the interposer's route table (ldpreload/route_table_format.h) from
+// the modules' code maps: the allocation-site definition of alloc_site.h
+// turned into address ranges, so that rules route at run time exactly what
+// reports group.
+#pragma once
+
+#include "alloc_site.h"
+#include "code_map.h"
+#include "route_table_format.h"
+#include "rules.h"
+
+#include <string>
+#include <vector>
+
+namespace memlayout::inspector {
+
+struct RouteModule {
+  std::string path;
+  uint64_t dev = 0, ino = 0;
+  std::vector<routes::RangeEntry> ranges; // sorted, disjoint
+};
+
+// Labels one module's code: each scope's own code (not its inlined copies)
+// gets the rules naming its site — itself, or when it is looked through the
+// site of the scope it is inlined into — or kSkipFrame when the whole inline
+// chain is looked through. Only labelled code is listed.
+std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const WrapperPolicy &p,
+                                             const rules::RuleSet &rules);
+
+// The rule bits whose function key names `function` (rules::function_key_matches).
+uint64_t rules_naming(const std::string &function, const rules::RuleSet &rules);
+
+// Writes the table; false with *error.
+bool write_route_table(const std::string &path, const std::vector<RouteModule> &modules,
+                       const WrapperPolicy &p, std::string *error);
+
+} // namespace memlayout::inspector

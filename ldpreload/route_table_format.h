@@ -1,0 +1,65 @@
+// The route table: what `memlayout run` and `record --rules` hand the
+// interposer so that a rule naming a function routes exactly the allocations
+// a report groups under that name (inspector/alloc_site.h), inlined copies
+// and callers of wrappers included, without any debug information being read
+// in the program's process.
+//
+// The CLI labels the code of the program and the libraries it links, from
+// their DWARF (symbols where there is none): each range of code offsets
+// either belongs to allocation sites that rules name (a rule mask), or is
+// wrapper/plumbing code whose allocations are decided by the caller's frame
+// (kSkipFrame). Code in no range is a site no rule names. Modules loaded later
+// that the table does not list are matched by their symbol tables.
+//
+// File: TableHeader, then `modules` ModuleEntry, then `ranges` RangeEntry,
+// then `wrappers` WrapperName (for those later modules' symbol tables). All
+// little-endian, fixed-size, so the interposer can use it in place.
+#pragma once
+
+#include <cstdint>
+
+namespace memlayout::routes {
+
+inline constexpr char kMagic[8] = {'M', 'L', 'R', 'O', 'U', 'T', 'E', '\0'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kMaxModules = 4096;
+inline constexpr uint32_t kMaxRanges = 1u << 22;
+inline constexpr uint32_t kMaxWrapperNames = 256;
+
+struct TableHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t modules;
+  uint32_t ranges;
+  uint32_t wrappers;
+};
+static_assert(sizeof(TableHeader) == 24);
+
+// A module the CLI labelled, recognised by its file's device and inode.
+struct ModuleEntry {
+  uint64_t dev, ino;
+  uint32_t first_range, range_count; // into the ranges that follow
+  char path[240];                    // for messages only
+};
+static_assert(sizeof(ModuleEntry) == 264);
+
+inline constexpr uint64_t kSkipFrame = 1; // flags: look at the calling frame
+
+// [lo, hi) in the module's link-time addresses (add the load bias), sorted by
+// lo, disjoint. Lookups use return address - 1: the call, not what follows.
+struct RangeEntry {
+  uint64_t lo, hi;
+  uint64_t rules; // bit i: rule i names the site
+  uint64_t flags;
+};
+static_assert(sizeof(RangeEntry) == 32);
+
+// A wrapper's name, normalized (rules::normalize_function), for modules the
+// table does not list.
+struct WrapperName {
+  char name[248];
+  uint64_t not_wrapper; // 1: a not-wrapper declaration
+};
+static_assert(sizeof(WrapperName) == 256);
+
+} // namespace memlayout::routes
