@@ -746,6 +746,12 @@ bool key_has_params(const char *key) {
 
 } // namespace
 
+size_t function_name_offset(const char *demangled) {
+  size_t start, end;
+  name_bounds(demangled, &start, &end);
+  return start;
+}
+
 bool function_key_matches(const char *demangled, const char *key) {
   if (!has_qualifiers(key)) {
     char want[kMaxName];

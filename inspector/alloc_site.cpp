@@ -1,5 +1,7 @@
 #include "alloc_site.h"
 
+#include "rules.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -102,8 +104,35 @@ const char *wrapper_reason_name(WrapperReason r) {
   return "?";
 }
 
+namespace {
+constexpr std::pair<WrapperReason, const char *> kDecided[] = {
+    {WrapperReason::kBuiltin, "builtin"},
+    {WrapperReason::kOption, "option"},
+    {WrapperReason::kRulesFile, "rules_file"},
+    {WrapperReason::kDetectedBinary, "debug_info"},
+    {WrapperReason::kDetectedTrace, "trace"},
+};
+} // namespace
+
+const char *looked_through_decided(WrapperReason r) {
+  for (const auto &[reason, name] : kDecided)
+    if (reason == r)
+      return name;
+  return "?";
+}
+
+bool parse_looked_through_decided(const std::string &s, WrapperReason *out) {
+  for (const auto &[reason, name] : kDecided)
+    if (s == name) {
+      *out = reason;
+      return true;
+    }
+  return false;
+}
+
 bool wrapper_pattern_matches(const std::string &function, const std::string &pattern) {
   std::string_view f = function, e = pattern;
+  f.remove_prefix(rules::function_name_offset(function.c_str()));
   if (e.empty())
     return false;
   if (e.back() == '*')
@@ -196,8 +225,10 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
       bool wrapper = p.wrapper_reason(f.function, &why);
       if (wrapper || is_allocator_frame(f.function)) {
         have_unresolved = false; // what was below it was the wrapper's inside
-        if (wrapper && (through.empty() || through.back().function != f.function))
-          through.push_back({f.function, why});
+        if (wrapper && (through.empty() || through.back().function != f.function)) {
+          auto d = p.detected.find(f.function);
+          through.push_back({f.function, why, d == p.detected.end() ? "" : d->second.evidence});
+        }
         continue;
       }
       if (!have_unresolved) {

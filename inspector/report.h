@@ -105,6 +105,12 @@ struct ReportPlots {
   std::vector<double> same_line, adjacent_line, same_page;
 };
 
+// A rule the trace was recorded under, and what it routed.
+struct RuleStat {
+  std::string rule; // canonical text
+  uint64_t allocations = 0, bytes = 0;
+};
+
 struct Report {
   std::string trace;
   std::string at; // peak, end, mark:NAME
@@ -116,6 +122,7 @@ struct Report {
   std::vector<GroupReport> groups;  // by descending bytes
   std::vector<Finding> findings;    // by descending severity, then groups
   std::vector<std::string> notes;   // caveats the reader must know
+  std::vector<RuleStat> rules;      // when recorded under rules
   std::optional<ReportPlots> plots; // only when asked for (HTML)
 };
 

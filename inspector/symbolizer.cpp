@@ -1,5 +1,7 @@
 #include "symbolizer.h"
 
+#include "rules.h"
+
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
@@ -61,7 +63,10 @@ bool starts_with(const std::string &s, std::string_view prefix) {
 
 } // namespace
 
-bool is_allocator_frame(const std::string &f) {
+bool is_allocator_frame(const std::string &function) {
+  // Function templates carry their return type first: judge the name.
+  const std::string_view f =
+      std::string_view(function).substr(rules::function_name_offset(function.c_str()));
   static constexpr std::string_view kPrefixes[] = {"operator new",
                                                    "operator delete",
                                                    "malloc",
@@ -91,7 +96,7 @@ bool is_allocator_frame(const std::string &f) {
                                                    "mallocx",
                                                    "rallocx"};
   for (std::string_view p : kPrefixes) {
-    if (f.compare(0, p.size(), p) != 0)
+    if (f.substr(0, p.size()) != p)
       continue;
     // A whole name or a prefix ending at a scope/template/argument boundary:
     // "malloc" but not "mallocate_things".

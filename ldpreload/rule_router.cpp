@@ -32,6 +32,9 @@ rules::RuleSet *g_rules; // in our own pages: 64 rules are ~100 KiB
 char g_wanted[rules::kMaxRules][rules::kMaxName]; // normalized function keys
 uint64_t g_always;                                // rules without a function key
 uint64_t g_function_rules;
+// Where `memlayout run` wants the counts (read at start: our variables leave
+// the environment).
+char g_stats_path[4096];
 
 // The CLI's labels (route_table_format.h), mapped read-only.
 const routes::TableHeader *g_table_file;
@@ -409,8 +412,8 @@ void router_child_after_fork() {
 void router_write_stats() {
   if (!g_routing || !g_rules)
     return;
-  const char *path = getenv("MEMLAYOUT_RULE_STATS");
-  if (!path || !*path)
+  const char *path = g_stats_path;
+  if (!*path)
     return;
   uint64_t allocs[rules::kMaxRules], bytes[rules::kMaxRules];
   sum_counts(allocs, bytes);
@@ -475,6 +478,8 @@ void router_init() {
     return;
   if (const char *table = getenv("MEMLAYOUT_ROUTE_TABLE"); table && *table)
     load_route_table(table);
+  if (const char *stats = getenv("MEMLAYOUT_RULE_STATS"); stats && strlen(stats) < sizeof g_stats_path)
+    strcpy(g_stats_path, stats);
   for (unsigned i = 0; i < g_rules->count; ++i) {
     const rules::Rule &r = g_rules->rules[i];
     Route &route = g_routes[i];

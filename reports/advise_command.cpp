@@ -3,7 +3,10 @@
 #include "analysis_options.h"
 #include "commands.h"
 #include "report_input.h"
+#include "rule_match.h"
 #include "rules.h"
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstring>
@@ -69,6 +72,13 @@ std::string match_key(const rules::Rule &r) {
   char buf[4096];
   size_t n = rules::format_rule(m, buf, sizeof buf);
   return std::string(buf, n);
+}
+
+const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
+  for (const auto &g : r.groups)
+    if (g.group.id == id)
+      return &g;
+  return nullptr;
 }
 
 } // namespace
@@ -141,16 +151,71 @@ int advise_main(int argc, char **argv) {
     }
   }
 
+  // Each rule is checked against the report's groups, whose sites are the
+  // ones the interposer will match: it must route the groups it was written
+  // for and nothing else.
+  std::vector<std::string> refused;
+  std::vector<const MergedRule *> kept;
+  std::vector<inspector::LookedThrough> wrappers;
+  for (const auto &m : merged) {
+    char buf[4096];
+    std::string rule_text(buf, rules::format_rule(m.rule, buf, sizeof buf));
+    std::vector<uint32_t> routed = inspector::groups_routed(m.rule, report);
+    // The groups it is for: the findings' groups the rule matches.
+    const inspector::GroupReport *target = nullptr;
+    for (const auto *f : m.because)
+      for (uint32_t id : f->groups)
+        if (!target && std::find(routed.begin(), routed.end(), id) != routed.end())
+          target = by_id(report, id);
+    if (!target) {
+      refused.push_back(rule_text + ": it would route nothing (no group's site matches it)");
+      continue;
+    }
+    std::string others;
+    for (uint32_t id : routed) {
+      const inspector::GroupReport *g = by_id(report, id);
+      if (g->group.site.function == target->group.site.function &&
+          g->group.site.file == target->group.site.file)
+        continue; // the same site in another size class: routed with it, as intended
+      others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) +
+                " " + g->group.name + " (" + std::to_string(g->objects) + " objects)";
+    }
+    if (!others.empty()) {
+      refused.push_back(rule_text + ": it would also route " + others +
+                        ", whose site has the same name; tell them apart with --not-wrapper "
+                        "or a size= key, or segregate in code (docs/segregation-api.md)");
+      continue;
+    }
+    kept.push_back(&m);
+    for (uint32_t id : routed)
+      for (const auto &w : by_id(report, id)->group.site.looked_through)
+        if (w.reason != inspector::WrapperReason::kBuiltin &&
+            std::none_of(wrappers.begin(), wrappers.end(),
+                         [&](const auto &x) { return x.function == w.function; }))
+          wrappers.push_back(w);
+  }
+
   std::string text = "# memlayout rules from " + input + " (memlayout advise)\n";
   text += "# apply: memlayout run --rules FILE -- PROGRAM   check: memlayout replay TRACE "
           "--rules FILE\n";
-  for (const auto &m : merged) {
+  if (!wrappers.empty()) {
+    text += "\n# the sites below were found through these wrappers; the rules route their\n"
+            "# callers' allocations only while they are looked through\n";
+    for (const auto &w : wrappers)
+      text += "wrapper=" + w.function + "   # " + inspector::wrapper_reason_name(w.reason) +
+              (w.evidence.empty() ? "" : ": " + w.evidence) + "\n";
+  }
+  for (const auto *m : kept) {
     text += "\n";
-    for (const auto *f : m.because)
+    for (const auto *f : m->because)
       text += "# " + f->severity + " " + f->kind + ": " + f->message + "\n";
     char buf[4096];
-    size_t n = rules::format_rule(m.rule, buf, sizeof buf);
+    size_t n = rules::format_rule(m->rule, buf, sizeof buf);
     text.append(buf, n).push_back('\n');
+  }
+  for (const auto &why : refused) {
+    text += "\n# not written: " + why + "\n";
+    std::fprintf(stderr, "memlayout advise: not written: %s\n", why.c_str());
   }
   if (merged.empty())
     text += "\n# no finding" + std::string(considered ? " has a fix a rule can carry out" : "") +
@@ -167,8 +232,8 @@ int advise_main(int argc, char **argv) {
       return 2;
     }
   }
-  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", merged.size(),
-               merged.size() == 1 ? "" : "s", considered - without_rule,
+  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", kept.size(),
+               kept.size() == 1 ? "" : "s", considered - without_rule,
                considered - without_rule == 1 ? "" : "s");
   if (without_rule)
     std::fprintf(stderr, " (%zu more without a rule-shaped fix)", without_rule);

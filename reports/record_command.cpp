@@ -1,5 +1,6 @@
 // memlayout record: run a program under the preload and leave its trace.
 #include "commands.h"
+#include "route_setup.h"
 #include "rule_args.h"
 #include "trace_reader.h"
 
@@ -42,6 +43,8 @@ constexpr const char *kUsage =
     "                           docs/segregation.md\n"
     "  --types MAP              type map for type= rules (default: PROGRAM's\n"
     "                           .memlayout-types.json beside it)\n"
+    "  --wrapper NAME           look through NAME when deciding a rule's site\n"
+    "  --not-wrapper NAME       never look through NAME, even if detected\n"
     "  -h, --help               this text\n"
     "\n"
     "Forked children write FILE with .PID inserted before the extension; with\n"
@@ -56,6 +59,7 @@ struct Options {
   bool page_frames = true;
   RuleArgs rules;
   std::string types_file; // --types MAP for type= rules
+  inspector::WrapperPolicy wrappers; // --wrapper, --not-wrapper
   std::vector<char *> command;
 };
 
@@ -64,7 +68,10 @@ constexpr const char *kRunUsage =
     "\n"
     "Runs COMMAND with segregation rules applied and nothing recorded: the\n"
     "allocations the rules match come from their pools, padded or aligned as\n"
-    "the rules say. COMMAND's output and exit status are its own.\n"
+    "the rules say, and one line per rule at exit says what it routed.\n"
+    "Without rules it runs COMMAND on the same allocator, untouched: the\n"
+    "baseline to compare a fix with (see memlayout compare). COMMAND's output\n"
+    "and exit status are its own.\n"
     "\n"
     "options:\n"
     "  --segregate SPEC         a rule such as function=make_node,pool=nodes\n"
@@ -74,6 +81,8 @@ constexpr const char *kRunUsage =
     "  --allocator MODE         native (default) or jemalloc, for what the rules\n"
     "                           leave alone\n"
     "  --types MAP              type map for type= rules (memlayout structs)\n"
+    "  --wrapper NAME           look through NAME when deciding a rule's site\n"
+    "  --not-wrapper NAME       never look through NAME, even if detected\n"
     "  -h, --help               this text\n";
 
 // `record` and `run` share their launcher; run records nothing.
@@ -157,6 +166,11 @@ int parse(int argc, char **argv, Options &o) {
       if (!v || !*v)
         return usage_error("%s needs a type map (memlayout structs --format json)", name.c_str());
       o.types_file = v;
+    } else if (name == "--wrapper" || name == "--not-wrapper") {
+      const char *v = take();
+      if (!v || !*v)
+        return usage_error("%s needs a function name", name.c_str());
+      (name == "--wrapper" ? o.wrappers.wrappers : o.wrappers.not_wrappers).push_back(v);
     } else if (name == "--rules") {
       const char *v = take();
       if (!v || !*v)
@@ -280,11 +294,11 @@ int launch(int argc, char **argv) {
   LoadedRules rules;
   if (!load_rules(o.rules, &rules))
     return 2;
-  if (g_run_mode && rules.set->count == 0)
-    return usage_error("%s", "no rules to apply: give --segregate SPEC or --rules FILE");
   if (!expand_match_keys(&rules, o.command[0], o.types_file, true))
     return 2;
-  warn_unmatched_functions(rules, o.command[0]);
+  RouteSetup routes;
+  if (rules.set->count && !routes.prepare(rules, o.command[0], o.wrappers))
+    return 2;
   std::string preload = find_preload();
   if (preload.empty()) {
     std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
@@ -333,10 +347,15 @@ int launch(int argc, char **argv) {
     setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
     setenv("MEMLAYOUT_PAGEMAP", o.page_frames ? "1" : "0", 1);
     unsetenv("MEMLAYOUT_EXEC_GEN");
-    if (rules.set->count)
+    if (rules.set->count) {
       setenv("MEMLAYOUT_RULES", rules.text.c_str(), 1);
-    else
+      setenv("MEMLAYOUT_ROUTE_TABLE", routes.table_path().c_str(), 1);
+      setenv("MEMLAYOUT_RULE_STATS", routes.stats_path().c_str(), 1);
+    } else {
       unsetenv("MEMLAYOUT_RULES");
+      unsetenv("MEMLAYOUT_ROUTE_TABLE");
+      unsetenv("MEMLAYOUT_RULE_STATS");
+    }
     setenv("MEMLAYOUT_MODE", g_run_mode ? "run" : "record", 1);
     execvp(o.command[0], o.command.data());
     fail(2, errno);
@@ -375,6 +394,8 @@ int launch(int argc, char **argv) {
   }
   if (!g_run_mode)
     print_summary(out);
+  if (rules.set->count)
+    routes.print_summary(rules);
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);

@@ -1,8 +1,10 @@
 // The report for a terminal: where the heap is, the biggest groups with their
 // layout figures, then what is wrong and what to change.
+#include "alloc_site.h"
 #include "render.h"
 #include "text_format.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -59,7 +61,40 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   }
   if (r.groups.size() > o.top)
     out << "  ... " << r.groups.size() - o.top << " more groups (--top N, or --format json)\n";
+  // Which wrappers the shown groups' sites were found through, each once.
+  std::vector<std::pair<inspector::LookedThrough, std::string>> through;
+  shown = 0;
+  for (const auto &g : r.groups) {
+    if (shown++ == o.top)
+      break;
+    for (const auto &w : g.group.site.looked_through) {
+      auto it = std::find_if(through.begin(), through.end(),
+                             [&](const auto &t) { return t.first.function == w.function; });
+      if (it == through.end())
+        through.push_back({w, std::to_string(g.group.id)});
+      else
+        it->second += ", " + std::to_string(g.group.id);
+    }
+  }
+  if (!through.empty()) {
+    out << "\n";
+    for (const auto &[w, ids] : through) {
+      out << "  looked through: " << w.function << " ("
+          << inspector::wrapper_reason_name(w.reason);
+      if (!w.evidence.empty())
+        out << ": " << w.evidence;
+      out << ") for group" << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "\n";
+    }
+  }
   out << "\n";
+  if (!r.rules.empty()) {
+    out << paint("Rules in force when recorded", "1") << "\n";
+    for (const auto &rule : r.rules)
+      out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
+          << human_bytes(static_cast<double>(rule.bytes))
+          << (rule.allocations ? "" : "  (routed nothing)") << "\n";
+    out << "\n";
+  }
   if (r.findings.empty()) {
     out << paint("No findings:", "32") << " no group crosses a threshold (docs/findings.md).\n";
   } else {

@@ -9,6 +9,8 @@
 #include "replay_ops.h"
 #include "report_builder.h"
 #include "rule_args.h"
+#include "rule_match.h"
+#include "grouping.h"
 #include "symbolizer.h"
 #include "type_map.h"
 
@@ -77,15 +79,6 @@ std::string self_dir() {
   return p.substr(0, p.rfind('/'));
 }
 
-bool ends_with_path(const std::string &path, const std::string &suffix) {
-  if (suffix.size() > path.size())
-    return false;
-  if (path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  return path.size() == suffix.size() || suffix[0] == '/' ||
-         path[path.size() - suffix.size() - 1] == '/';
-}
-
 // The recorded sequence, as the worker will execute it.
 struct Sequence {
   std::vector<Op> ops;
@@ -94,79 +87,42 @@ struct Sequence {
   uint32_t threads = 0;
 };
 
+// The rule each recorded allocation falls under: the site as reports and
+// the interposer decide it, matched as the interposer matches.
 class RouteDecider {
 public:
   RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym,
-               const inspector::TypeMap *types)
-      : set_(set), r_(r), sym_(sym), types_(types) {
-    for (unsigned i = 0; i < set.count; ++i) {
-      char want[rules::kMaxName] = "";
-      if (set.rules[i].function[0])
-        rules::normalize_function(set.rules[i].function, want, sizeof want);
-      wanted_.push_back(want);
-    }
-  }
+               const inspector::WrapperPolicy &wrappers, const inspector::TypeMap *types)
+      : set_(set), r_(r), sym_(sym), wrappers_(wrappers), types_(types) {}
 
   uint8_t route(uint64_t stack_id, uint64_t size) {
     const Site &s = site(stack_id);
-    for (unsigned i = 0; i < set_.count; ++i) {
-      const rules::Rule &rule = set_.rules[i];
-      if (rule.has_size && (size < rule.size_min || size > rule.size_max))
-        continue;
-      if (rule.type[0] && (!types_ || !same_type(s.type, rule.type)))
-        continue;
-      if (rule.function[0] && !s.physical_function.empty() &&
-          !rules::demangled_matches(s.physical_function.c_str(), wanted_[i].c_str()))
-        continue;
-      if (rule.function[0] && s.physical_function.empty())
-        continue;
-      if (rule.file[0] &&
-          (!ends_with_path(s.file, rule.file) || (rule.file_line && rule.file_line != s.line)))
-        continue;
-      return static_cast<uint8_t>(i);
-    }
-    return replay::kNoRoute;
+    int i = inspector::first_matching_rule(set_, s.site, size, s.type);
+    return i < 0 ? replay::kNoRoute : static_cast<uint8_t>(i);
   }
 
 private:
   struct Site {
-    std::string physical_function, file, type;
-    uint32_t line = 0;
+    inspector::Group::Site site;
+    std::string type;
   };
-
-  bool same_type(const std::string &have, const char *want) const {
-    if (have.empty())
-      return false;
-    const inspector::RecordLayout *rec = types_->record(want);
-    return have == (rec ? rec->name : std::string(want));
-  }
 
   const Site &site(uint64_t stack_id) {
     auto it = sites_.find(stack_id);
     if (it != sites_.end())
       return it->second;
     Site s;
-    auto frames = r_.stack(stack_id);
-    if (!frames.empty()) {
-      const inspector::SymbolizedAddress &a = sym_.symbolize(frames[0]);
-      if (a.resolved) {
-        // The interposer matches the function whose symbol holds the return
-        // address: the outermost of the inlined frames.
-        s.physical_function = a.frames.back().function;
-        s.file = a.frames.front().file;
-        s.line = a.frames.front().line;
-        if (types_)
-          s.type = types_->type_at(a.frames.front().function, s.file, s.line);
-      }
-    }
+    s.site = inspector::alloc_site(r_.stack(stack_id), sym_, wrappers_);
+    if (types_)
+      s.type = types_->type_at(s.site.function, s.site.file, s.site.line);
     return sites_.emplace(stack_id, std::move(s)).first->second;
   }
 
   const rules::RuleSet &set_;
   inspector::TraceReader &r_;
   inspector::Symbolizer &sym_;
+  const inspector::WrapperPolicy &wrappers_;
   const inspector::TypeMap *types_;
-  std::vector<std::string> wanted_;
   std::unordered_map<uint64_t, Site> sites_;
 };
 
@@ -341,6 +297,9 @@ int replay_main(int argc, char **argv) {
     std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
     return 2;
   }
+  // file= and type= keys name functions, as they do for `memlayout run`.
+  if (!expand_match_keys(&rules, r.header().executable, o.types_file, o.find_types))
+    return 2;
   inspector::Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;
   inspector::Symbolizer sym(r.modules(), sym_opts);
@@ -361,7 +320,21 @@ int replay_main(int argc, char **argv) {
       std::fprintf(stderr, "memlayout replay: warning: type= rules need a type map (memlayout "
                            "structs --format json, then --types MAP): they match nothing\n");
   }
-  RouteDecider decider(*rules.set, r, sym, types ? &*types : nullptr);
+  // The wrappers as `memlayout report` of this trace decides them, for the
+  // routing here and the report of the result alike.
+  inspector::WrapperPolicy wrappers;
+  wrappers.wrappers = o.wrappers;
+  wrappers.not_wrappers = o.not_wrappers;
+  for (unsigned i = 0; i < rules.set->wrapper_count; ++i) {
+    const rules::WrapperDecl &d = rules.set->wrappers[i];
+    (d.not_wrapper ? wrappers.not_wrappers : wrappers.rules_file).push_back(d.function);
+  }
+  {
+    inspector::CodeMaps code(sym);
+    inspector::detect_wrappers(inspector::weighted_stacks(snap, r), sym, code, wrappers);
+  }
+  o.wrappers_decided = &wrappers;
+  RouteDecider decider(*rules.set, r, sym, wrappers, types ? &*types : nullptr);
   std::unordered_map<uint32_t, uint16_t> thread_index;
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
