@@ -1,5 +1,6 @@
 // memlayout record: run a program under the preload and leave its trace.
 #include "commands.h"
+#include "preload_launch.h"
 #include "route_setup.h"
 #include "rule_args.h"
 #include "trace_reader.h"
@@ -188,31 +189,6 @@ int parse(int argc, char **argv, Options &o) {
   return -1;
 }
 
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    return ".";
-  buf[n] = '\0';
-  std::string p = buf;
-  return p.substr(0, p.rfind('/'));
-}
-
-// The preload library sits in ../lib beside bin/ in the build tree and in an
-// installed prefix alike.
-std::string find_preload() {
-  if (const char *env = std::getenv("MEMLAYOUT_PRELOAD_LIBRARY"); env && *env)
-    return env;
-  std::string dir = self_dir();
-  for (const char *rel : {"/../lib/libmemlayout_preload.so", "/libmemlayout_preload.so"}) {
-    std::string p = dir + rel;
-    char real[PATH_MAX];
-    if (access(p.c_str(), R_OK) == 0 && realpath(p.c_str(), real))
-      return real;
-  }
-  return {};
-}
-
 std::string absolute(const std::string &path) {
   if (!path.empty() && path[0] == '/')
     return path;
@@ -335,28 +311,23 @@ int launch(int argc, char **argv) {
         fail(1, errno);
       close(fd);
     }
-    std::string ld = preload;
-    if (const char *old = std::getenv("LD_PRELOAD"); old && *old)
-      ld += ":" + std::string(old);
-    setenv("LD_PRELOAD", ld.c_str(), 1);
+    PreloadEnv env;
+    env.preload = preload;
+    env.mode = g_run_mode ? "run" : "record";
+    env.allocator = o.allocator;
+    if (rules.set->count) {
+      env.rules_text = rules.text;
+      env.route_table = routes.table_path();
+      env.rule_stats = routes.stats_path();
+    }
+    apply_preload_env(env);
     setenv("MEMLAYOUT_OUTPUT", out.c_str(), 1);
-    setenv("MEMLAYOUT_ALLOCATOR", o.allocator.c_str(), 1);
     setenv("MEMLAYOUT_UNWIND", o.unwind.c_str(), 1);
     setenv("MEMLAYOUT_STACK_DEPTH", std::to_string(o.stack_depth).c_str(), 1);
     setenv("MEMLAYOUT_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
     setenv("MEMLAYOUT_PAGEMAP", o.page_frames ? "1" : "0", 1);
     unsetenv("MEMLAYOUT_EXEC_GEN");
-    if (rules.set->count) {
-      setenv("MEMLAYOUT_RULES", rules.text.c_str(), 1);
-      setenv("MEMLAYOUT_ROUTE_TABLE", routes.table_path().c_str(), 1);
-      setenv("MEMLAYOUT_RULE_STATS", routes.stats_path().c_str(), 1);
-    } else {
-      unsetenv("MEMLAYOUT_RULES");
-      unsetenv("MEMLAYOUT_ROUTE_TABLE");
-      unsetenv("MEMLAYOUT_RULE_STATS");
-    }
-    setenv("MEMLAYOUT_MODE", g_run_mode ? "run" : "record", 1);
     execvp(o.command[0], o.command.data());
     fail(2, errno);
   }
@@ -373,9 +344,7 @@ int launch(int argc, char **argv) {
     got = read(pipefd[0], &failure, sizeof failure);
   while (got < 0 && errno == EINTR);
   close(pipefd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_child(pid);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
   std::string out = explicit_output.empty()

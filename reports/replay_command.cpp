@@ -8,6 +8,7 @@
 #include "render.h"
 #include "replay_ops.h"
 #include "report_builder.h"
+#include "preload_launch.h"
 #include "rule_args.h"
 #include "rule_match.h"
 #include "grouping.h"
@@ -69,15 +70,6 @@ int usage_error(const std::string &message) {
 using replay::Op;
 using replay::OpKind;
 
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    return ".";
-  buf[n] = '\0';
-  std::string p = buf;
-  return p.substr(0, p.rfind('/'));
-}
 
 // The recorded sequence, as the worker will execute it.
 struct Sequence {

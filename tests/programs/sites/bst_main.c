@@ -3,7 +3,8 @@
  * operation record through the suite's pool, back to back. Records are built
  * by static inline constructors that the compiler folds into bst_add.
  *
- *   bst_pool_* [N]   (default 100000 inserts of random keys) */
+ *   bst_* [N [LOOKUPS]]   N inserts of random keys (default 100000), then
+ *                         LOOKUPS searches of random keys (default 0) */
 #include "bst_pool.h"
 
 #include <stdint.h>
@@ -63,6 +64,13 @@ int bst_add(long key, long value) {
   return 1;
 }
 
+static int bst_contains(long key) {
+  const node_t *n = root;
+  while (n && n->key != key)
+    n = key < n->key ? n->left : n->right;
+  return n != NULL;
+}
+
 static long sum_keys(const node_t *n) {
   long s = 0;
   while (n) {
@@ -74,14 +82,22 @@ static long sum_keys(const node_t *n) {
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 100000;
+  long lookups = argc > 2 ? atol(argv[2]) : 0;
   uint64_t x = 88172645463325252ull;
-  long added = 0;
+  long added = 0, found = 0;
   for (long i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     added += bst_add((long)(x % (uint64_t)(4 * n)), (long)i);
   }
-  printf("%ld keys, sum %ld, %zu bytes\n", added, sum_keys(root), pool_allocated());
+  for (long i = 0; i < lookups; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    found += bst_contains((long)(x % (uint64_t)(4 * n)));
+  }
+  printf("%ld keys, sum %ld, %zu bytes, %ld found\n", added, sum_keys(root), pool_allocated(),
+         found);
   return 0;
 }
