@@ -534,24 +534,29 @@ uint64_t frame_decision_slow(uintptr_t pc, size_t size) {
 }
 
 const Route *route_by_callers(const UnwindStart &start, size_t size) {
-  // Wrappers nest a few deep at most; the unwinder's rules are cached per
-  // return address, so this costs a few ns per frame once warm.
-  constexpr size_t kMaxFrames = 10;
-  uintptr_t frames[kMaxFrames];
-  size_t n = 1;
-  // The unwinder's first use on a thread may allocate: that allocation is
-  // decided by its own frame alone.
-  if (!tl_unwinding) {
-    tl_unwinding = true;
-    n = cfi::unwind_rules_only(start, frames, kMaxFrames);
-    tl_unwinding = false;
+  // Wrappers nest a few deep at most: unwind just past the first wrapper,
+  // and deeper only when the caller is a wrapper too. The unwinder's rules
+  // are cached per return address, so a frame costs a few ns once warm.
+  constexpr size_t kDepths[] = {3, 10};
+  uintptr_t frames[10];
+  for (size_t depth : kDepths) {
+    size_t n = 1;
+    // The unwinder's first use on a thread may allocate: that allocation is
+    // decided by its own frame alone.
+    if (!tl_unwinding) {
+      tl_unwinding = true;
+      n = cfi::unwind_rules_only(start, frames, depth);
+      tl_unwinding = false;
+    }
+    for (size_t i = 1; i < n; ++i) {
+      uint64_t kind = frame_decision(frames[i], size);
+      if (kind != kDecideByCaller)
+        return kind ? &g_routes[kind - 1] : nullptr;
+    }
+    if (n < depth)
+      break; // the stack ended: every frame was looked through
   }
-  for (size_t i = 1; i < n; ++i) {
-    uint64_t kind = frame_decision(frames[i], size);
-    if (kind != kDecideByCaller)
-      return kind ? &g_routes[kind - 1] : nullptr;
-  }
-  uint64_t kind = first_fitting(g_always, size); // every frame looked through
+  uint64_t kind = first_fitting(g_always, size);
   return kind ? &g_routes[kind - 1] : nullptr;
 }
 

@@ -1,11 +1,13 @@
 // The report as one HTML page with its figures beside it: readable offline,
 // in a mail attachment or a CI artifact, so inline CSS, no script and nothing
 // fetched from elsewhere.
+#include "alloc_site.h"
 #include "gnuplot.h"
 #include "plot_scripts.h"
 #include "render.h"
 #include "text_format.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -115,6 +117,38 @@ void groups(const Report &r, std::ostream &h, size_t top) {
   h << "</table>\n";
   if (r.groups.size() > top)
     h << "<p>... " << r.groups.size() - top << " more groups (<code>--format json</code>).</p>\n";
+  // The wrappers the shown groups' sites were found through, each once.
+  std::vector<std::pair<const inspector::LookedThrough *, std::string>> through;
+  shown = 0;
+  for (const auto &g : r.groups) {
+    if (shown++ == top)
+      break;
+    for (const auto &w : g.group.site.looked_through) {
+      auto it = std::find_if(through.begin(), through.end(),
+                             [&](const auto &t) { return t.first->function == w.function; });
+      if (it == through.end())
+        through.push_back({&w, std::to_string(g.group.id)});
+      else
+        it->second += ", " + std::to_string(g.group.id);
+    }
+  }
+  for (const auto &[w, ids] : through)
+    h << "<p class=\"note\">looked through <code>" << esc(w->function) << "</code> ("
+      << esc(inspector::wrapper_reason_name(w->reason))
+      << (w->evidence.empty() ? "" : ": " + esc(w->evidence)) << ") to find the sites of groups "
+      << ids << "</p>\n";
+}
+
+void rules_in_force(const Report &r, std::ostream &h) {
+  if (r.rules.empty())
+    return;
+  h << "<h2>Rules in force when recorded</h2>\n<table>\n<tr><th class=\"name\">rule</th>"
+       "<th>allocations</th><th>bytes</th></tr>\n";
+  for (const auto &rule : r.rules)
+    h << "<tr><td class=\"name\"><code>" << esc(rule.rule) << "</code></td><td>"
+      << rule.allocations << (rule.allocations ? "" : " (routed nothing)") << "</td><td>"
+      << human_bytes(static_cast<double>(rule.bytes)) << "</td></tr>\n";
+  h << "</table>\n";
 }
 
 std::string group_name(const Report &r, uint32_t id) {
@@ -184,6 +218,7 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
   findings(r, h);
   levels(r, h);
   groups(r, h, o.top);
+  rules_in_force(r, h);
   plots(r, drawn, h);
   notes(all_notes, h);
   h << "</body>\n</html>\n";
