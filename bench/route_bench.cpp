@@ -29,8 +29,12 @@
 using memlayout::preload::route_for;
 using memlayout::preload::UnwindStart;
 
-extern "C" __attribute__((noinline)) void route_bench_matched() { asm volatile(".rept 64\n nop\n .endr"); }
-extern "C" __attribute__((noinline)) void route_bench_other() { asm volatile(".rept 64\n nop\n .endr"); }
+extern "C" __attribute__((noinline)) void route_bench_matched() {
+  asm volatile(".rept 64\n nop\n .endr");
+}
+extern "C" __attribute__((noinline)) void route_bench_other() {
+  asm volatile(".rept 64\n nop\n .endr");
+}
 
 namespace {
 
@@ -85,8 +89,7 @@ std::string write_table() {
   ranges.push_back({m.lo, m.hi, 1, 0});
   ranges.push_back({w.lo, w.hi, 0, routes::kSkipFrame});
   ranges.push_back({s.lo, s.hi, 1, 0});
-  std::sort(ranges.begin(), ranges.end(),
-            [](const auto &a, const auto &b) { return a.lo < b.lo; });
+  std::sort(ranges.begin(), ranges.end(), [](const auto &a, const auto &b) { return a.lo < b.lo; });
   struct stat st;
   if (stat("/proc/self/exe", &st) != 0)
     std::exit(2);
@@ -192,7 +195,8 @@ int main(int argc, char **argv) {
               "  uncached (first allocation from a call site): %.0f ns\n",
               rule_count, sites, median(warm), runs, median(wrapped), median(cold));
   if (!g_hits || !wrapped_right) {
-    std::printf("%s: broken\n", g_hits ? "the wrapper's callers were routed wrong" : "no site matched");
+    std::printf("%s: broken\n",
+                g_hits ? "the wrapper's callers were routed wrong" : "no site matched");
     return 1;
   }
   return 0;

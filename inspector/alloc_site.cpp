@@ -79,7 +79,8 @@ std::vector<std::string> significant(const std::map<std::string, uint64_t> &call
 }
 
 std::string callers_evidence(const std::vector<std::string> &callers) {
-  std::string e = std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
+  std::string e =
+      std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
   for (size_t i = 0; i < callers.size() && i < 4; ++i)
     e += (i ? ", " : "") + callers[i];
   if (callers.size() > 4)
@@ -106,10 +107,8 @@ const char *wrapper_reason_name(WrapperReason r) {
 
 namespace {
 constexpr std::pair<WrapperReason, const char *> kDecided[] = {
-    {WrapperReason::kBuiltin, "builtin"},
-    {WrapperReason::kOption, "option"},
-    {WrapperReason::kRulesFile, "rules_file"},
-    {WrapperReason::kDetectedBinary, "debug_info"},
+    {WrapperReason::kBuiltin, "builtin"},      {WrapperReason::kOption, "option"},
+    {WrapperReason::kRulesFile, "rules_file"}, {WrapperReason::kDetectedBinary, "debug_info"},
     {WrapperReason::kDetectedTrace, "trace"},
 };
 } // namespace
@@ -334,8 +333,8 @@ size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
     changed = false;
     for (uint32_t f = 0; f < fns.size(); ++f) {
       const std::string &name = fns[f].name;
-      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() ||
-          p.is_skipped(name) || p.is_not_wrapper(name))
+      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() || p.is_skipped(name) ||
+          p.is_not_wrapper(name))
         continue;
       bool all_wrappers = true;
       std::vector<std::string> names;

@@ -32,7 +32,7 @@ struct PlotOptions {
 struct ReportOptions {
   SnapshotSpec at;
   std::vector<HotPrefix> hot;
-  std::string cache_file;            // cache model override; empty: this machine's sysfs
+  std::string cache_file;                // cache model override; empty: this machine's sysfs
   std::vector<std::string> wrappers;     // --wrapper: functions to look through
   std::vector<std::string> not_wrappers; // --not-wrapper: never looked through
   // `wrapper=` / `not-wrapper=` lines of a rules file (replay's --rules); a

@@ -28,7 +28,7 @@ Route g_routes[64];
 
 namespace {
 
-rules::RuleSet *g_rules; // in our own pages: 64 rules are ~100 KiB
+rules::RuleSet *g_rules;                          // in our own pages: 64 rules are ~100 KiB
 char g_wanted[rules::kMaxRules][rules::kMaxName]; // normalized function keys
 uint64_t g_always;                                // rules without a function key
 uint64_t g_function_rules;
@@ -114,8 +114,8 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
   for (size_t i = 0; i < n; ++i) {
     const Elf64_Sym &s = syms[i];
     unsigned type = ELF64_ST_TYPE(s.st_info);
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
-        s.st_size == 0 || s.st_name >= strtab.sh_size)
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_size == 0 ||
+        s.st_name >= strtab.sh_size)
       continue;
     const char *name = strings + s.st_name;
     if (!memchr(name, 0, strtab.sh_size - s.st_name))
@@ -309,8 +309,7 @@ void load_route_table(const char *path) {
   }
   if (!ok) {
     munmap(map, size);
-    return sys::warn("not a route table of this version (rules match by symbol names only)",
-                     path);
+    return sys::warn("not a route table of this version (rules match by symbol names only)", path);
   }
   g_table_file = h;
   g_table_modules = reinterpret_cast<const routes::ModuleEntry *>(h + 1);
@@ -478,7 +477,8 @@ void router_init() {
     return;
   if (const char *table = getenv("MEMLAYOUT_ROUTE_TABLE"); table && *table)
     load_route_table(table);
-  if (const char *stats = getenv("MEMLAYOUT_RULE_STATS"); stats && strlen(stats) < sizeof g_stats_path)
+  if (const char *stats = getenv("MEMLAYOUT_RULE_STATS");
+      stats && strlen(stats) < sizeof g_stats_path)
     strcpy(g_stats_path, stats);
   for (unsigned i = 0; i < g_rules->count; ++i) {
     const rules::Rule &r = g_rules->rules[i];

@@ -177,8 +177,8 @@ int advise_main(int argc, char **argv) {
       if (g->group.site.function == target->group.site.function &&
           g->group.site.file == target->group.site.file)
         continue; // the same site in another size class: routed with it, as intended
-      others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) +
-                " " + g->group.name + " (" + std::to_string(g->objects) + " objects)";
+      others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
+                g->group.name + " (" + std::to_string(g->objects) + " objects)";
     }
     if (!others.empty()) {
       refused.push_back(rule_text + ": it would also route " + others +

@@ -31,8 +31,8 @@ OptionParse parse_analysis_option(int argc, char **argv, int &i, inspector::Repo
     o.hot.push_back({std::string(v, static_cast<size_t>(eq - v)), field ? 0 : n,
                      field ? std::string(eq + 1) : std::string()});
   } else if (!v || !*v) {
-    error = a + (a == "--wrapper" || a == "--not-wrapper" ? " needs a function name"
-                                                           : " needs a file");
+    error =
+        a + (a == "--wrapper" || a == "--not-wrapper" ? " needs a function name" : " needs a file");
     return OptionParse::kError;
   } else if (a == "--types") {
     o.find_types = std::strcmp(v, "none") != 0;

@@ -357,9 +357,9 @@ int compare_main(int argc, char **argv) {
             char buf[4096];
             j.attribute("rule",
                         std::string(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf)));
-            j.attribute("allocations_per_run",
-                        runs ? static_cast<double>(counts[r].allocations) / static_cast<double>(runs)
-                             : 0.0);
+            j.attribute("allocations_per_run", runs ? static_cast<double>(counts[r].allocations) /
+                                                          static_cast<double>(runs)
+                                                    : 0.0);
           });
       });
     });
@@ -382,7 +382,8 @@ int compare_main(int argc, char **argv) {
               allocator.c_str());
   std::printf("  %-28s %-26s %-26s %s\n", "", "wall s, median (min-max)", "CPU s", "peak RSS");
   std::printf("  %-28s %-26s %-26s %s\n", "A  without rules", range(aw, "%.3f").c_str(),
-              range(ac, "%.3f").c_str(), human_bytes(1024.0 * static_cast<double>(a.maxrss())).c_str());
+              range(ac, "%.3f").c_str(),
+              human_bytes(1024.0 * static_cast<double>(a.maxrss())).c_str());
   std::printf("  %-28s %-26s %-26s %s\n", ("B  with " + rules_name).c_str(),
               range(bw, "%.3f").c_str(), range(bc, "%.3f").c_str(),
               human_bytes(1024.0 * static_cast<double>(b.maxrss())).c_str());
@@ -390,8 +391,10 @@ int compare_main(int argc, char **argv) {
               range(rc, "%.3f").c_str());
   double gain = (1 - rw.median) * 100;
   std::printf("\n  %s: B takes %.3fx A's wall time (%s%.1f%%)%s\n",
-              rw.max < 1 ? "faster" : rw.min > 1 ? "slower" : "within noise", rw.median,
-              gain >= 0 ? "-" : "+", gain >= 0 ? gain : -gain,
+              rw.max < 1   ? "faster"
+              : rw.min > 1 ? "slower"
+                           : "within noise",
+              rw.median, gain >= 0 ? "-" : "+", gain >= 0 ? gain : -gain,
               rw.max < 1 || rw.min > 1 ? ", every round" : ": rounds disagree, run more (-r N)");
   for (unsigned r = 0; r < rules.set->count; ++r) {
     char buf[4096];

@@ -3,9 +3,9 @@
 #include "analysis_options.h"
 #include "commands.h"
 #include "render_diff.h"
-#include "report_input.h"
 #include "report_builder.h"
 #include "report_diff.h"
+#include "report_input.h"
 #include "report_json.h"
 #include "trace_format.h"
 

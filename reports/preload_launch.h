@@ -16,12 +16,12 @@ std::string self_dir();
 std::string find_preload();
 
 struct PreloadEnv {
-  std::string preload;         // the library
-  std::string mode = "run";    // "record" or "run"
+  std::string preload;      // the library
+  std::string mode = "run"; // "record" or "run"
   std::string allocator = "native";
-  std::string rules_text;      // MEMLAYOUT_RULES; empty: none
-  std::string route_table;     // MEMLAYOUT_ROUTE_TABLE
-  std::string rule_stats;      // MEMLAYOUT_RULE_STATS
+  std::string rules_text;  // MEMLAYOUT_RULES; empty: none
+  std::string route_table; // MEMLAYOUT_ROUTE_TABLE
+  std::string rule_stats;  // MEMLAYOUT_RULE_STATS
 };
 
 // In the child, before exec: LD_PRELOAD (ahead of any the user set) and the

@@ -59,7 +59,7 @@ struct Options {
   bool follow_children = false;
   bool page_frames = true;
   RuleArgs rules;
-  std::string types_file; // --types MAP for type= rules
+  std::string types_file;            // --types MAP for type= rules
   inspector::WrapperPolicy wrappers; // --wrapper, --not-wrapper
   std::vector<char *> command;
 };
@@ -261,7 +261,6 @@ void print_summary(const std::string &path) {
       s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
       s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
 }
-
 
 int launch(int argc, char **argv) {
   Options o;

@@ -189,8 +189,8 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
     out << "Rules in force in " << (side == d.a ? "A" : "B") << ":\n";
     for (const auto &rule : side->rules)
       out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
-          << bytes(static_cast<double>(rule.bytes)) << (rule.allocations ? "" : "  (routed nothing)")
-          << "\n";
+          << bytes(static_cast<double>(rule.bytes))
+          << (rule.allocations ? "" : "  (routed nothing)") << "\n";
     out << "\n";
   }
   findings_text("Findings resolved", "32", d.resolved, paint, out);

@@ -145,8 +145,8 @@ void rules_in_force(const Report &r, std::ostream &h) {
   h << "<h2>Rules in force when recorded</h2>\n<table>\n<tr><th class=\"name\">rule</th>"
        "<th>allocations</th><th>bytes</th></tr>\n";
   for (const auto &rule : r.rules)
-    h << "<tr><td class=\"name\"><code>" << esc(rule.rule) << "</code></td><td>"
-      << rule.allocations << (rule.allocations ? "" : " (routed nothing)") << "</td><td>"
+    h << "<tr><td class=\"name\"><code>" << esc(rule.rule) << "</code></td><td>" << rule.allocations
+      << (rule.allocations ? "" : " (routed nothing)") << "</td><td>"
       << human_bytes(static_cast<double>(rule.bytes)) << "</td></tr>\n";
   h << "</table>\n";
 }

@@ -79,8 +79,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (!through.empty()) {
     out << "\n";
     for (const auto &[w, ids] : through) {
-      out << "  looked through: " << w.function << " ("
-          << inspector::wrapper_reason_name(w.reason);
+      out << "  looked through: " << w.function << " (" << inspector::wrapper_reason_name(w.reason);
       if (!w.evidence.empty())
         out << ": " << w.evidence;
       out << ") for group" << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "\n";

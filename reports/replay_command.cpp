@@ -4,14 +4,14 @@
 // that moment are then analysed where the worker placed them.
 #include "analysis_options.h"
 #include "commands.h"
+#include "grouping.h"
 #include "heap_snapshot.h"
+#include "preload_launch.h"
 #include "render.h"
 #include "replay_ops.h"
 #include "report_builder.h"
-#include "preload_launch.h"
 #include "rule_args.h"
 #include "rule_match.h"
-#include "grouping.h"
 #include "symbolizer.h"
 #include "type_map.h"
 
@@ -22,8 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,7 +69,6 @@ int usage_error(const std::string &message) {
 
 using replay::Op;
 using replay::OpKind;
-
 
 // The recorded sequence, as the worker will execute it.
 struct Sequence {
@@ -440,8 +439,7 @@ int replay_main(int argc, char **argv) {
                           (rules.set->count == 1 ? "" : "s") + " against " +
                           (jemalloc ? "jemalloc 5.3" : "glibc malloc") + ": " +
                           std::to_string(seq.ops.size()) + " operations of " +
-                          std::to_string(seq.threads) + " thread" +
-                          (seq.threads == 1 ? "" : "s"));
+                          std::to_string(seq.threads) + " thread" + (seq.threads == 1 ? "" : "s"));
 
   return write_report(report, format, output, text, "replay");
 }

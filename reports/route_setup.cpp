@@ -215,7 +215,8 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
   size_t processes = 0;
   std::vector<RuleCount> counts = read_rule_stats(stats_path_, rules.set->count, &processes);
   if (processes == 0) {
-    std::fprintf(stderr, "memlayout: the program wrote no rule counts (killed before it exited?)\n");
+    std::fprintf(stderr,
+                 "memlayout: the program wrote no rule counts (killed before it exited?)\n");
     return 0;
   }
   size_t idle = 0;

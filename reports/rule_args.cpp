@@ -163,8 +163,8 @@ std::string find_library(const std::string &name, const std::vector<std::string>
     while (std::getline(in, d, ':'))
       dirs.push_back(d);
   }
-  for (const char *d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib",
-                        "/usr/local/lib"})
+  for (const char *d :
+       {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib", "/usr/local/lib"})
     dirs.push_back(d);
   for (const auto &d : dirs) {
     std::string p = d + "/" + name;
@@ -213,18 +213,17 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       if (row.EndSequence || (line && row.Line != line))
         continue;
       std::string path;
-      if (!lt->getFileNameByIndex(
-              row.File, cu->getCompilationDir(),
-              llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath, path))
+      if (!lt->getFileNameByIndex(row.File, cu->getCompilationDir(),
+                                  llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+                                  path))
         continue;
       if (path.size() < file.size() || path.compare(path.size() - file.size(), file.size(), file))
         continue;
       if (path.size() > file.size() && file[0] != '/' && path[path.size() - file.size() - 1] != '/')
         continue;
       uint64_t a = row.Address.Address;
-      auto it = std::upper_bound(
-          funcs.begin(), funcs.end(),
-          std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
+      auto it = std::upper_bound(funcs.begin(), funcs.end(),
+                                 std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
       if (it == funcs.begin())
         continue;
       --it;
@@ -238,7 +237,8 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
 }
 
 // Replaces rule i by one rule per function (same size key and actions).
-bool replace_with_functions(LoadedRules *rules, unsigned i, const std::set<std::string> &functions) {
+bool replace_with_functions(LoadedRules *rules, unsigned i,
+                            const std::set<std::string> &functions) {
   rules::RuleSet &set = *rules->set;
   if (set.count - 1 + functions.size() > rules::kMaxRules) {
     std::fprintf(stderr,

@@ -129,8 +129,8 @@ TEST_CASE("rules: a file of rules, comments and blank lines") {
 
 TEST_CASE("rules: function names normalize to their scopes") {
   char buf[256];
-  REQUIRE(normalize_function("ns::Tree<int, std::less<int> >::alloc_node(int) const", buf,
-                             sizeof buf));
+  REQUIRE(
+      normalize_function("ns::Tree<int, std::less<int> >::alloc_node(int) const", buf, sizeof buf));
   CHECK(std::string(buf) == "ns::Tree::alloc_node");
   REQUIRE(normalize_function("void foo<int>(int)", buf, sizeof buf));
   CHECK(std::string(buf) == "foo");
@@ -145,7 +145,8 @@ TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
   const char *member = "_ZN9memlayout5trees5IntLfINS0_14BaselineLayoutEE8new_nodeEll";
   CHECK(symbol_matches(member, "new_node"));
   CHECK(symbol_matches(member, "IntLf::new_node"));
-  CHECK(symbol_matches(member, "memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)"));
+  CHECK(symbol_matches(
+      member, "memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)"));
   CHECK_FALSE(symbol_matches(member, "new_descriptor"));
   CHECK_FALSE(symbol_matches(member, "Other::new_node"));
   CHECK_FALSE(symbol_matches(member, "node"));
@@ -154,17 +155,18 @@ TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
   CHECK(symbol_matches("make_node.constprop.0", "make_node"));
   CHECK_FALSE(symbol_matches("make_nodes", "make_node"));
   CHECK(symbol_matches("_Z9make_nodel", "make_node"));
-  CHECK(symbol_matches("_ZL9make_nodel", "make_node"));      // static
-  CHECK(symbol_matches("_ZNK4Tree4findEl", "Tree::find"));    // const member
+  CHECK(symbol_matches("_ZL9make_nodel", "make_node"));    // static
+  CHECK(symbol_matches("_ZNK4Tree4findEl", "Tree::find")); // const member
   CHECK(symbol_matches("_ZN12_GLOBAL__N_14makeEv", "(anonymous namespace)::make"));
   CHECK(symbol_matches("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector::push_back"));
-  CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));        // constructor
+  CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));         // constructor
   CHECK_FALSE(symbol_matches("_ZZ4mainENKUlvE_clEv", "main")); // a lambda in main
   CHECK_FALSE(symbol_matches("_Z", "x"));
   CHECK_FALSE(symbol_matches("_ZN3foo", "foo")); // truncated: no crash, no match
 
-  CHECK(demangled_matches("memlayout::trees::IntLf<memlayout::trees::FixedLayout>::new_node(long, long)",
-                          "IntLf::new_node"));
+  CHECK(demangled_matches(
+      "memlayout::trees::IntLf<memlayout::trees::FixedLayout>::new_node(long, long)",
+      "IntLf::new_node"));
   CHECK_FALSE(demangled_matches("alloc_node_pool(int)", "alloc_node"));
 }
 

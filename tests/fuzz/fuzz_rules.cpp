@@ -1,6 +1,6 @@
 // libFuzzer entry point for the segregation rules parser (wrapper
-// declarations included) and the function name matchers: any bytes give rules or an error with a line and column,
-// never a crash; a parsed rule written back parses to the same rule.
+// declarations included) and the function name matchers: any bytes give rules or an error with a
+// line and column, never a crash; a parsed rule written back parses to the same rule.
 #include "rules.h"
 
 #include <cstddef>

@@ -82,8 +82,8 @@ std::unique_ptr<Symbolizer> this_process_symbolizer() {
 // routine returning void * that nobody calls directly.
 struct Synthetic {
   ModuleCode code;
-  uint32_t malloc_fn, pool_get, create_node, create_op, bst_add, raw_alloc, zalloc, make_a,
-      make_b, new_node, insert, remove_fn, thread_main;
+  uint32_t malloc_fn, pool_get, create_node, create_op, bst_add, raw_alloc, zalloc, make_a, make_b,
+      new_node, insert, remove_fn, thread_main;
   Synthetic() {
     malloc_fn = code.add_function("malloc", Tri::kYes);
     pool_get = code.add_function("pool_get", Tri::kYes);
@@ -129,15 +129,14 @@ struct Synthetic {
 
 } // namespace
 
-TEST_CASE("wrappers from debug info: untyped memory handed to several callers",
-          "[alloc_site]") {
+TEST_CASE("wrappers from debug info: untyped memory handed to several callers", "[alloc_site]") {
   Synthetic s;
   WrapperPolicy p;
   detect_wrappers_in_binary(s.code, p);
-  CHECK(p.detected.count("pool_get")); // inlined into two constructors, and out of line
-  CHECK(p.detected.count("zalloc"));   // two callers
-  CHECK(p.detected.count("raw_alloc")); // its one caller is a wrapper: nested
-  CHECK_FALSE(p.detected.count("new_node")); // typed: a constructor, whatever its callers
+  CHECK(p.detected.count("pool_get"));          // inlined into two constructors, and out of line
+  CHECK(p.detected.count("zalloc"));            // two callers
+  CHECK(p.detected.count("raw_alloc"));         // its one caller is a wrapper: nested
+  CHECK_FALSE(p.detected.count("new_node"));    // typed: a constructor, whatever its callers
   CHECK_FALSE(p.detected.count("thread_main")); // nobody calls it
   CHECK_FALSE(p.detected.count("create_node"));
   CHECK(p.detected.at("pool_get").reason == WrapperReason::kDetectedBinary);

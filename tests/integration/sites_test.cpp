@@ -73,7 +73,8 @@ long long routed_by(const std::string &stderr_text, const std::string &fn) {
   std::istringstream in(stderr_text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.find("memlayout: rule ") != 0 || line.find("function=" + fn + ",") == std::string::npos)
+    if (line.find("memlayout: rule ") != 0 ||
+        line.find("function=" + fn + ",") == std::string::npos)
       continue;
     size_t colon = line.rfind("): ");
     if (colon == std::string::npos)
@@ -96,14 +97,16 @@ long long rule_allocations(const llvm::json::Object &report, const std::string &
 } // namespace
 
 TEST_CASE("sites.field_code_end_to_end", "[sites]") {
-  const Case c = GENERATE(
-      Case{"bst_inline", "create_node", "create_child_op", {"pool_get"}},
-      Case{"bst_wrapped", "create_node", "create_child_op", {"pool_get"}},
-      Case{"bst_tail", "create_node", "create_child_op", {}},
-      Case{"bst_nested", "create_node", "create_child_op", {"pool_raw_alloc", "pool_get"}},
-      Case{"bst_lto", "create_node", "create_child_op", {"pool_get"}},
-      Case{"lf_tree", "LfTree<long>::new_node(long, long)",
-           "LfTree<long>::new_child_op(LfTree<long>::Node*, LfTree<long>::Node*)", {}});
+  const Case c =
+      GENERATE(Case{"bst_inline", "create_node", "create_child_op", {"pool_get"}},
+               Case{"bst_wrapped", "create_node", "create_child_op", {"pool_get"}},
+               Case{"bst_tail", "create_node", "create_child_op", {}},
+               Case{"bst_nested", "create_node", "create_child_op", {"pool_raw_alloc", "pool_get"}},
+               Case{"bst_lto", "create_node", "create_child_op", {"pool_get"}},
+               Case{"lf_tree",
+                    "LfTree<long>::new_node(long, long)",
+                    "LfTree<long>::new_child_op(LfTree<long>::Node*, LfTree<long>::Node*)",
+                    {}});
   INFO("program " << c.program);
   std::string dir = work_dir(std::string("sites_") + c.program);
   std::string before = dir + "/before.trace", after = dir + "/after.trace";
@@ -113,8 +116,7 @@ TEST_CASE("sites.field_code_end_to_end", "[sites]") {
   REQUIRE(direct.exit_code() == 0);
 
   // 1. No hints: the constructors name the groups, on half the sets.
-  RunResult rec =
-      record({"-o", before, "--allocator", "jemalloc"}, {program(c.program), n});
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, {program(c.program), n});
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
   const auto *node = group_at(*b.getAsObject(), c.node);
@@ -175,8 +177,8 @@ TEST_CASE("sites.not_wrapper_and_wrapper_options", "[sites]") {
       record({"-o", trace, "--allocator", "jemalloc"}, {program("bst_wrapped"), "5000"});
   REQUIRE(rec.exit_code() == 0);
   // Told it is not a wrapper, the pool is the site again: one group.
-  llvm::json::Value r = json_of(
-      {memlayout_bin(), "report", trace, "--format", "json", "--not-wrapper", "pool_get"});
+  llvm::json::Value r =
+      json_of({memlayout_bin(), "report", trace, "--format", "json", "--not-wrapper", "pool_get"});
   CHECK(group_at(*r.getAsObject(), "pool_get"));
   CHECK_FALSE(group_at(*r.getAsObject(), "create_node"));
   // A rule naming the wrapper itself routes nothing, and run says why.
