@@ -368,6 +368,7 @@ int launch(int argc, char **argv) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);
     std::fflush(nullptr);
+    routes.remove_files(); // no destructor runs after raise()
     signal(sig, SIG_DFL);
     struct rlimit no_core {
       0, 0

@@ -55,11 +55,15 @@ struct RouteSetup::Impl {
 
 RouteSetup::RouteSetup() : impl_(std::make_unique<Impl>()) {}
 
-RouteSetup::~RouteSetup() {
+RouteSetup::~RouteSetup() { remove_files(); }
+
+void RouteSetup::remove_files() {
   if (!table_path_.empty())
     unlink(table_path_.c_str());
   if (!stats_path_.empty())
     unlink(stats_path_.c_str());
+  table_path_.clear();
+  stats_path_.clear();
 }
 
 std::vector<std::string> close_functions(const std::string &key,
@@ -113,14 +117,13 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
     std::fprintf(stderr, "memlayout: cannot create a temporary file: %s\n", std::strerror(errno));
     return false;
   }
+  // A script or a missing program has no code to label: the loader's
+  // modules are matched by their symbol tables when they load, and a missing
+  // program is reported by the launch.
   for (const std::string &path : program_modules(program)) {
     std::string error;
-    auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error);
-    if (!code) {
-      std::fprintf(stderr, "memlayout: warning: %s\n", error.c_str());
-      continue;
-    }
-    impl_->modules.push_back(std::move(code));
+    if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
+      impl_->modules.push_back(std::move(code));
   }
   for (const auto &m : impl_->modules)
     if (m->has_dwarf())
@@ -148,7 +151,7 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
   }
 
   const auto code = impl_->code();
-  for (unsigned i = 0; i < rules.set->count; ++i) {
+  for (unsigned i = 0; i < rules.set->count && !code.empty(); ++i) {
     const rules::Rule &r = rules.set->rules[i];
     if (!r.function[0] || (labelled >> i & 1))
       continue;

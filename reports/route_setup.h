@@ -17,6 +17,7 @@ class RouteSetup {
 public:
   RouteSetup();
   ~RouteSetup(); // removes the files it made
+  void remove_files();
   RouteSetup(const RouteSetup &) = delete;
   RouteSetup &operator=(const RouteSetup &) = delete;
 

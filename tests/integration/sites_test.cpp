@@ -224,3 +224,40 @@ TEST_CASE("sites.compare_runs_both_sides", "[sites]") {
   CHECK(r.exit_code() == 1);
   CHECK(r.err.find("did not succeed") != std::string::npos);
 }
+
+TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
+  // The trees' new_node/new_descriptor carry no noinline: at -O2 they are
+  // folded into insert, and the record allocator into them.
+  std::string dir = work_dir("sites_bench_int_lf");
+  std::string before = dir + "/before.trace", after = dir + "/after.trace";
+  std::string rules = dir + "/rules.txt";
+  std::vector<std::string> bench{MLT_BENCH, "--tree", "int-lf", "--threads", "2", "--duration", "0",
+                                 "--key-range", "40000", "--prefill", "20000"};
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, bench);
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
+  const std::string node = "memlayout::trees::IntLf<memlayout::trees::IntLfBaselineLayout>::"
+                           "new_node(long, long)";
+  const std::string desc = "memlayout::trees::IntLf<memlayout::trees::IntLfBaselineLayout>::"
+                           "new_descriptor()";
+  const auto *n = group_at(*b.getAsObject(), node);
+  const auto *d = group_at(*b.getAsObject(), desc);
+  REQUIRE(n);
+  REQUIRE(d);
+  CHECK(l1(*n) < 0.6);
+  const long long nodes = n->getInteger("objects").getValueOr(-1);
+  CHECK(nodes >= 20000);
+  RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
+  REQUIRE(adv.exit_code() == 0);
+  rec = record({"-o", after, "--allocator", "jemalloc", "--rules", rules}, bench);
+  INFO(rec.err);
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(routed_by(rec.err, node) == nodes);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
+  const auto *n_after = group_at(*a.getAsObject(), node);
+  const auto *d_after = group_at(*a.getAsObject(), desc);
+  REQUIRE(n_after);
+  REQUIRE(d_after);
+  CHECK(l1(*n_after) >= 0.9);
+  CHECK(l1(*d_after) >= 0.9);
+}
