@@ -78,12 +78,21 @@ std::vector<std::string> significant(const std::map<std::string, uint64_t> &call
   return out;
 }
 
+// "2 callers: create_node, create_op": names by their scopes only (no
+// template arguments or parameters), at most four.
 std::string callers_evidence(const std::vector<std::string> &callers) {
   std::string e =
       std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
-  for (size_t i = 0; i < callers.size() && i < 4; ++i)
-    e += (i ? ", " : "") + callers[i];
-  if (callers.size() > 4)
+  std::vector<std::string> shown;
+  for (const auto &c : callers) {
+    char scopes[rules::kMaxName];
+    std::string name = rules::normalize_function(c.c_str(), scopes, sizeof scopes) ? scopes : c;
+    if (std::find(shown.begin(), shown.end(), name) == shown.end())
+      shown.push_back(std::move(name));
+  }
+  for (size_t i = 0; i < shown.size() && i < 4; ++i)
+    e += (i ? ", " : "") + shown[i];
+  if (shown.size() > 4)
     e += ", ...";
   return e;
 }

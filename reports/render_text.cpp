@@ -51,7 +51,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
                  : std::string("-");
     };
     std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6llu %6.2f %5.0f%% %5s %5s %5s %12s\n",
-                  g.group.id, clip(g.group.name, 40).c_str(),
+                  g.group.id, clip(display_name(g.group.name), 40).c_str(),
                   static_cast<unsigned long long>(g.objects),
                   human_bytes(static_cast<double>(g.group.bytes)).c_str(),
                   static_cast<unsigned long long>(g.group.size_class), g.lines_per_object,
@@ -79,7 +79,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (!through.empty()) {
     out << "\n";
     for (const auto &[w, ids] : through) {
-      out << "  looked through: " << w.function << " (" << inspector::wrapper_reason_name(w.reason);
+      out << "  looked through: " << display_name(w.function) << " (" << inspector::wrapper_reason_name(w.reason);
       if (!w.evidence.empty())
         out << ": " << w.evidence;
       out << ") for group" << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "\n";
@@ -98,10 +98,14 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
     out << paint("No findings:", "32") << " no group crosses a threshold (docs/findings.md).\n";
   } else {
     out << paint(std::to_string(r.findings.size()) + " findings", "1") << "\n";
+    std::vector<std::string> names;
+    for (const auto &g : r.groups)
+      names.push_back(g.group.name);
     for (const auto &f : r.findings) {
       const char *colour = f.severity == "high" ? "31" : f.severity == "medium" ? "33" : "36";
-      out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": " << f.message
-          << "\n      fix: " << f.fix << "\n";
+      out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": "
+          << with_display_names(f.message, names)
+          << "\n      fix: " << with_display_names(f.fix, names) << "\n";
     }
   }
   for (const auto &n : r.notes)
