@@ -2,6 +2,7 @@
 // in a mail attachment or a CI artifact, so inline CSS, no script and nothing
 // fetched from elsewhere.
 #include "alloc_site.h"
+#include "fix_ranking.h"
 #include "gnuplot.h"
 #include "plot_scripts.h"
 #include "render.h"
@@ -28,6 +29,9 @@ th { background: #f3f3f3; } td.name, th.name { text-align: left; }
 .finding { border-left: 5px solid #888; padding: 0.3em 0.8em; margin: 0.8em 0; background: #fafafa; }
 .high { border-color: #c0392b; } .medium { border-color: #e67e22; } .low { border-color: #2980b9; }
 .sev { font-weight: bold; text-transform: uppercase; font-size: 0.8em; }
+span.sev.high { color: #c0392b; } span.sev.medium { color: #d35400; } span.sev.low { color: #2471a3; }
+ol.first li { margin: 0.4em 0; } .why { color: #666; font-size: 0.9em; }
+details summary { cursor: pointer; margin: 0.5em 0; color: #333; }
 code { background: #f0f0f0; padding: 0 0.2em; }
 .note { background: #fff8e1; padding: 0.3em 0.8em; margin: 0.3em 0; }
 .partial { background: #fdecea; padding: 0.5em; font-weight: bold; }
@@ -83,60 +87,123 @@ void levels(const Report &r, std::ostream &h) {
   h << "</table>\n";
 }
 
+std::string group_name(const Report &r, uint32_t id);
+
+std::vector<std::string> group_names(const Report &r) {
+  std::vector<std::string> names;
+  for (const auto &g : r.groups)
+    names.push_back(g.group.name);
+  return names;
+}
+
+// The fixes ranked by the memory they touch, above the findings they come from.
+void first_steps(const Report &r, std::ostream &h) {
+  std::vector<inspector::RankedFix> fixes = inspector::rank_fixes(r);
+  if (fixes.empty())
+    return;
+  const std::vector<std::string> names = group_names(r);
+  h << "<h2>What to do first</h2>\n<ol class=\"first\">\n";
+  for (size_t i = 0; i < fixes.size() && i < 5; ++i) {
+    const auto &x = fixes[i];
+    h << "<li><span class=\"sev " << esc(x.severity) << "\">" << esc(x.severity) << "</span> <b>"
+      << human_bytes(static_cast<double>(x.bytes)) << "</b> in ";
+    for (size_t k = 0; k < x.groups.size(); ++k)
+      h << (k ? ", " : "") << esc(display_name(group_name(r, x.groups[k])));
+    h << ": " << esc(with_display_names(x.fix, names)) << " <span class=\"why\">(";
+    for (size_t k = 0; k < x.findings.size(); ++k)
+      h << (k ? ", " : "") << esc(x.findings[k]->kind);
+    h << ")</span></li>\n";
+  }
+  h << "</ol>\n";
+  if (fixes.size() > 5)
+    h << "<p>... " << fixes.size() - 5 << " more fixes below.</p>\n";
+  h << "<p>All of them as a rules file: <code>memlayout advise " << esc(r.trace)
+    << " -o rules.txt</code>; whether they pay: <code>memlayout compare --rules rules.txt -- "
+       "PROGRAM</code>.</p>\n";
+}
+
 void findings(const Report &r, std::ostream &h) {
   h << "<h2>Findings</h2>\n";
   if (r.findings.empty())
     h << "<p>No findings: no group crosses a threshold.</p>\n";
+  const std::vector<std::string> names = group_names(r);
   for (const auto &f : r.findings)
     h << "<div class=\"finding " << esc(f.severity) << "\"><span class=\"sev\">" << esc(f.severity)
-      << "</span> <b>" << esc(f.kind) << "</b>: " << esc(f.message) << "<br>fix: <code>"
-      << esc(f.fix) << "</code></div>\n";
+      << "</span> <b>" << esc(f.kind) << "</b>: " << esc(with_display_names(f.message, names))
+      << "<br>fix: <code>" << esc(with_display_names(f.fix, names)) << "</code></div>\n";
 }
 
-void groups(const Report &r, std::ostream &h, size_t top) {
-  h << "<h2>Groups</h2>\n<table>\n<tr><th>id</th><th class=\"name\">group</th><th>objects</th>"
+void group_row(const Report &r, const inspector::GroupReport &g, std::ostream &h) {
+  h << "<tr><td>" << g.group.id << "</td><td class=\"name\" title=\"" << esc(g.group.name) << "\">"
+    << esc(display_name(g.group.name)) << "</td><td>" << g.objects << "</td><td>"
+    << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>" << g.group.requested_size
+    << "</td><td>" << g.group.size_class << "</td><td>" << fmt("%.2f", g.lines_per_object)
+    << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100) << "</td>";
+  for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
+    h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
+      << "</td>";
+  h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
+    << g.group.threads.size() << "</td></tr>\n";
+}
+
+void group_header(const Report &r, std::ostream &h) {
+  h << "<table>\n<tr><th>id</th><th class=\"name\">group</th><th>objects</th>"
        "<th>bytes</th><th>requested</th><th>class</th><th>lines/object</th><th>straddle</th>";
   for (const auto &l : r.levels)
     h << "<th>L" << l.level << " sets</th>";
   h << "<th>pages / min</th><th>2 MiB regions</th><th>threads</th></tr>\n";
-  size_t shown = 0;
+}
+
+// Groups under 1% of the objects and of the bytes (stdio's buffer, a
+// thread's TLS) fold into one line that opens on demand.
+void groups(const Report &r, std::ostream &h, size_t top) {
+  h << "<h2>Groups</h2>\n";
+  uint64_t objects = 0, bytes = 0;
   for (const auto &g : r.groups) {
-    if (shown++ == top)
-      break;
-    h << "<tr><td>" << g.group.id << "</td><td class=\"name\">" << esc(g.group.name) << "</td><td>"
-      << g.objects << "</td><td>" << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>"
-      << g.group.requested_size << "</td><td>" << g.group.size_class << "</td><td>"
-      << fmt("%.2f", g.lines_per_object) << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100)
-      << "</td>";
-    for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
-      h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
-        << "</td>";
-    h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
-      << g.group.threads.size() << "</td></tr>\n";
+    objects += g.objects;
+    bytes += g.group.bytes;
   }
+  auto small = [&](const inspector::GroupReport &g) {
+    return g.objects * 100 < objects && g.group.bytes * 100 < bytes;
+  };
+  std::vector<const inspector::GroupReport *> big, folded;
+  for (const auto &g : r.groups)
+    (small(g) || big.size() >= top ? folded : big).push_back(&g);
+  group_header(r, h);
+  for (const auto *g : big)
+    group_row(r, *g, h);
   h << "</table>\n";
-  if (r.groups.size() > top)
-    h << "<p>... " << r.groups.size() - top << " more groups (<code>--format json</code>).</p>\n";
-  // The wrappers the shown groups' sites were found through, each once.
+  if (!folded.empty()) {
+    uint64_t fo = 0, fb = 0;
+    for (const auto *g : folded) {
+      fo += g->objects;
+      fb += g->group.bytes;
+    }
+    h << "<details><summary>" << folded.size() << " more groups: " << fo << " objects, "
+      << human_bytes(static_cast<double>(fb)) << " (each under 1% of the objects and bytes, or "
+      << "beyond the first " << top << ")</summary>\n";
+    group_header(r, h);
+    for (const auto *g : folded)
+      group_row(r, *g, h);
+    h << "</table>\n</details>\n";
+  }
+  // The wrappers the listed groups' sites were found through, each once.
   std::vector<std::pair<const inspector::LookedThrough *, std::string>> through;
-  shown = 0;
-  for (const auto &g : r.groups) {
-    if (shown++ == top)
-      break;
-    for (const auto &w : g.group.site.looked_through) {
+  for (const auto *g : big)
+    for (const auto &w : g->group.site.looked_through) {
       auto it = std::find_if(through.begin(), through.end(),
                              [&](const auto &t) { return t.first->function == w.function; });
       if (it == through.end())
-        through.push_back({&w, std::to_string(g.group.id)});
+        through.push_back({&w, std::to_string(g->group.id)});
       else
-        it->second += ", " + std::to_string(g.group.id);
+        it->second += ", " + std::to_string(g->group.id);
     }
-  }
   for (const auto &[w, ids] : through)
-    h << "<p class=\"note\">looked through <code>" << esc(w->function) << "</code> ("
+    h << "<p class=\"note\">looked through <code title=\"" << esc(w->function) << "\">"
+      << esc(display_name(w->function)) << "</code> ("
       << esc(inspector::wrapper_reason_name(w->reason))
-      << (w->evidence.empty() ? "" : ": " + esc(w->evidence)) << ") to find the sites of groups "
-      << ids << "</p>\n";
+      << (w->evidence.empty() ? "" : ": " + esc(w->evidence)) << ") to find the sites of group"
+      << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "</p>\n";
 }
 
 void rules_in_force(const Report &r, std::ostream &h) {
@@ -173,7 +240,8 @@ void plots(const Report &r, const std::vector<PlotScript> &drawn, std::ostream &
       h << "<h3>Co-location of the largest groups</h3>\n";
     } else if (p.group != current) {
       current = p.group;
-      h << "<h3>Group " << p.group << ": " << esc(group_name(r, p.group)) << "</h3>\n";
+      h << "<h3>Group " << p.group << ": " << esc(display_name(group_name(r, p.group)))
+        << "</h3>\n";
     }
     figure(p, h);
   }
@@ -215,6 +283,7 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
     << "<title>memlayout report: " << esc(r.trace) << "</title>\n<style>" << kStyle
     << "</style>\n</head>\n<body>\n";
   summary(r, h);
+  first_steps(r, h);
   findings(r, h);
   levels(r, h);
   groups(r, h, o.top);
