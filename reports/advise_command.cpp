@@ -1,6 +1,6 @@
 // memlayout advise: the findings of a report as a rules file, ready for
 // `memlayout run --rules`, `record --rules` and `replay --rules`.
-#include "analysis_options.h"
+#include "command_line.h"
 #include "commands.h"
 #include "report_input.h"
 #include "rule_match.h"
@@ -18,33 +18,6 @@
 
 namespace memlayout::cli {
 namespace {
-
-constexpr const char *kUsage =
-    "usage: memlayout advise FILE [options]\n"
-    "\n"
-    "Writes segregation rules that carry out the fixes of FILE's findings: a\n"
-    "pool for a type interleaved with others, padding or alignment for objects\n"
-    "that straddle or share lines, huge pages for a spread pool. FILE is a\n"
-    "trace or a report saved with 'memlayout report --format json'. Rules that\n"
-    "match the same allocations are merged into one.\n"
-    "\n"
-    "options:\n"
-    "  -o, --output RULES     write the rules to RULES (default stdout)\n"
-    "  --min-severity LEVEL   low (default), medium or high\n"
-    "  --at peak|end|mark:NAME  the moment analysed in a trace (default peak)\n"
-    "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
-    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
-    "  --not-wrapper NAME     a function never to look through, even if detected\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Then: memlayout run --rules RULES -- PROGRAM, or check first with\n"
-    "memlayout replay FILE --rules RULES.\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout advise: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 int severity_rank(const std::string &s) { return s == "high" ? 2 : s == "medium" ? 1 : 0; }
 
@@ -87,39 +60,26 @@ int advise_main(int argc, char **argv) {
   std::string input, output;
   std::string min_severity = "low";
   inspector::ReportOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string option_error;
-    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
-    if (taken == OptionParse::kError)
-      return usage_error(option_error);
-    if (taken == OptionParse::kTaken)
-      continue;
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-o" || a == "--output") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a path");
-      output = v;
-    } else if (a == "--min-severity") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "low") && std::strcmp(v, "medium") && std::strcmp(v, "high")))
-        return usage_error(std::string("--min-severity takes low, medium or high, not '") +
-                           (v ? v : "") + "'");
-      min_severity = v;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'");
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return usage_error("one input expected, got '" + input + "' and '" + a + "'");
-    }
-  }
-  if (input.empty())
-    return usage_error("no input: give a trace or a JSON report");
+  auto app = make_command(
+      "advise",
+      "Writes segregation rules that carry out the fixes of FILE's findings: a pool for a\n"
+      "type interleaved with others, padding or alignment for objects that straddle or\n"
+      "share lines, huge pages for a spread pool. FILE is a trace or a report saved with\n"
+      "'memlayout report --format json'. Rules that match the same allocations are\n"
+      "merged; each is checked against the report's groups first, and one that would\n"
+      "route nothing or another group too is not written (the file says why).\n\n"
+      "Then: memlayout run --rules RULES -- PROGRAM (or compare), or check first with\n"
+      "memlayout replay FILE --rules RULES.");
+  app->add_option("FILE", input, "a trace or a JSON report")->required();
+  app->add_option("-o,--output", output, "write the rules to RULES instead of stdout")
+      ->type_name("RULES");
+  app->add_option("--min-severity", min_severity, "the least severe findings to fix")
+      ->check(one_of({"low", "medium", "high"}))
+      ->type_name("low|medium|high")
+      ->capture_default_str();
+  add_analysis_options(*app, o);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
   o.progress = isatty(2);
   inspector::Report report;
   std::string kind, error;

@@ -2,6 +2,7 @@
 // segregation rules on the same allocator, interleaved, and prints the wall
 // and CPU time ratios and each side's peak RSS — hyperfine's habits (--runs,
 // --warmup, --show-output, --export-json), perf stat's "median, min-max".
+#include "command_line.h"
 #include "commands.h"
 #include "preload_launch.h"
 #include "route_setup.h"
@@ -26,34 +27,6 @@
 
 namespace memlayout::cli {
 namespace {
-
-constexpr const char *kUsage =
-    "usage: memlayout compare --rules FILE [options] [--] COMMAND [ARGS...]\n"
-    "\n"
-    "Runs COMMAND without rules (A) and with them (B), alternating, on the same\n"
-    "allocator through the same interposer, and prints what the rules change:\n"
-    "wall and CPU time of each side (median, min-max), the B/A ratio of each\n"
-    "round's pair, and each side's peak RSS. Both sides must exit as they do\n"
-    "without memlayout; COMMAND's output goes to /dev/null unless asked for.\n"
-    "\n"
-    "options:\n"
-    "  --rules FILE           rules for side B (repeatable; e.g. from advise)\n"
-    "  --segregate SPEC       a rule for side B (repeatable)\n"
-    "  -r, --runs N           measured runs of each side (default 10)\n"
-    "  -w, --warmup N         unmeasured runs of each side first (default 1)\n"
-    "  --allocator MODE       native (default) or jemalloc, on both sides\n"
-    "  --wrapper NAME         look through NAME when deciding a rule's site\n"
-    "  --not-wrapper NAME     never look through NAME, even if detected\n"
-    "  --types MAP            type map for type= rules (memlayout structs)\n"
-    "  --show-output          let COMMAND's stdout and stderr through\n"
-    "  --format text|json     json: schema memlayout.compare/1 on stdout\n"
-    "  --export-json FILE     also write the JSON to FILE\n"
-    "  -h, --help             this text\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout compare: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 struct Sample {
   double wall_s = 0, cpu_s = 0;
@@ -167,81 +140,53 @@ std::string range(const Summary &s, const char *format) {
 int compare_main(int argc, char **argv) {
   RuleArgs rule_args;
   inspector::WrapperPolicy wrappers;
-  std::string allocator = "native", format = "text", export_json, types_file;
+  std::string allocator = "native", format, export_json, types_file;
   long runs = 10, warmup = 1;
   bool show_output = false;
-  std::vector<char *> command;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-')
-      break;
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    auto number = [&](long *out, long min) {
-      const char *v = value();
-      char *end = nullptr;
-      long n = v ? std::strtol(v, &end, 10) : 0;
-      if (!v || *end || n < min)
-        return false;
-      *out = n;
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--rules" || a == "--segregate") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a value");
-      (a == "--rules" ? rule_args.files : rule_args.specs).push_back(v);
-    } else if (a == "-r" || a == "--runs") {
-      if (!number(&runs, 1))
-        return usage_error(a + " takes a number of runs, 1 or more");
-    } else if (a == "-w" || a == "--warmup") {
-      if (!number(&warmup, 0))
-        return usage_error(a + " takes a number of runs, 0 or more");
-    } else if (a == "--allocator") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
-        return usage_error(std::string("--allocator takes native or jemalloc, not '") +
-                           (v ? v : "") + "'");
-      allocator = v;
-    } else if (a == "--wrapper" || a == "--not-wrapper") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a function name");
-      (a == "--wrapper" ? wrappers.wrappers : wrappers.not_wrappers).push_back(v);
-    } else if (a == "--types") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a type map");
-      types_file = v;
-    } else if (a == "--show-output") {
-      show_output = true;
-    } else if (a == "--format") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
-        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
-      format = v;
-    } else if (a == "--export-json") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a file name");
-      export_json = v;
-    } else {
-      return usage_error("unknown option '" + a + "'");
-    }
-  }
-  for (; i < argc; ++i)
-    command.push_back(argv[i]);
-  if (command.empty())
-    return usage_error("no command to compare");
+  std::vector<std::string> program;
+  auto app = make_command(
+      "compare",
+      "Runs COMMAND without rules (A) and with them (B), alternating, on the same\n"
+      "allocator through the same interposer, and prints what the rules change: wall\n"
+      "and CPU time of each side (median, min-max), the B/A ratio of each round's pair,\n"
+      "and each side's peak RSS. Both sides must exit as they do without memlayout;\n"
+      "COMMAND's output goes to /dev/null unless asked for.",
+      "Usage: memlayout compare (--rules FILE | --segregate SPEC)... [OPTIONS] [--] COMMAND "
+      "[ARGS...]");
+  add_rule_options(*app, rule_args);
+  app->add_option("-r,--runs", runs, "measured runs of each side")
+      ->check(CLI::Range(1L, 100000L).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app->add_option("-w,--warmup", warmup, "unmeasured runs of each side first")
+      ->check(CLI::Range(0L, 100000L).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  add_allocator_option(*app, allocator, "native (default) or jemalloc, on both sides");
+  app->add_option("--wrapper", wrappers.wrappers,
+                  "look through NAME when deciding a rule's site; repeatable")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  app->add_option("--not-wrapper", wrappers.not_wrappers,
+                  "never look through NAME, even if detected; repeatable")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  app->add_option("--types", types_file, "type map for type= rules (memlayout structs)")
+      ->type_name("MAP");
+  app->add_flag("--show-output", show_output, "let COMMAND's stdout and stderr through");
+  add_format_option(*app, format, {"text", "json"},
+                    "json: schema memlayout.compare/1 on stdout");
+  app->add_option("--export-json", export_json, "also write the JSON to FILE")->type_name("FILE");
+  if (int rc = parse_command_with_program(*app, argc, argv, program); rc >= 0)
+    return rc;
+  if (program.empty())
+    return usage_error(*app, "no command to compare");
   if (rule_args.empty())
-    return usage_error("no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+    return usage_error(*app,
+                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  std::vector<char *> command;
+  for (auto &arg : program)
+    command.push_back(arg.data());
   command.push_back(nullptr);
 
   LoadedRules rules;

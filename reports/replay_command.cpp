@@ -2,7 +2,7 @@
 // allocation sequence up to the analysed moment is re-executed, under rules,
 // against the real allocator in a fresh worker process; the objects alive at
 // that moment are then analysed where the worker placed them.
-#include "analysis_options.h"
+#include "command_line.h"
 #include "commands.h"
 #include "grouping.h"
 #include "heap_snapshot.h"
@@ -33,39 +33,6 @@
 namespace memlayout::cli {
 namespace {
 
-constexpr const char *kUsage =
-    "usage: memlayout replay FILE (--rules RULES | --segregate SPEC)... [options]\n"
-    "\n"
-    "Re-executes the allocations and frees recorded in FILE up to the analysed\n"
-    "moment, each thread's in its own order, against the allocator the trace was\n"
-    "recorded with (glibc or jemalloc 5.3), with the rules applied: the matching\n"
-    "allocations go to their pools, padded and aligned as the rules say. Then\n"
-    "reports the layout the objects would have had, as 'memlayout report' does.\n"
-    "Compare with the recording: memlayout diff FILE REPLAY.json.\n"
-    "\n"
-    "options:\n"
-    "  --rules FILE           rules, one per line (from memlayout advise)\n"
-    "  --segregate SPEC       a rule, e.g. function=make_node,pool=nodes; repeatable\n"
-    "  --format text|json     output format (default text)\n"
-    "  -o, --output OUT       write to OUT instead of stdout\n"
-    "  --allocator native|jemalloc  replay against this allocator instead of the\n"
-    "                         trace's\n"
-    "  --at peak|end|mark:NAME  the moment analysed (default peak)\n"
-    "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
-    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
-    "  --not-wrapper NAME     a function never to look through, even if detected\n"
-    "  --top N                groups listed in text (default 15)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Function rules match the function that called the allocator (frame 0 of\n"
-    "the recorded stack), file rules its source file and line. Page frames are\n"
-    "not replayed: L2/L3 sets rest on virtual address bits.\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout replay: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 using replay::Op;
 using replay::OpKind;
@@ -208,62 +175,34 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
 } // namespace
 
 int replay_main(int argc, char **argv) {
-  std::string trace, format = "text", output, allocator;
+  std::string trace, format, output, allocator;
   RuleArgs rule_args;
   inspector::ReportOptions o;
   TextOptions text;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string option_error;
-    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
-    if (taken == OptionParse::kError)
-      return usage_error(option_error);
-    if (taken == OptionParse::kTaken)
-      continue;
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--rules" || a == "--segregate") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a value");
-      (a == "--rules" ? rule_args.files : rule_args.specs).push_back(v);
-    } else if (a == "--format") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
-        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
-      format = v;
-    } else if (a == "-o" || a == "--output") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a path");
-      output = v;
-    } else if (a == "--allocator") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
-        return usage_error(std::string("--allocator takes native or jemalloc, not '") +
-                           (v ? v : "") + "'");
-      allocator = v;
-    } else if (a == "--top") {
-      const char *v = value();
-      char *end = nullptr;
-      long n = v ? std::strtol(v, &end, 10) : 0;
-      if (!v || *end || n < 1)
-        return usage_error("--top takes a positive number");
-      text.top = static_cast<size_t>(n);
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'");
-    } else if (trace.empty()) {
-      trace = a;
-    } else {
-      return usage_error("one trace at a time ('" + trace + "', then '" + a + "')");
-    }
-  }
-  if (trace.empty())
-    return usage_error("no trace given");
+  auto app = make_command(
+      "replay",
+      "Re-executes the allocations and frees recorded in FILE up to the analysed moment,\n"
+      "each thread's in its own order, against the allocator the trace was recorded with\n"
+      "(glibc or jemalloc 5.3), with the rules applied: the allocations whose sites they\n"
+      "name go to their pools, padded and aligned as the rules say. Then reports the\n"
+      "layout the objects would have had, as 'memlayout report' does. Sites and wrappers\n"
+      "are decided as reports decide them (the rules file's wrapper= lines included).\n"
+      "Page frames are not replayed: L2/L3 sets rest on virtual address bits.");
+  app->add_option("FILE", trace, "the trace (memlayout record)")->required();
+  add_rule_options(*app, rule_args);
+  add_format_option(*app, format, {"text", "json"}, "output format");
+  add_output_option(*app, output);
+  add_allocator_option(*app, allocator, "replay against this allocator instead of the trace's");
+  app->add_option("--top", text.top, "groups listed in text")
+      ->check(positive_number())
+      ->type_name("N")
+      ->capture_default_str();
+  add_analysis_options(*app, o);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
   if (rule_args.empty())
-    return usage_error("no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+    return usage_error(*app,
+                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
   LoadedRules rules;
   if (!load_rules(rule_args, &rules))
     return 2;
