@@ -20,6 +20,10 @@ namespace memlayout::inspector {
 
 enum class Tri : uint8_t { kUnknown, kNo, kYes };
 
+// The GNU build-id note of an ELF file (raw bytes), or "" when it has none or
+// cannot be read.
+std::string elf_build_id(const std::string &path);
+
 class ModuleCode {
 public:
   struct Function {

@@ -1,5 +1,7 @@
 #include "symbolizer.h"
 
+#include "code_map.h"
+
 #include "rules.h"
 
 #include <llvm/BinaryFormat/ELF.h>
@@ -23,38 +25,6 @@ std::string hex_bytes(std::string_view bytes) {
     out += kDigits[b & 15];
   }
   return out;
-}
-
-// The GNU build-id note of an ELF file, or "" when it has none or is unreadable.
-std::string read_build_id(const std::string &path) {
-  auto bin = llvm::object::ObjectFile::createObjectFile(path);
-  if (!bin) {
-    llvm::consumeError(bin.takeError());
-    return {};
-  }
-  const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(bin->getBinary());
-  if (!elf)
-    return {};
-  const auto &file = elf->getELFFile();
-  auto phdrs = file.program_headers();
-  if (!phdrs) {
-    llvm::consumeError(phdrs.takeError());
-    return {};
-  }
-  for (const auto &ph : *phdrs) {
-    if (ph.p_type != llvm::ELF::PT_NOTE)
-      continue;
-    llvm::Error err = llvm::Error::success();
-    for (const auto &note : file.notes(ph, err)) {
-      if (note.getType() == llvm::ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
-        auto desc = note.getDesc();
-        llvm::consumeError(std::move(err));
-        return std::string(reinterpret_cast<const char *>(desc.data()), desc.size());
-      }
-    }
-    llvm::consumeError(std::move(err));
-  }
-  return {};
 }
 
 bool starts_with(const std::string &s, std::string_view prefix) {
@@ -153,7 +123,7 @@ struct Symbolizer::Impl {
     state[i].checked = true;
     if (modules[i].build_id.empty())
       return;
-    std::string found = read_build_id(path);
+    std::string found = elf_build_id(path);
     if (!found.empty() && found != modules[i].build_id)
       warnings.push_back(path + ": build-id " + hex_bytes(found) + " differs from the trace's " +
                          hex_bytes(modules[i].build_id) +

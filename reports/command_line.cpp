@@ -188,6 +188,24 @@ void add_output_option(CLI::App &app, std::string &output) {
   app.add_option("-o,--output", output, "write to OUT instead of stdout")->type_name("OUT");
 }
 
+void add_count_option(CLI::App &app, const std::string &name, size_t &value,
+                      const std::string &what) {
+  app.add_option(name, value, what)->check(positive_number())->type_name("N")->capture_default_str();
+}
+
+void add_wrapper_options(CLI::App &app, std::vector<std::string> &wrappers,
+                         std::vector<std::string> &not_wrappers) {
+  app.add_option("--wrapper", wrappers,
+                 "a function to look through as an allocation wrapper when deciding sites "
+                 "(NAME, or PREFIX*); repeatable")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  app.add_option("--not-wrapper", not_wrappers,
+                 "a function never to look through, even when listed or detected; repeatable")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+}
+
 void add_rule_options(CLI::App &app, RuleArgs &rules) {
   app.add_option("--rules", rules.files,
                  "segregation rules, one per line (# comments), e.g. from memlayout advise; "
@@ -248,15 +266,7 @@ void add_analysis_options(CLI::App &app, inspector::ReportOptions &o) {
       ->type_name("MAP|none");
   app.add_option("--cache", o.cache_file, "cache geometry from FILE instead of this machine's")
       ->type_name("FILE");
-  app.add_option("--wrapper", o.wrappers,
-                 "a function to look through as an allocation wrapper (NAME, or PREFIX*); "
-                 "repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
-  app.add_option("--not-wrapper", o.not_wrappers,
-                 "a function never to look through, even when listed or detected; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
+  add_wrapper_options(app, o.wrappers, o.not_wrappers);
 }
 
 } // namespace memlayout::cli

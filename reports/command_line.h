@@ -44,6 +44,13 @@ void add_format_option(CLI::App &app, std::string &format, std::vector<std::stri
                        const std::string &what);
 void add_output_option(CLI::App &app, std::string &output);
 
+// A count such as --top N: a positive number, its default shown.
+void add_count_option(CLI::App &app, const std::string &name, size_t &value,
+                      const std::string &what);
+// --wrapper NAME and --not-wrapper NAME, both repeatable.
+void add_wrapper_options(CLI::App &app, std::vector<std::string> &wrappers,
+                         std::vector<std::string> &not_wrappers);
+
 // --rules FILE and --segregate SPEC, both repeatable.
 void add_rule_options(CLI::App &app, RuleArgs &rules);
 // --allocator native|jemalloc.

@@ -163,14 +163,7 @@ int compare_main(int argc, char **argv) {
       ->type_name("N")
       ->capture_default_str();
   add_allocator_option(*app, allocator, "native (default) or jemalloc, on both sides");
-  app->add_option("--wrapper", wrappers.wrappers,
-                  "look through NAME when deciding a rule's site; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
-  app->add_option("--not-wrapper", wrappers.not_wrappers,
-                  "never look through NAME, even if detected; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
+  add_wrapper_options(*app, wrappers.wrappers, wrappers.not_wrappers);
   app->add_option("--types", types_file, "type map for type= rules (memlayout structs)")
       ->type_name("MAP");
   app->add_flag("--show-output", show_output, "let COMMAND's stdout and stderr through");

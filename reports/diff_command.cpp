@@ -36,10 +36,7 @@ int diff_main(int argc, char **argv) {
   app->add_option("B", inputs[1], "the layout after")->required();
   add_format_option(*app, format, {"text", "json"}, "output format (json: memlayout.diff/1)");
   add_output_option(*app, output);
-  app->add_option("--rows", text.rows, "metric rows listed in text")
-      ->check(positive_number())
-      ->type_name("N")
-      ->capture_default_str();
+  add_count_option(*app, "--rows", text.rows, "metric rows listed in text");
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;

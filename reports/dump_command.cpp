@@ -789,14 +789,7 @@ int dump_main(int argc, char **argv) {
   app->add_flag("--symbolize", symbolize,
                 "resolve allocation stacks to function, file and line; with text, each "
                 "allocation's site as reports decide it");
-  app->add_option("--wrapper", wrappers.wrappers,
-                  "with --symbolize: look through NAME when naming sites; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
-  app->add_option("--not-wrapper", wrappers.not_wrappers,
-                  "with --symbolize: never look through NAME; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
+  add_wrapper_options(*app, wrappers.wrappers, wrappers.not_wrappers);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
 

@@ -89,14 +89,7 @@ int parse(int argc, char **argv, Options &o) {
   app->add_option("--types", o.types_file,
                   "type map for type= rules (default: PROGRAM's .memlayout-types.json beside it)")
       ->type_name("MAP");
-  app->add_option("--wrapper", o.wrappers.wrappers,
-                  "look through NAME when deciding a rule's site; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
-  app->add_option("--not-wrapper", o.wrappers.not_wrappers,
-                  "never look through NAME, even if detected; repeatable")
-      ->type_name("NAME")
-      ->allow_extra_args(false);
+  add_wrapper_options(*app, o.wrappers.wrappers, o.wrappers.not_wrappers);
   if (int rc = parse_command_with_program(*app, argc, argv, o.program); rc >= 0)
     return rc;
   if (g_run_mode)

@@ -193,10 +193,7 @@ int replay_main(int argc, char **argv) {
   add_format_option(*app, format, {"text", "json"}, "output format");
   add_output_option(*app, output);
   add_allocator_option(*app, allocator, "replay against this allocator instead of the trace's");
-  app->add_option("--top", text.top, "groups listed in text")
-      ->check(positive_number())
-      ->type_name("N")
-      ->capture_default_str();
+  add_count_option(*app, "--top", text.top, "groups listed in text");
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;

@@ -53,10 +53,7 @@ int report_main(int argc, char **argv) {
                     "output format; html writes OUT/index.html and its plots (gnuplot) into the "
                     "directory OUT, which -o must name");
   add_output_option(*app, output);
-  app->add_option("--top", text.top, "groups listed in text")
-      ->check(positive_number())
-      ->type_name("N")
-      ->capture_default_str();
+  add_count_option(*app, "--top", text.top, "groups listed in text");
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;

@@ -6,7 +6,7 @@
 // constructors and flag their interleaving; advise's rules, applied by `run`
 // and `record --rules`, must bring each to the whole cache and route exactly
 // the objects the report counted.
-#include "support.h"
+#include "report_json_support.h"
 
 #include <catch2/catch.hpp>
 #include <llvm/Support/JSON.h>
@@ -24,28 +24,6 @@ struct Case {
   const char *node, *op;                   // site functions, as reports name them
   std::vector<std::string> looked_through; // wrappers the node's site is found through
 };
-
-llvm::json::Value json_of(const std::vector<std::string> &argv) {
-  RunResult r = run(argv);
-  INFO("stderr: " << r.err);
-  REQUIRE(r.exit_code() == 0);
-  auto parsed = llvm::json::parse(r.out);
-  REQUIRE(static_cast<bool>(parsed));
-  return std::move(*parsed);
-}
-
-const llvm::json::Object *group_at(const llvm::json::Object &report, const std::string &fn) {
-  for (const auto &g : *report.getArray("groups")) {
-    const auto *o = g.getAsObject();
-    if (o->getObject("site")->getString("function").getValueOr("") == fn)
-      return o;
-  }
-  return nullptr;
-}
-
-double l1(const llvm::json::Object &group) {
-  return group.getObject("set_effective_fraction")->getNumber("L1").getValueOr(-1);
-}
 
 std::vector<std::string> looked_through(const llvm::json::Object &group) {
   std::vector<std::string> out;
@@ -119,12 +97,12 @@ TEST_CASE("sites.field_code_end_to_end", "[sites]") {
   RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, {program(c.program), n});
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
-  const auto *node = group_at(*b.getAsObject(), c.node);
-  const auto *op = group_at(*b.getAsObject(), c.op);
+  const auto *node = group_by_site(*b.getAsObject(), c.node);
+  const auto *op = group_by_site(*b.getAsObject(), c.op);
   REQUIRE(node);
   REQUIRE(op);
-  CHECK(l1(*node) < 0.6);
-  CHECK(l1(*op) < 0.6);
+  CHECK(l1_fraction(*node) < 0.6);
+  CHECK(l1_fraction(*op) < 0.6);
   CHECK(flags_underutilization(*b.getAsObject(), node->getInteger("id").getValueOr(-1)));
   std::vector<std::string> through = looked_through(*node);
   for (const auto &w : c.looked_through)
@@ -160,12 +138,12 @@ TEST_CASE("sites.field_code_end_to_end", "[sites]") {
   REQUIRE(rec.exit_code() == 0);
   CHECK(rec.out == direct.out);
   llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
-  const auto *node_after = group_at(*a.getAsObject(), c.node);
-  const auto *op_after = group_at(*a.getAsObject(), c.op);
+  const auto *node_after = group_by_site(*a.getAsObject(), c.node);
+  const auto *op_after = group_by_site(*a.getAsObject(), c.op);
   REQUIRE(node_after);
   REQUIRE(op_after);
-  CHECK(l1(*node_after) >= 0.9);
-  CHECK(l1(*op_after) >= 0.9);
+  CHECK(l1_fraction(*node_after) >= 0.9);
+  CHECK(l1_fraction(*op_after) >= 0.9);
   CHECK(rule_allocations(*a.getAsObject(), c.node) == node_objects);
   CHECK(rule_allocations(*a.getAsObject(), c.op) == op_objects);
 }
@@ -179,8 +157,8 @@ TEST_CASE("sites.not_wrapper_and_wrapper_options", "[sites]") {
   // Told it is not a wrapper, the pool is the site again: one group.
   llvm::json::Value r =
       json_of({memlayout_bin(), "report", trace, "--format", "json", "--not-wrapper", "pool_get"});
-  CHECK(group_at(*r.getAsObject(), "pool_get"));
-  CHECK_FALSE(group_at(*r.getAsObject(), "create_node"));
+  CHECK(group_by_site(*r.getAsObject(), "pool_get"));
+  CHECK_FALSE(group_by_site(*r.getAsObject(), "create_node"));
   // A rule naming the wrapper itself routes nothing, and run says why.
   RunResult ran = run({memlayout_bin(), "run", "--segregate", "function=pool_get,pool=p", "--",
                        program("bst_wrapped"), "5000"});
@@ -240,11 +218,11 @@ TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
                            "new_node(long, long)";
   const std::string desc = "memlayout::trees::IntLf<memlayout::trees::IntLfBaselineLayout>::"
                            "new_descriptor()";
-  const auto *n = group_at(*b.getAsObject(), node);
-  const auto *d = group_at(*b.getAsObject(), desc);
+  const auto *n = group_by_site(*b.getAsObject(), node);
+  const auto *d = group_by_site(*b.getAsObject(), desc);
   REQUIRE(n);
   REQUIRE(d);
-  CHECK(l1(*n) < 0.7);
+  CHECK(l1_fraction(*n) < 0.7);
   CHECK(flags_underutilization(*b.getAsObject(), n->getInteger("id").getValueOr(-1)));
   const long long nodes = n->getInteger("objects").getValueOr(-1);
   CHECK(nodes >= 50000);
@@ -255,10 +233,10 @@ TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
   REQUIRE(rec.exit_code() == 0);
   CHECK(routed_by(rec.err, node) == nodes);
   llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
-  const auto *n_after = group_at(*a.getAsObject(), node);
-  const auto *d_after = group_at(*a.getAsObject(), desc);
+  const auto *n_after = group_by_site(*a.getAsObject(), node);
+  const auto *d_after = group_by_site(*a.getAsObject(), desc);
   REQUIRE(n_after);
   REQUIRE(d_after);
-  CHECK(l1(*n_after) >= 0.9);
-  CHECK(l1(*d_after) >= 0.9);
+  CHECK(l1_fraction(*n_after) >= 0.9);
+  CHECK(l1_fraction(*d_after) >= 0.9);
 }
