@@ -32,6 +32,20 @@ std::string last_scope(const std::string &normalized) {
   return p == std::string::npos ? normalized : normalized.substr(p + 2);
 }
 
+// `part` in `name` as a whole word of an identifier: at its start or end or
+// next to '_' ("node" in "create_node", not in "nodes").
+bool contains_word(const std::string &name, const std::string &part) {
+  if (part.size() < 3)
+    return false;
+  for (size_t at = name.find(part); at != std::string::npos; at = name.find(part, at + 1)) {
+    bool starts = at == 0 || name[at - 1] == '_';
+    bool ends = at + part.size() == name.size() || name[at + part.size()] == '_';
+    if (starts && ends)
+      return true;
+  }
+  return false;
+}
+
 std::string rule_text(const rules::Rule &r) {
   char buf[4096];
   size_t n = rules::format_rule(r, buf, sizeof buf);
@@ -44,6 +58,7 @@ struct RouteSetup::Impl {
   std::vector<std::unique_ptr<inspector::ModuleCode>> modules;
   inspector::WrapperPolicy policy;
   std::string program;
+  uint64_t labelled = 0; // rules some code of the program's is labelled with
 
   std::vector<const inspector::ModuleCode *> code() const {
     std::vector<const inspector::ModuleCode *> out;
@@ -86,9 +101,8 @@ std::vector<std::string> close_functions(const std::string &key,
         continue;
       std::string last = last_scope(norm);
       size_t d = edit_distance(last, wanted_last);
-      bool contains = last.find(wanted_last) != std::string::npos ||
-                      (wanted_last.size() >= 4 && last.size() >= 4 &&
-                       wanted_last.find(last) != std::string::npos);
+      bool contains = contains_word(last, wanted_last) ||
+                      (last.size() >= 4 && contains_word(wanted_last, last));
       if (d > std::max<size_t>(2, wanted_last.size() / 3) && !contains)
         continue;
       std::string shown = std::string(norm) + (inlined[f] && !out_of_line[f] ? " (inlined)" : "");
@@ -142,6 +156,7 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
     rm.ranges = inspector::label_module(*m, impl_->policy, *rules.set);
     for (const auto &r : rm.ranges)
       labelled |= r.rules;
+    impl_->labelled |= labelled;
     table.push_back(std::move(rm));
   }
   std::string error;
@@ -237,6 +252,12 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
     ++idle;
     std::fprintf(stderr, "memlayout: warning: rule %u %s (%s) routed nothing", i + 1,
                  rule_text(r).c_str(), rules.origin[i].c_str());
+    if (impl_->labelled >> i & 1) {
+      // The function is there: it allocated nothing (of that size) this run.
+      std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
+                   r.has_size ? " of that size" : "");
+      continue;
+    }
     std::vector<std::string> close =
         r.function[0] ? close_functions(r.function, code) : std::vector<std::string>{};
     if (!close.empty()) {
