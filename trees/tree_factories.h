@@ -22,5 +22,6 @@ std::unique_ptr<ConcurrentMap> make_edge_int_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_edge_ext_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ticket(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ext_lf(const TreeConfig &);
+std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &);
 
 } // namespace memlayout::trees

@@ -47,32 +47,32 @@ HtmCounts ElidedRegion::counts() const {
 
 namespace detail {
 
-void relaxed_copy_in(const void *src, size_t n, void *dst) {
+void copy_in_acquire(const void *src, size_t n, void *dst) {
   auto *s = static_cast<const uint8_t *>(src);
   auto *d = static_cast<uint8_t *>(dst);
   for (size_t i = 0; i < n;) {
     if ((reinterpret_cast<uintptr_t>(s + i) & 7) == 0 && n - i >= 8) {
-      uint64_t w = __atomic_load_n(reinterpret_cast<const uint64_t *>(s + i), __ATOMIC_RELAXED);
+      uint64_t w = __atomic_load_n(reinterpret_cast<const uint64_t *>(s + i), __ATOMIC_ACQUIRE);
       std::memcpy(d + i, &w, 8);
       i += 8;
     } else {
-      d[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
+      d[i] = __atomic_load_n(s + i, __ATOMIC_ACQUIRE);
       ++i;
     }
   }
 }
 
-void relaxed_copy_out(void *dst, const void *src, size_t n) {
+void copy_out_release(void *dst, const void *src, size_t n) {
   auto *d = static_cast<uint8_t *>(dst);
   auto *s = static_cast<const uint8_t *>(src);
   for (size_t i = 0; i < n;) {
     if ((reinterpret_cast<uintptr_t>(d + i) & 7) == 0 && n - i >= 8) {
       uint64_t w;
       std::memcpy(&w, s + i, 8);
-      __atomic_store_n(reinterpret_cast<uint64_t *>(d + i), w, __ATOMIC_RELAXED);
+      __atomic_store_n(reinterpret_cast<uint64_t *>(d + i), w, __ATOMIC_RELEASE);
       i += 8;
     } else {
-      __atomic_store_n(d + i, s[i], __ATOMIC_RELAXED);
+      __atomic_store_n(d + i, s[i], __ATOMIC_RELEASE);
       ++i;
     }
   }

@@ -48,6 +48,16 @@ struct HtmConfig {
   uint64_t interrupt_ns = 4'000'000;
 };
 
+// What the HTM trees take besides the layout and allocation policy.
+struct HtmTreeOptions {
+  HtmConfig htm;
+  // Bytes of keys and payloads (leaves) or keys and children (inner nodes)
+  // per node: the fanout follows from it and the key and payload sizes.
+  uint32_t node_bytes = 256;
+  uint32_t key_bytes = 8;   // a multiple of 8, from 8 to 1024
+  uint32_t value_bytes = 8; // a multiple of 8, from 8 to 4096
+};
+
 const char *backend_name(Backend b); // "auto", "rtm", "emulate"
 bool parse_backend(std::string_view text, Backend *out);
 // "64x8" or "64x8+256" (sets x ways + lines the secondary read tracker holds).

@@ -11,8 +11,9 @@
 //     tx.store(&n->count, tx.load(&n->count) + 1);
 //   });
 //
-// Values are read and written with relaxed atomics: a doomed transaction
-// may read memory a committer is writing, and must not be a data race.
+// Values are read with acquire and written with release atomics (plain moves
+// on x86): a doomed transaction may read memory a committer is writing, which
+// must not be a data race, and a store must carry the doom that preceded it.
 #pragma once
 
 #include "abort_info.h"
@@ -37,15 +38,15 @@ concept Word = std::is_trivially_copyable_v<T> &&
                (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
 
 namespace detail {
-template <Word T> T relaxed_load(const T *p) {
+template <Word T> T load_acquire(const T *p) {
   T v;
-  __atomic_load(const_cast<T *>(p), &v, __ATOMIC_RELAXED);
+  __atomic_load(const_cast<T *>(p), &v, __ATOMIC_ACQUIRE);
   return v;
 }
-template <Word T> void relaxed_store(T *p, T v) { __atomic_store(p, &v, __ATOMIC_RELAXED); }
-// Byte ranges (keys and payloads of any size) as relaxed words and bytes.
-void relaxed_copy_in(const void *src, size_t n, void *dst);
-void relaxed_copy_out(void *dst, const void *src, size_t n);
+template <Word T> void store_release(T *p, T v) { __atomic_store(p, &v, __ATOMIC_RELEASE); }
+// Byte ranges (keys and payloads of any size) as atomic words and bytes.
+void copy_in_acquire(const void *src, size_t n, void *dst);
+void copy_out_release(void *dst, const void *src, size_t n);
 } // namespace detail
 
 class Tx {
@@ -59,26 +60,26 @@ public:
       TxEmulator::instance().read(p, sizeof(T), &v);
       return v;
     }
-    return detail::relaxed_load(p);
+    return detail::load_acquire(p);
   }
   template <Word T> void store(T *p, T v) const {
     if (mode_ == Mode::kEmulated)
       TxEmulator::instance().write(p, sizeof(T), &v);
     else
-      detail::relaxed_store(p, v);
+      detail::store_release(p, v);
   }
   // n bytes at p into out (a key or payload of any size).
   void read(const void *p, size_t n, void *out) const {
     if (mode_ == Mode::kEmulated)
       TxEmulator::instance().read(p, n, out);
     else
-      detail::relaxed_copy_in(p, n, out);
+      detail::copy_in_acquire(p, n, out);
   }
   void write(void *p, const void *in, size_t n) const {
     if (mode_ == Mode::kEmulated)
       TxEmulator::instance().write(p, n, in);
     else
-      detail::relaxed_copy_out(p, in, n);
+      detail::copy_out_release(p, in, n);
   }
   // Reads n bytes for their effect on the read set (a comparison reading a
   // whole key, a lookup copying out a whole payload).
