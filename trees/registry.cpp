@@ -23,6 +23,8 @@ const std::vector<TreeInfo> &all_trees() {
       {"ext-lf", "Ellen et al. lock-free external BST, info records", make_ext_lf},
       {"htm-bptree", "B+tree, every operation one HTM transaction over a fallback lock (DBX)",
        make_htm_bptree},
+      {"euno-bptree", "Eunomia's Euno-B+Tree: split HTM regions, scattered leaves, conflict control",
+       make_euno_bptree},
   };
   return trees;
 }

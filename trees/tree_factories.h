@@ -23,5 +23,6 @@ std::unique_ptr<ConcurrentMap> make_edge_ext_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ticket(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ext_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &);
+std::unique_ptr<ConcurrentMap> make_euno_bptree(const TreeConfig &);
 
 } // namespace memlayout::trees

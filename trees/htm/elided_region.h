@@ -73,8 +73,11 @@ public:
   // any transaction when the body aborted for want of spare records.
   template <class Body, class Refill> auto run(uint64_t key, Body &&body, Refill &&refill) {
     using R = std::invoke_result_t<Body &, Tx &>;
-    Counts &c = counts_[thread_index()].c;
-    uint32_t conflicts = 0, capacity = 0, other = 0;
+    PaddedCounts &slot = counts_[thread_index()];
+    Counts &c = slot.c;
+    uint32_t &conflicts = slot.last_conflicts;
+    uint32_t capacity = 0, other = 0;
+    conflicts = 0;
     for (;;) {
       lock_.wait_until_free();
       AbortInfo info;
@@ -148,6 +151,8 @@ public:
   }
 
   const std::string &name() const { return name_; }
+  // Conflict aborts of the calling thread's last run (contention detectors).
+  uint32_t last_run_conflicts() const { return counts_[thread_index()].last_conflicts; }
   // Quiescent: the counts summed over threads.
   HtmCounts counts() const;
 
@@ -155,6 +160,7 @@ private:
   using Counts = HtmCounts;
   struct alignas(64) PaddedCounts {
     Counts c;
+    uint32_t last_conflicts = 0;
   };
   void after_abort(const AbortInfo &info, Counts &c);
 

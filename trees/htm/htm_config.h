@@ -56,6 +56,10 @@ struct HtmTreeOptions {
   uint32_t node_bytes = 256;
   uint32_t key_bytes = 8;   // a multiple of 8, from 8 to 1024
   uint32_t value_bytes = 8; // a multiple of 8, from 8 to 4096
+  // euno-bptree's conflict control (lock and mark bits): per leaf when its
+  // contention detector says so (Eunomia's adaptive control), always, or never.
+  enum class ConflictControl : uint8_t { kAdaptive, kAlways, kNever };
+  ConflictControl conflict_control = ConflictControl::kAdaptive;
 };
 
 const char *backend_name(Backend b); // "auto", "rtm", "emulate"
