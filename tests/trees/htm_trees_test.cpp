@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <barrier>
 #include <map>
 #include <random>
 #include <thread>
@@ -203,7 +204,7 @@ TEST_CASE("htm trees: scans see the stable keys while writers churn the others",
     constexpr Key kRange = 2000;
     for (Key k = 10; k <= kRange; k += 10)
       REQUIRE(m->insert(k, value_of(k)));
-    std::atomic<bool> done{false};
+    std::atomic<int> writers_done{0};
     std::atomic<uint64_t> missing{0}, disorder{0}, scans{0};
     run_threads(6, [&](int t) {
       std::mt19937_64 rng(t);
@@ -217,10 +218,10 @@ TEST_CASE("htm trees: scans see the stable keys while writers churn the others",
           else
             m->remove(k);
         }
-        done.store(true);
+        writers_done.fetch_add(1);
         return;
       }
-      while (!done.load()) {
+      do {
         Key from = static_cast<Key>(rng() % kRange) + 1;
         auto got = scan_all(*m, from, 50);
         Key expect = (from + 9) / 10 * 10; // the first stable key >= from
@@ -236,7 +237,7 @@ TEST_CASE("htm trees: scans see the stable keys while writers churn the others",
           }
         }
         ++scans;
-      }
+      } while (writers_done.load() < 3);
     });
     CHECK(missing.load() == 0);
     CHECK(disorder.load() == 0);
@@ -279,10 +280,18 @@ TEST_CASE("htm trees: conflicts on neighbouring hot keys are false and land in l
   auto m = make("htm-bptree", config(Layout::kFixed));
   for (Key k = 1; k <= 64; ++k)
     REQUIRE(m->insert(k, value_of(k)));
-  run_threads(4, [&](int t) {
-    for (int i = 0; i < 20000; ++i)
-      m->put(17 + t, value_of(17 + t));
-  });
+  // Rounds until they have overlapped enough (a loaded machine may run the
+  // threads one after another for a while).
+  for (int round = 0; round < 200; ++round) {
+    std::barrier start(4);
+    run_threads(4, [&](int t) {
+      start.arrive_and_wait();
+      for (int i = 0; i < 2000; ++i)
+        m->put(17 + t, value_of(17 + t));
+    });
+    if (m->htm_report().counts.aborts[static_cast<int>(htm::AbortCause::kConflict)] >= 50)
+      break;
+  }
   htm::HtmReport r = m->htm_report();
   INFO("conflicts " << r.counts.aborts[0] << " false " << r.counts.conflicts_false);
   REQUIRE(r.counts.aborts[static_cast<int>(htm::AbortCause::kConflict)] > 0);
