@@ -1,6 +1,6 @@
 #include "euno_bptree.h"
 
-#include "spin_lock.h"
+#include "htm/lockstep.h"
 #include "structure_errors.h"
 #include "tree_factories.h"
 
@@ -483,7 +483,7 @@ void EunoBptree::lock_bit(uint8_t *leaf, uint32_t slot) const {
     uint32_t w = __atomic_load_n(word, __ATOMIC_RELAXED);
     if (!(w & bit) && htm::plain_cas(word, w, w | bit))
       return;
-    back_off(attempt);
+    htm::pause(attempt);
   }
 }
 
@@ -517,7 +517,7 @@ void EunoBptree::lock_split(uint8_t *leaf) const {
   for (unsigned attempt = 0;; ++attempt) {
     if (!__atomic_load_n(word, __ATOMIC_RELAXED) && htm::plain_cas(word, 0u, 1u))
       return;
-    back_off(attempt);
+    htm::pause(attempt);
   }
 }
 

@@ -337,7 +337,7 @@ TEST_CASE("htm region: retries, then the fallback lock; counts by cause", "[htm]
   cfg.backend = Backend::kEmulate;
   cfg.retries = RetryPolicy{2, 1, 1};
   cfg.l1 = L1Model{64, 8, 0};
-  cfg.interrupt_ns = 0;
+  cfg.descheduled_ns = 0;
   Runtime rt = resolve_runtime(cfg);
   REQUIRE(rt.backend == Backend::kEmulate);
   FallbackLock lock;
@@ -386,7 +386,7 @@ TEST_CASE("htm region: taking the fallback lock aborts transactions in flight (l
           "[htm][region]") {
   HtmConfig cfg;
   cfg.backend = Backend::kEmulate;
-  cfg.interrupt_ns = 0;
+  cfg.descheduled_ns = 0;
   Runtime rt = resolve_runtime(cfg);
   FallbackLock lock;
   ElidedRegion region("test.lock", lock, rt, nullptr);

@@ -1,6 +1,6 @@
 #include "elided_region.h"
 
-#include "spin_lock.h"
+#include "lockstep.h"
 
 #include <stdexcept>
 
@@ -11,7 +11,7 @@ std::atomic<bool> g_emulating{false};
 Runtime resolve_runtime(const HtmConfig &config) {
   Runtime rt;
   rt.retries = config.retries;
-  rt.interrupt_ns = config.interrupt_ns;
+  rt.descheduled_ns = config.descheduled_ns;
   rt.l1 = config.l1;
   std::string why;
   bool rtm = config.backend != Backend::kEmulate && rtm_usable(&why);
@@ -25,7 +25,7 @@ Runtime resolve_runtime(const HtmConfig &config) {
   return rt;
 }
 
-void FallbackLock::back_off(unsigned attempt) { trees::back_off(attempt); }
+void FallbackLock::back_off(unsigned attempt) { pause(attempt); }
 
 ElidedRegion::ElidedRegion(const std::string &name, FallbackLock &lock, const Runtime &rt,
                            AbortSink *sink)

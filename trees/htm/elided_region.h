@@ -30,7 +30,7 @@ namespace memlayout::trees::htm {
 struct Runtime {
   Backend backend = Backend::kEmulate; // kRtm or kEmulate
   RetryPolicy retries;
-  uint64_t interrupt_ns = 0;
+  uint64_t descheduled_ns = 0;
   L1Model l1;
 };
 
@@ -84,7 +84,7 @@ public:
       if (rt_.backend == Backend::kEmulate) {
         TxEmulator &emu = TxEmulator::instance();
         try {
-          emu.begin(key, true, rt_.interrupt_ns);
+          emu.begin(key, true, rt_.descheduled_ns);
           Tx tx(Mode::kEmulated);
           if (lock_.held_in(tx))
             emu.abort_explicit(kAbortLockHeld);

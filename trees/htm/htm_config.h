@@ -43,9 +43,14 @@ struct HtmConfig {
   Backend backend = Backend::kAuto;
   L1Model l1;
   RetryPolicy retries;
-  // Transactions running longer than this abort as "other" under the
-  // emulator: the timer interrupt that ends a hardware transaction.
-  uint64_t interrupt_ns = 4'000'000;
+  // Under the emulator, a gap this long between two accesses of a
+  // transaction means its thread lost the CPU (preempted, or a page fault):
+  // an interrupt, which ends a hardware transaction. It aborts as "other",
+  // whatever conflicts other threads found with it meanwhile. 0: off.
+  uint64_t descheduled_ns = 50'000;
+  // memlayout-bench runs the measured operations in lockstep (lockstep.h):
+  // threads take turns access by access, as on cores of their own.
+  bool lockstep = false;
 };
 
 // What the HTM trees take besides the layout and allocation policy.

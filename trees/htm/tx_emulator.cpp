@@ -13,6 +13,7 @@
 // them.)
 #include "tx_emulator.h"
 
+#include "lockstep.h"
 #include "spin_lock.h"
 #include "thread_index.h"
 
@@ -44,6 +45,25 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
+}
+
+// The clock of the descheduling check, read at every access: the TSC where
+// there is one (a few ns), calibrated once against the steady clock.
+uint64_t ticks() {
+#if defined(__x86_64__)
+  return __builtin_ia32_rdtsc();
+#else
+  return now_ns();
+#endif
+}
+double ticks_per_ns() {
+  static const double r = [] {
+    uint64_t n0 = now_ns(), t0 = ticks();
+    while (now_ns() - n0 < 2'000'000)
+      ;
+    return static_cast<double>(ticks() - t0) / static_cast<double>(now_ns() - n0);
+  }();
+  return r;
 }
 
 class Lock {
@@ -139,7 +159,7 @@ struct Slot {
   uint64_t gen = 0;
   uint64_t key = 0;
   bool key_known = false;
-  uint64_t start_ns = 0, interrupt_ns = 0;
+  uint64_t last_tick = 0, gap_ticks = 0; // the descheduling check; gap_ticks 0: off
   L1Model model;
   std::unique_ptr<Entry[]> entries;
   std::unique_ptr<uint8_t[]> data; // 64 bytes per entry: the write buffer
@@ -292,7 +312,7 @@ Stripe &lock_and_doom(const Access &a) {
     // A committing transaction finishes without waiting for anyone.
     Slot &c = slot_at(wait_slot);
     for (unsigned attempt = 0; c.state.load(std::memory_order_acquire) == wait_state; ++attempt)
-      back_off(attempt);
+      pause(attempt);
   }
 }
 
@@ -322,6 +342,25 @@ void release_entries(Slot &me) {
   me.used = 0;
   me.state.store(make_state(me.gen, kIdle), std::memory_order_release);
   throw TxAborted{};
+}
+
+// The thread lost the CPU since the transaction's last access: a hardware
+// transaction would have aborted at that interrupt, before any conflict
+// found meanwhile. (The doom a requester set is overridden.)
+void check_descheduled(Slot &me) {
+  if (!me.gap_ticks)
+    return;
+  uint64_t now = ticks();
+  if (now - me.last_tick > me.gap_ticks) {
+    AbortInfo a;
+    a.cause = AbortCause::kOther;
+    a.detailed = true;
+    {
+      std::lock_guard<Lock> g(me.doom_lock);
+      me.doom = a; // whoever doomed it meanwhile came after the interrupt
+    }
+    abort_with(me, &a);
+  }
 }
 
 // After an acquire load of data: a doom that preceded the store it read is seen.
@@ -387,6 +426,7 @@ Access access_of(const Slot &me, uint64_t line, uint64_t mask, bool writes) {
 }
 
 void read_part(Slot &me, const uint8_t *addr, size_t n, uint8_t *out) {
+  check_descheduled(me);
   check_doomed(me);
   uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
   size_t off = reinterpret_cast<uintptr_t>(addr) - line;
@@ -415,9 +455,12 @@ void read_part(Slot &me, const uint8_t *addr, size_t n, uint8_t *out) {
   for (size_t i = 0; i < n; ++i)
     if (w >> (off + i) & 1)
       out[i] = buf[off + i];
+  if (me.gap_ticks)
+    me.last_tick = ticks();
 }
 
 void write_part(Slot &me, uint8_t *addr, size_t n, const uint8_t *in) {
+  check_descheduled(me);
   check_doomed(me);
   uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
   size_t off = reinterpret_cast<uintptr_t>(addr) - line;
@@ -441,6 +484,8 @@ void write_part(Slot &me, uint8_t *addr, size_t n, const uint8_t *in) {
     e->wmask.fetch_or(m, std::memory_order_relaxed);
   }
   std::memcpy(&me.data[static_cast<size_t>(e - me.entries.get()) * kLine + off], in, n);
+  if (me.gap_ticks)
+    me.last_tick = ticks();
 }
 
 } // namespace
@@ -462,7 +507,10 @@ L1Model TxEmulator::model() const {
   return L1Model{g_model_sets.load(), g_model_ways.load(), g_model_overflow.load()};
 }
 
-void TxEmulator::begin(uint64_t key, bool key_known, uint64_t interrupt_ns) {
+void TxEmulator::begin(uint64_t key, bool key_known, uint64_t descheduled_ns) {
+  lockstep_step();
+  if (lockstep_joined())
+    descheduled_ns = 0; // the turns are the schedule: no thread is preempted in the model
   Slot &me = my_slot();
   L1Model m = model();
   if (m.sets != me.model.sets || m.ways != me.model.ways ||
@@ -479,20 +527,18 @@ void TxEmulator::begin(uint64_t key, bool key_known, uint64_t interrupt_ns) {
   me.used = me.written = me.evicted = 0;
   me.key = key;
   me.key_known = key_known;
-  me.interrupt_ns = interrupt_ns;
-  me.start_ns = interrupt_ns ? now_ns() : 0;
+  me.gap_ticks = descheduled_ns ? static_cast<uint64_t>(static_cast<double>(descheduled_ns) *
+                                                        ticks_per_ns())
+                                 : 0;
+  me.last_tick = me.gap_ticks ? ticks() : 0;
   ++me.gen;
   me.state.store(make_state(me.gen, kActive), std::memory_order_seq_cst);
 }
 
 void TxEmulator::commit() {
+  lockstep_step();
   Slot &me = my_slot();
-  if (me.interrupt_ns && now_ns() - me.start_ns > me.interrupt_ns) {
-    AbortInfo a;
-    a.cause = AbortCause::kOther;
-    a.detailed = true;
-    abort_with(me, &a);
-  }
+  check_descheduled(me);
   bool doomed;
   {
     std::lock_guard<Lock> g(me.doom_lock);
@@ -529,6 +575,7 @@ bool TxEmulator::in_transaction() const {
 }
 
 void TxEmulator::read(const void *addr, size_t n, void *out) {
+  lockstep_step();
   Slot &me = my_slot();
   auto *a = static_cast<const uint8_t *>(addr);
   auto *o = static_cast<uint8_t *>(out);
@@ -542,6 +589,7 @@ void TxEmulator::read(const void *addr, size_t n, void *out) {
 }
 
 void TxEmulator::write(void *addr, size_t n, const void *in) {
+  lockstep_step();
   Slot &me = my_slot();
   auto *a = static_cast<uint8_t *>(addr);
   auto *i = static_cast<const uint8_t *>(in);
@@ -565,6 +613,7 @@ void TxEmulator::set_plain_key(uint64_t key, bool known) {
 
 TxEmulator::PlainLock TxEmulator::lock_for_plain(const void *addr, size_t n, bool writes,
                                                  Requester who) {
+  lockstep_step();
   uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
   size_t off = reinterpret_cast<uintptr_t>(addr) - line;
   Access a{line, mask_of(off, std::min(n, kLine - off)), writes, who, kMaxThreads,

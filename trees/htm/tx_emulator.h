@@ -45,8 +45,10 @@ public:
 
   // The calling thread's transaction. `key` is the operation's key when
   // key_known, so that conflicts between operations on different keys can be
-  // told from those on the same key.
-  void begin(uint64_t key, bool key_known, uint64_t interrupt_ns);
+  // told from those on the same key. A gap of more than descheduled_ns
+  // between two of its accesses (its thread lost the CPU) aborts it as an
+  // interrupt would abort a hardware transaction (0: never).
+  void begin(uint64_t key, bool key_known, uint64_t descheduled_ns);
   void commit();                             // throws TxAborted when it cannot
   [[noreturn]] void abort_explicit(uint8_t code);
   bool in_transaction() const;
