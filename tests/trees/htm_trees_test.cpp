@@ -3,6 +3,7 @@
 // control modes, concurrent accounting with puts and scans on more threads
 // than cores, and the abort statistics the emulator classifies.
 #include "euno_bptree.h"
+#include "htm/lockstep.h"
 #include "htm_bptree.h"
 #include "tree_test_support.h"
 
@@ -280,18 +281,22 @@ TEST_CASE("htm trees: conflicts on neighbouring hot keys are false and land in l
   auto m = make("htm-bptree", config(Layout::kFixed));
   for (Key k = 1; k <= 64; ++k)
     REQUIRE(m->insert(k, value_of(k)));
-  // Rounds until they have overlapped enough (a loaded machine may run the
-  // threads one after another for a while).
-  for (int round = 0; round < 200; ++round) {
-    std::barrier start(4);
-    run_threads(4, [&](int t) {
-      start.arrive_and_wait();
-      for (int i = 0; i < 2000; ++i)
-        m->put(17 + t, value_of(17 + t));
-    });
-    if (m->htm_report().counts.aborts[static_cast<int>(htm::AbortCause::kConflict)] >= 50)
-      break;
-  }
+  for (Key k = 100; k < 4196; k += 3) // a deeper tree for the lookups in between
+    REQUIRE(m->insert(k, value_of(k)));
+  // In lockstep (one access per thread per turn), as on four cores of
+  // their own: a loaded 2-core machine would rarely run them together.
+  run_threads(4, [&](int t) {
+    htm::LockstepScope lockstep(4);
+    std::mt19937_64 rng(t);
+    Value v;
+    for (int i = 0; i < 400; ++i) {
+      m->put(17 + t, value_of(17 + t));
+      // Lookups of varying length in between, or threads in lockstep would
+      // keep whatever phase they started with.
+      for (int j = static_cast<int>(rng() % 3); j > 0; --j)
+        m->lookup(static_cast<Key>(rng() % 4096) + 100, &v);
+    }
+  });
   htm::HtmReport r = m->htm_report();
   INFO("conflicts " << r.counts.aborts[0] << " false " << r.counts.conflicts_false);
   REQUIRE(r.counts.aborts[static_cast<int>(htm::AbortCause::kConflict)] > 0);

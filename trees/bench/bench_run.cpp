@@ -145,7 +145,7 @@ void Run::work(unsigned t, int cpu) {
   {
     std::optional<htm::LockstepScope> lockstep;
     if (lockstep_)
-      lockstep.emplace();
+      lockstep.emplace(o_.threads);
     operate(w, rng, noise ? &*noise : nullptr);
   }
   w.result.cpu_seconds = thread_cpu_seconds() - cpu0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace memlayout::trees::htm {
@@ -38,13 +39,22 @@ Participant *next_of(Participant *me) {
 
 } // namespace
 
-LockstepScope::LockstepScope() {
+LockstepScope::LockstepScope(unsigned together) {
   auto *me = new Participant;
   {
     std::lock_guard<std::mutex> g(g_ring_mutex);
     g_ring.push_back(me);
     if (g_ring.size() == 1)
       me->turn.store(1, std::memory_order_relaxed);
+  }
+  // Else the first to join runs alone until the others are scheduled.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(g_ring_mutex);
+      if (g_ring.size() >= together)
+        break;
+    }
+    std::this_thread::yield();
   }
   t_me = me;
   wait_for_turn(me);

@@ -14,11 +14,11 @@
 
 namespace memlayout::trees::htm {
 
-// Joins the calling thread for its lifetime (waits for its first turn);
-// leaves when destroyed.
+// Joins the calling thread for its lifetime (waits until `together` threads
+// have joined, then for its first turn); leaves when destroyed.
 class LockstepScope {
 public:
-  LockstepScope();
+  explicit LockstepScope(unsigned together = 1);
   ~LockstepScope();
   LockstepScope(const LockstepScope &) = delete;
   LockstepScope &operator=(const LockstepScope &) = delete;
