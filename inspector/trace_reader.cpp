@@ -910,7 +910,7 @@ bool TraceReader::decode_htm_aborts(Cursor c, uint64_t offset, uint32_t tid, boo
   while (!c.at_end()) {
     HtmAbort a;
     uint8_t cause = c.u8();
-    if (cause > static_cast<uint8_t>(trace::HtmCause::kOther))
+    if (cause > static_cast<uint8_t>(trace::HtmCause::kCommits))
       c.bad = true;
     a.cause = static_cast<trace::HtmCause>(cause);
     a.flags = c.u8();

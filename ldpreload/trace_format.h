@@ -110,8 +110,16 @@ enum class RecordType : uint8_t {
 // A conflict names its line and the bytes of it (bit i = byte i) the aborted
 // transaction read and wrote and the conflicting access touched; a capacity
 // abort names the L1 set that overflowed, the transaction's footprint and its
-// lines in that set. Fields a cause does not use are 0.
-enum class HtmCause : uint8_t { kConflict = 0, kCapacity = 1, kExplicit = 2, kOther = 3 };
+// lines in that set. Fields a cause does not use are 0. A kCommits entry is
+// not an abort: its `line` field counts the region's transactions that
+// completed (committed, or ran on the fallback path) since the last one.
+enum class HtmCause : uint8_t {
+  kConflict = 0,
+  kCapacity = 1,
+  kExplicit = 2,
+  kOther = 3,
+  kCommits = 4
+};
 enum HtmFlags : uint8_t {
   kHtmOverlap = 1,       // true conflict: the two sides' bytes overlap
   kHtmOtherWrites = 2,   // the conflicting access wrote

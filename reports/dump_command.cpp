@@ -484,13 +484,36 @@ public:
 
   // One line per aborted transaction of a kHtmAborts record.
   void htm_aborts() {
-    static constexpr const char *kCauses[] = {"conflict", "capacity", "explicit", "other"};
+    static constexpr const char *kCauses[] = {"conflict", "capacity", "explicit", "other",
+                                              "commits"};
     for (const inspector::HtmAbort &a : r_.record_htm_aborts()) {
-      const char *cause = kCauses[static_cast<int>(a.cause) & 3];
+      const char *cause = kCauses[std::min(static_cast<int>(a.cause), 4)];
+      const std::string *region_name = a.region_id ? r_.string(a.region_id) : nullptr;
+      if (a.cause == trace::HtmCause::kCommits) {
+        if (!jsonl_) {
+          o_.put("htm commits tid ");
+          o_.u64(a.tid);
+          o_.put(": ");
+          o_.u64(a.line);
+          if (region_name) {
+            o_.put(" in ");
+            o_.put(*region_name);
+          }
+          o_.put('\n');
+        } else {
+          o_.put("{\"ev\":\"htm_commits\",\"tid\":");
+          o_.u64(a.tid);
+          if (region_name)
+            str("region", *region_name);
+          num("count", a.line);
+          o_.put("}\n");
+        }
+        continue;
+      }
       const char *by = a.flags & trace::kHtmByLock    ? "fallback_lock"
                        : a.flags & trace::kHtmByPlain ? "plain"
                                                       : "transaction";
-      const std::string *region = a.region_id ? r_.string(a.region_id) : nullptr;
+      const std::string *region = region_name;
       bool conflict = a.cause == trace::HtmCause::kConflict;
       bool capacity = a.cause == trace::HtmCause::kCapacity;
       if (!jsonl_) {

@@ -33,12 +33,13 @@ EunoBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t 
     s.seg_counts_off = 16;
     s.next_off = align8(s.seg_counts_off + s.segments);
     s.seg_ptrs_off = s.next_off + 8;
-    s.lock_bits_off = s.seg_ptrs_off + 8 * s.segments;
+    // The conflict-control module "above the leaf": its own line.
+    s.lock_bits_off = htm::line_round(s.seg_ptrs_off + 8 * s.segments);
     s.mark_bits_off = s.lock_bits_off + 4 * s.bit_words;
     s.split_lock_off = s.mark_bits_off + 4 * s.bit_words;
     s.contention_off = s.split_lock_off + 4;
     s.fill_off = s.contention_off + 4;
-    s.reserved_keys_off = align8(s.fill_off + 4);
+    s.reserved_keys_off = htm::line_round(s.fill_off + 4);
     s.reserved_values_off = s.reserved_keys_off + s.fanout * k;
     s.bytes = s.reserved_values_off + s.fanout * v;
     s.segment_bytes = s.seg_slots * (k + v);
@@ -111,40 +112,40 @@ EunoBptree::EunoBptree(const TreeConfig &config)
   sink_ = std::make_unique<htm::AbortSink>(kinds, &map_);
   upper_ = std::make_unique<htm::ElidedRegion>("euno-bptree.upper", lock_, rt_, sink_.get());
   lower_ = std::make_unique<htm::ElidedRegion>("euno-bptree.lower", lock_, rt_, sink_.get());
-  alloc_leaf_ = [this] { return new_leaf(); };
-  alloc_inner_ = [this] { return new_inner(); };
-  alloc_segment_ = [this] { return new_segment(); };
-  hdr_.root = new_leaf();
+  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
+  alloc_segment_ = [this] { return reinterpret_cast<uint8_t *>(new_segment()); };
+  hdr_.root = alloc_leaf_();
   if (!fixed_)
     for (uint32_t s = 0; s < leaf_.segments; ++s)
-      *at<uint8_t *>(hdr_.root, leaf_.seg_ptrs_off + 8 * s) = new_segment();
+      *at<uint8_t *>(hdr_.root, leaf_.seg_ptrs_off + 8 * s) = alloc_segment_();
 }
 
 EunoBptree::~EunoBptree() { free_all(); }
 
-uint8_t *EunoBptree::new_leaf() {
+EunoBptree::LeafRecord *EunoBptree::new_leaf() {
   auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
                                           : records_.allocate(leaf_kind_, leaf_.bytes));
   htm::zero_record(p, leaf_.bytes);
   map_.add(p, leaf_.bytes, leaf_kind_);
-  return p;
+  return reinterpret_cast<LeafRecord *>(p);
 }
 
-uint8_t *EunoBptree::new_inner() {
+EunoBptree::InnerRecord *EunoBptree::new_inner() {
   auto *p = static_cast<uint8_t *>(
       fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
              : records_.allocate(inner_kind_, inner_.shape().bytes));
   inner_.init(p);
   map_.add(p, inner_.shape().bytes, inner_kind_);
-  return p;
+  return reinterpret_cast<InnerRecord *>(p);
 }
 
 // The public code's `new Entry[E]`: a separate array per segment.
-uint8_t *EunoBptree::new_segment() {
+EunoBptree::SegmentRecord *EunoBptree::new_segment() {
   auto *p = static_cast<uint8_t *>(records_.allocate(segment_kind_, leaf_.segment_bytes));
   htm::zero_record(p, leaf_.segment_bytes);
   map_.add(p, leaf_.segment_bytes, segment_kind_);
-  return p;
+  return reinterpret_cast<SegmentRecord *>(p);
 }
 
 void EunoBptree::free_all() {

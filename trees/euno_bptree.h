@@ -20,10 +20,11 @@
 //
 // Layouts: baseline follows the public code: the key count (written by
 // every insert) and the segments' counts share the version's line (read by
-// every operation), segments are separate 64-byte arrays from malloc, and
-// the conflict-control words follow the header. fixed: the version, the
-// lock bits and the mark bits each on a line of their own, segments inline
-// and line-aligned (a zero key marks a free slot: no count to write).
+// every operation), and segments are separate 64-byte arrays from malloc
+// (75% of them straddle two lines under glibc). fixed: the version, the lock
+// bits and the mark bits each on a line of their own, segments inline and
+// line-aligned (a zero key marks a free slot: no count to write). Both keep
+// the conflict-control words off the lines of the keys.
 #pragma once
 
 #include "htm/abort_sink.h"
@@ -75,9 +76,14 @@ private:
   };
   enum class Outcome : uint8_t { kStale, kNo, kYes };
 
-  [[gnu::noinline]] uint8_t *new_leaf();
-  [[gnu::noinline]] uint8_t *new_inner();
-  [[gnu::noinline]] uint8_t *new_segment();
+  // Typed for `memlayout report` (untyped memory from malloc would make
+  // these allocation wrappers).
+  struct LeafRecord;
+  struct InnerRecord;
+  struct SegmentRecord;
+  [[gnu::noinline]] LeafRecord *new_leaf();
+  [[gnu::noinline]] InnerRecord *new_inner();
+  [[gnu::noinline]] SegmentRecord *new_segment();
   void free_all();
   void refill_spares();
 

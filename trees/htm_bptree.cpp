@@ -57,29 +57,29 @@ HtmBptree::HtmBptree(const TreeConfig &config)
       std::vector<std::string>{records_.kind_name(leaf_kind_), records_.kind_name(inner_kind_)},
       &map_);
   op_ = std::make_unique<htm::ElidedRegion>("htm-bptree.op", lock_, rt_, sink_.get());
-  alloc_leaf_ = [this] { return new_leaf(); };
-  alloc_inner_ = [this] { return new_inner(); };
-  hdr_.root = new_leaf();
+  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
+  hdr_.root = alloc_leaf_();
 }
 
 HtmBptree::~HtmBptree() { free_all(); }
 
-uint8_t *HtmBptree::new_leaf() {
+HtmBptree::LeafRecord *HtmBptree::new_leaf() {
   auto *p = static_cast<uint8_t *>(
       fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
              : records_.allocate(leaf_kind_, leaf_.bytes));
   htm::zero_record(p, leaf_.bytes);
   map_.add(p, leaf_.bytes, leaf_kind_);
-  return p;
+  return reinterpret_cast<LeafRecord *>(p);
 }
 
-uint8_t *HtmBptree::new_inner() {
+HtmBptree::InnerRecord *HtmBptree::new_inner() {
   auto *p = static_cast<uint8_t *>(
       fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
              : records_.allocate(inner_kind_, inner_.shape().bytes));
   inner_.init(p);
   map_.add(p, inner_.shape().bytes, inner_kind_);
-  return p;
+  return reinterpret_cast<InnerRecord *>(p);
 }
 
 void HtmBptree::free_all() {

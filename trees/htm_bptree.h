@@ -43,8 +43,12 @@ public:
   const htm::InnerShape &inner_shape() const { return inner_.shape(); }
 
 private:
-  [[gnu::noinline]] uint8_t *new_leaf();
-  [[gnu::noinline]] uint8_t *new_inner();
+  // The records' types for `memlayout report`: a function returning untyped
+  // memory it got from malloc would count as an allocation wrapper.
+  struct LeafRecord;
+  struct InnerRecord;
+  [[gnu::noinline]] LeafRecord *new_leaf();
+  [[gnu::noinline]] InnerRecord *new_inner();
   void free_all();
 
   uint8_t *key_at(uint8_t *leaf, uint32_t i) const {

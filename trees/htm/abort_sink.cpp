@@ -19,8 +19,19 @@ struct TraceBatch {
   memlayout_htm_abort entries[kEntries];
   uint64_t lines[kEntries][AbortInfo::kMaxSetLines];
   size_t count = 0;
+  // Completed transactions per region since the last flush (few regions).
+  std::pair<const char *, uint64_t> completions[8] = {};
 
   void flush() {
+    for (auto &[region, n] : completions)
+      if (n && count < kEntries) {
+        memlayout_htm_abort &e = entries[count++];
+        e = memlayout_htm_abort{};
+        e.cause = MEMLAYOUT_HTM_COMMITS;
+        e.line = n;
+        e.region = region;
+        n = 0;
+      }
     if (count)
       memlayout_htm_aborts(entries, count);
     count = 0;
@@ -65,13 +76,15 @@ void trace_abort(const AbortInfo &a, const char *region, const L1Model &l1) {
     e.lines = b.lines[b.count];
     e.nlines = a.set_lines_count;
   }
-  if (++b.count == TraceBatch::kEntries)
+  if (++b.count >= TraceBatch::kEntries - 8) // room for the completions
     b.flush();
 }
 
-void top(const std::unordered_map<uint32_t, uint64_t> &counts,
-         std::vector<std::pair<uint32_t, uint64_t>> &out) {
-  out.assign(counts.begin(), counts.end());
+void top(const std::vector<uint64_t> &counts, std::vector<std::pair<uint32_t, uint64_t>> &out) {
+  out.clear();
+  for (uint32_t off = 0; off < counts.size(); ++off)
+    if (counts[off])
+      out.emplace_back(off, counts[off]);
   std::sort(out.begin(), out.end(), [](const auto &x, const auto &y) {
     return x.second != y.second ? x.second > y.second : x.first < y.first;
   });
@@ -99,6 +112,10 @@ AbortSink::PerThread &AbortSink::mine() {
   if (!p) {
     p = new PerThread;
     p->kinds.resize(names_.size());
+    for (Tally &t : p->kinds) {
+      t.false_offsets.assign(kMaxOffset + 1, 0);
+      t.capacity_offsets.assign(kMaxOffset + 1, 0);
+    }
     slot.store(p, std::memory_order_release);
   }
   return *p;
@@ -121,7 +138,7 @@ void AbortSink::record(const AbortInfo &a, const char *region, const L1Model &l1
       ++t.conflicts_true;
     } else {
       ++t.conflicts_false;
-      ++t.false_offsets[static_cast<uint32_t>(first - hit.base)];
+      ++t.false_offsets[std::min<uint64_t>(first - hit.base, kMaxOffset)];
     }
   } else if (a.cause == AbortCause::kCapacity) {
     for (int i = 0; i < a.set_lines_count; ++i) {
@@ -129,14 +146,15 @@ void AbortSink::record(const AbortInfo &a, const char *region, const L1Model &l1
         continue;
       Tally &t = mine().kinds[hit.kind];
       ++t.capacity_lines;
-      ++t.capacity_offsets[static_cast<uint32_t>(a.set_lines[i] - hit.base)];
+      ++t.capacity_offsets[std::min<uint64_t>(a.set_lines[i] - hit.base, kMaxOffset)];
     }
   }
 }
 
 std::vector<KindAborts> AbortSink::kinds() const {
   std::vector<KindAborts> out(names_.size());
-  std::vector<std::unordered_map<uint32_t, uint64_t>> fo(names_.size()), co(names_.size());
+  std::vector<std::vector<uint64_t>> fo(names_.size(), std::vector<uint64_t>(kMaxOffset + 1)),
+      co(names_.size(), std::vector<uint64_t>(kMaxOffset + 1));
   for (size_t k = 0; k < names_.size(); ++k)
     out[k].kind = names_[k];
   for (uint32_t i = 0; i < kMaxThreads; ++i) {
@@ -148,10 +166,10 @@ std::vector<KindAborts> AbortSink::kinds() const {
       out[k].conflicts_true += t.conflicts_true;
       out[k].conflicts_false += t.conflicts_false;
       out[k].capacity_lines += t.capacity_lines;
-      for (const auto &[off, n] : t.false_offsets)
-        fo[k][off] += n;
-      for (const auto &[off, n] : t.capacity_offsets)
-        co[k][off] += n;
+      for (uint32_t off = 0; off <= kMaxOffset; ++off) {
+        fo[k][off] += t.false_offsets[off];
+        co[k][off] += t.capacity_offsets[off];
+      }
     }
   }
   for (size_t k = 0; k < names_.size(); ++k) {
@@ -166,6 +184,19 @@ const char *intern_region_name(const std::string &name) {
   static std::set<std::string> *names = new std::set<std::string>; // never freed: threads outlive trees
   std::lock_guard<std::mutex> g(m);
   return names->insert(name).first->c_str();
+}
+
+void AbortSink::count_completion(const char *region) {
+  if (!recording())
+    return;
+  if (!t_batch)
+    t_batch = std::make_unique<TraceBatch>();
+  for (auto &[r, n] : t_batch->completions)
+    if (r == region || !r) {
+      r = region;
+      ++n;
+      return;
+    }
 }
 
 void flush_thread_abort_records() {

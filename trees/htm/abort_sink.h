@@ -12,7 +12,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace memlayout::trees::htm {
@@ -29,13 +28,21 @@ public:
   // must outlive the process's threads: pass intern_region_name's result.
   void record(const AbortInfo &a, const char *region, const L1Model &l1);
 
+  // A transaction of `region` completed (committed or ran on the fallback
+  // path): counted for the trace, when recorded.
+  static void count_completion(const char *region);
+
   // Quiescent: the aborts by record kind, summed over threads.
   std::vector<KindAborts> kinds() const;
 
 private:
+  // Offsets are counted per byte of the first kMaxOffset bytes of a record
+  // (one allocation per thread and kind, none while counting); beyond that,
+  // in the last bucket.
+  static constexpr uint32_t kMaxOffset = 4096;
   struct Tally {
     uint64_t conflicts_true = 0, conflicts_false = 0, capacity_lines = 0;
-    std::unordered_map<uint32_t, uint64_t> false_offsets, capacity_offsets;
+    std::vector<uint32_t> false_offsets, capacity_offsets; // kMaxOffset + 1 each
   };
   struct PerThread {
     std::vector<Tally> kinds;

@@ -91,12 +91,12 @@ public:
           if constexpr (std::is_void_v<R>) {
             body(tx);
             emu.commit();
-            ++c.commits;
+            completed(c);
             return;
           } else {
             R r = body(tx);
             emu.commit();
-            ++c.commits;
+            completed(c);
             return r;
           }
         } catch (const TxAborted &) {
@@ -111,12 +111,12 @@ public:
           if constexpr (std::is_void_v<R>) {
             body(tx);
             rtm_end();
-            ++c.commits;
+            completed(c);
             return;
           } else {
             R r = body(tx);
             rtm_end();
-            ++c.commits;
+            completed(c);
             return r;
           }
         }
@@ -139,6 +139,7 @@ public:
     }
     lock_.acquire();
     ++c.fallbacks;
+    AbortSink::count_completion(interned_);
     struct Release {
       FallbackLock &l;
       ~Release() { l.release(); }
@@ -163,6 +164,10 @@ private:
     uint32_t last_conflicts = 0;
   };
   void after_abort(const AbortInfo &info, Counts &c);
+  void completed(Counts &c) {
+    ++c.commits;
+    AbortSink::count_completion(interned_);
+  }
 
   std::string name_;
   const char *interned_;

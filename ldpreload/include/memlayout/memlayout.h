@@ -31,7 +31,10 @@ enum {
   MEMLAYOUT_HTM_CONFLICT = 0,
   MEMLAYOUT_HTM_CAPACITY = 1,
   MEMLAYOUT_HTM_EXPLICIT = 2,
-  MEMLAYOUT_HTM_OTHER = 3
+  MEMLAYOUT_HTM_OTHER = 3,
+  /* Not an abort: `line` holds how many transactions of `region` committed
+   * (or ran on the fallback path) since the last such entry. */
+  MEMLAYOUT_HTM_COMMITS = 4
 };
 enum {
   MEMLAYOUT_HTM_OVERLAP = 1,        /* true conflict: the two sides' bytes overlap */
