@@ -375,9 +375,10 @@ void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresho
                  " of those lines sit at one offset within their 4 KiB pages: the objects start "
                  "alike, so the same field of each maps to the same set";
   if (uneven && same_offset >= 0.5)
-    f.fix = "stagger the objects so that they do not start at the same place in a page (a "
-            "stride that is not a multiple of 4 KiB): --segregate " +
-            rule_match(g->group) + ",pad=64";
+    f.fix = "stagger the objects so that they do not start at the same place in a page: start "
+            "each a few lines further in (cache colouring), or size them so that their stride "
+            "is not a multiple of 4 KiB (allocator size classes of 4 KiB and more are page "
+            "multiples; padding within one of them changes nothing)";
   else if (uneven)
     f.fix = "spread the lines a transaction touches over more sets: fewer lines per object on "
             "the search path (a binary search, hot fields first), or objects placed at varied "

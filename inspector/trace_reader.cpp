@@ -933,7 +933,9 @@ bool TraceReader::decode_htm_aborts(Cursor c, uint64_t offset, uint32_t tid, boo
     a.tx_written_lines = u32();
     a.tx_sets = u32();
     a.lines_count = u32();
-    if (c.bad || a.lines_count > trace::kMaxHtmSetLines || a.lines_count > c.left())
+    if (a.lines_count > trace::kMaxHtmSetLines || a.lines_count > c.left())
+      c.bad = true;
+    if (c.bad)
       break;
     a.lines_first = static_cast<uint32_t>(htm_lines_.size());
     for (uint32_t i = 0; i < a.lines_count; ++i)
