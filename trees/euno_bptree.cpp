@@ -893,6 +893,12 @@ htm::HtmReport EunoBptree::htm_report() const {
   return r;
 }
 
+void EunoBptree::reset_htm_stats() {
+  upper_->reset_counts();
+  lower_->reset_counts();
+  sink_->reset();
+}
+
 std::unique_ptr<ConcurrentMap> make_euno_bptree(const TreeConfig &config) {
   return std::make_unique<EunoBptree>(config);
 }

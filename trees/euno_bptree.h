@@ -48,6 +48,7 @@ public:
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
   htm::HtmReport htm_report() const override;
+  void reset_htm_stats() override;
 
   // Where a leaf's fields are (bytes from its start); seg_ptrs_off is used by
   // the baseline layout (separate segment arrays), segments_off by fixed.

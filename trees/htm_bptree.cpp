@@ -353,6 +353,11 @@ htm::HtmReport HtmBptree::htm_report() const {
   return r;
 }
 
+void HtmBptree::reset_htm_stats() {
+  op_->reset_counts();
+  sink_->reset();
+}
+
 std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &config) {
   return std::make_unique<HtmBptree>(config);
 }

@@ -34,6 +34,7 @@ public:
   void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
   htm::HtmReport htm_report() const override;
+  void reset_htm_stats() override;
 
   struct LeafShape {
     uint32_t fanout = 0;

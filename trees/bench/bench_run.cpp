@@ -224,6 +224,8 @@ BenchResult Run::operator()() {
   r.prefill_s = seconds_between(p0, Clock::now());
   r.prefilled = o_.prefill_keys();
   memlayout_mark("prefilled"); // memlayout report --at mark:prefilled
+  if (htm_tree_ && o_.duration_s > 0)
+    htm_tree_->reset_htm_stats(); // the run's transactions, not the prefill's
   auto t0 = Clock::now();
   sync_.arrive_and_wait();
   if (o_.duration_s > 0) {

@@ -39,7 +39,7 @@ std::optional<std::string> apply_htm_option(std::string_view name, std::string_v
   };
   if (name == "htm") {
     if (!htm::parse_backend(value, &o.htm.backend))
-      return bad("auto, rtm or emulate");
+      return bad("auto, rtm, emulate or lock");
   } else if (name == "htm-l1") {
     std::string why;
     if (!htm::parse_l1_model(value, &o.htm.l1, &why))
@@ -83,7 +83,8 @@ std::optional<std::string> apply_htm_option(std::string_view name, std::string_v
 
 const char *htm_usage() {
   return R"(HTM trees (htm-bptree, euno-bptree):
-  --htm B              auto (RTM when this CPU has it, else the emulator), rtm, emulate (auto)
+  --htm B              auto (RTM when this CPU has it, else the emulator), rtm, emulate,
+                       or lock (no transactions: every operation takes the lock) (auto)
   --htm-l1 SxW[+R]     the emulator's L1: S sets of W ways, R read-only lines tracked
                        beyond it (64x8)
   --htm-retries C/K/O  conflict/capacity/other aborts before the fallback lock (128/16/3)

@@ -179,6 +179,16 @@ std::vector<KindAborts> AbortSink::kinds() const {
   return out;
 }
 
+void AbortSink::reset() {
+  for (uint32_t i = 0; i < kMaxThreads; ++i)
+    if (PerThread *p = threads_[i].load(std::memory_order_acquire))
+      for (Tally &t : p->kinds) {
+        t.conflicts_true = t.conflicts_false = t.capacity_lines = 0;
+        std::fill(t.false_offsets.begin(), t.false_offsets.end(), 0);
+        std::fill(t.capacity_offsets.begin(), t.capacity_offsets.end(), 0);
+      }
+}
+
 const char *intern_region_name(const std::string &name) {
   static std::mutex m;
   static std::set<std::string> *names = new std::set<std::string>; // never freed: threads outlive trees

@@ -32,8 +32,9 @@ public:
   // path): counted for the trace, when recorded.
   static void count_completion(const char *region);
 
-  // Quiescent: the aborts by record kind, summed over threads.
+  // Quiescent: the aborts by record kind, summed over threads; zeroed.
   std::vector<KindAborts> kinds() const;
+  void reset();
 
 private:
   // Offsets are counted per byte of the first kMaxOffset bytes of a record

@@ -13,6 +13,10 @@ Runtime resolve_runtime(const HtmConfig &config) {
   rt.retries = config.retries;
   rt.descheduled_ns = config.descheduled_ns;
   rt.l1 = config.l1;
+  if (config.backend == Backend::kLock) {
+    rt.backend = Backend::kLock;
+    return rt;
+  }
   std::string why;
   bool rtm = config.backend != Backend::kEmulate && rtm_usable(&why);
   if (config.backend == Backend::kRtm && !rtm)
@@ -43,6 +47,11 @@ HtmCounts ElidedRegion::counts() const {
   for (uint32_t i = 0; i < thread_index_bound(); ++i)
     sum += counts_[i].c;
   return sum;
+}
+
+void ElidedRegion::reset_counts() {
+  for (uint32_t i = 0; i < kMaxThreads; ++i)
+    counts_[i].c = HtmCounts{};
 }
 
 namespace detail {

@@ -28,7 +28,7 @@ namespace memlayout::trees::htm {
 
 // The backend and policy a tree's regions run with, resolved once.
 struct Runtime {
-  Backend backend = Backend::kEmulate; // kRtm or kEmulate
+  Backend backend = Backend::kEmulate; // kRtm, kEmulate or kLock
   RetryPolicy retries;
   uint64_t descheduled_ns = 0;
   L1Model l1;
@@ -36,7 +36,7 @@ struct Runtime {
 
 // kAuto becomes kRtm when this CPU has usable RTM, else kEmulate; kRtm on a
 // CPU without it throws std::runtime_error saying why. Configures the
-// emulator's L1 model when it is chosen.
+// emulator's L1 model when it is chosen. kLock stays: regions take the lock.
 Runtime resolve_runtime(const HtmConfig &config);
 
 // The lock of the fallback path, alone on its line.
@@ -78,7 +78,7 @@ public:
     uint32_t &conflicts = slot.last_conflicts;
     uint32_t capacity = 0, other = 0;
     conflicts = 0;
-    for (;;) {
+    for (; rt_.backend != Backend::kLock;) {
       lock_.wait_until_free();
       AbortInfo info;
       if (rt_.backend == Backend::kEmulate) {
@@ -154,8 +154,9 @@ public:
   const std::string &name() const { return name_; }
   // Conflict aborts of the calling thread's last run (contention detectors).
   uint32_t last_run_conflicts() const { return counts_[thread_index()].last_conflicts; }
-  // Quiescent: the counts summed over threads.
+  // Quiescent: the counts summed over threads; zeroed.
   HtmCounts counts() const;
+  void reset_counts();
 
 private:
   using Counts = HtmCounts;

@@ -18,6 +18,8 @@ const char *backend_name(Backend b) {
     return "rtm";
   case Backend::kEmulate:
     return "emulate";
+  case Backend::kLock:
+    return "lock";
   case Backend::kAuto:
     break;
   }
@@ -31,6 +33,8 @@ bool parse_backend(std::string_view text, Backend *out) {
     *out = Backend::kRtm;
   else if (text == "emulate")
     *out = Backend::kEmulate;
+  else if (text == "lock")
+    *out = Backend::kLock;
   else
     return false;
   return true;

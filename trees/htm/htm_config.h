@@ -13,6 +13,8 @@ enum class Backend : uint8_t {
   kAuto,    // RTM when this CPU has usable RTM, else the emulator
   kRtm,     // Intel RTM (xbegin/xend); trees refuse to start without it
   kEmulate, // the software emulator (tx_emulator.h)
+  kLock,    // no transactions: every region takes the fallback lock (the
+            // spin-lock baseline of the studies, and the emulator's cost)
 };
 
 // The cache that tracks a transaction's lines, as Haswell-to-Sapphire-Rapids

@@ -21,6 +21,8 @@ public:
   // Quiescent: commits, aborts by cause and class, fallbacks, by region and
   // record kind.
   virtual HtmReport htm_report() const = 0;
+  // Quiescent: starts the statistics over (the harness, after the prefill).
+  virtual void reset_htm_stats() = 0;
 
 protected:
   using MapWithRecords::MapWithRecords;
