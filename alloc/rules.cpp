@@ -127,8 +127,7 @@ void name_bounds(const char *s, size_t *name_start, size_t *name_end) {
       --depth;
     else if (c == '(' && std::strncmp(s + i, kAnonymous, sizeof kAnonymous - 1) == 0)
       i += sizeof kAnonymous - 2;
-    else if (c == ' ' && depth == 0 &&
-             !(i >= 8 && std::strncmp(s + i - 8, "operator", 8) == 0))
+    else if (c == ' ' && depth == 0 && !(i >= 8 && std::strncmp(s + i - 8, "operator", 8) == 0))
       start = i + 1;
   }
   *name_start = start;
@@ -434,10 +433,10 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
     } else if (equals(key, key_len, "size")) {
       const char *dash = static_cast<const char *>(std::memchr(value, '-', value_len));
       uint64_t lo, hi;
-      bool ok = dash ? parse_number(value, static_cast<size_t>(dash - value), &lo) &&
-                           parse_number(dash + 1, static_cast<size_t>(value + value_len - dash - 1),
-                                        &hi)
-                     : parse_number(value, value_len, &lo);
+      bool ok =
+          dash ? parse_number(value, static_cast<size_t>(dash - value), &lo) &&
+                     parse_number(dash + 1, static_cast<size_t>(value + value_len - dash - 1), &hi)
+               : parse_number(value, value_len, &lo);
       if (!dash)
         hi = lo;
       if (!ok || lo > hi) {
@@ -502,8 +501,8 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
     return false;
   }
   if (out->huge_pages && !out->pool[0]) {
-    set_error(err, line, 1, "hugepages=1 needs pool=NAME (huge pages back a pool's range)%s%s",
-              "", "");
+    set_error(err, line, 1, "hugepages=1 needs pool=NAME (huge pages back a pool's range)%s%s", "",
+              "");
     return false;
   }
   return true;
@@ -745,6 +744,12 @@ bool key_has_params(const char *key) {
 }
 
 } // namespace
+
+size_t function_name_offset(const char *demangled) {
+  size_t start, end;
+  name_bounds(demangled, &start, &end);
+  return start;
+}
 
 bool function_key_matches(const char *demangled, const char *key) {
   if (!has_qualifiers(key)) {

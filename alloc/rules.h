@@ -93,6 +93,10 @@ bool symbol_matches(const char *symbol, const char *want);
 // Same for a demangled name as the symbolizer prints it.
 bool demangled_matches(const char *demangled, const char *want);
 
+// Where the name proper of a demangled function starts: after the return
+// type function templates carry ("std::unique_ptr<T> std::make_unique<T>()").
+size_t function_name_offset(const char *demangled);
+
 // How a rule's function key names functions, on demangled names: by scopes
 // (demangled_matches on the normalized key) when the key has no template
 // arguments or parameter list; otherwise those must match too, so

@@ -1,5 +1,7 @@
 #include "alloc_site.h"
 
+#include "rules.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -76,11 +78,21 @@ std::vector<std::string> significant(const std::map<std::string, uint64_t> &call
   return out;
 }
 
+// "2 callers: create_node, create_op": names by their scopes only (no
+// template arguments or parameters), at most four.
 std::string callers_evidence(const std::vector<std::string> &callers) {
-  std::string e = std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
-  for (size_t i = 0; i < callers.size() && i < 4; ++i)
-    e += (i ? ", " : "") + callers[i];
-  if (callers.size() > 4)
+  std::string e =
+      std::to_string(callers.size()) + (callers.size() == 1 ? " caller: " : " callers: ");
+  std::vector<std::string> shown;
+  for (const auto &c : callers) {
+    char scopes[rules::kMaxName];
+    std::string name = rules::normalize_function(c.c_str(), scopes, sizeof scopes) ? scopes : c;
+    if (std::find(shown.begin(), shown.end(), name) == shown.end())
+      shown.push_back(std::move(name));
+  }
+  for (size_t i = 0; i < shown.size() && i < 4; ++i)
+    e += (i ? ", " : "") + shown[i];
+  if (shown.size() > 4)
     e += ", ...";
   return e;
 }
@@ -102,8 +114,33 @@ const char *wrapper_reason_name(WrapperReason r) {
   return "?";
 }
 
+namespace {
+constexpr std::pair<WrapperReason, const char *> kDecided[] = {
+    {WrapperReason::kBuiltin, "builtin"},      {WrapperReason::kOption, "option"},
+    {WrapperReason::kRulesFile, "rules_file"}, {WrapperReason::kDetectedBinary, "debug_info"},
+    {WrapperReason::kDetectedTrace, "trace"},
+};
+} // namespace
+
+const char *looked_through_decided(WrapperReason r) {
+  for (const auto &[reason, name] : kDecided)
+    if (reason == r)
+      return name;
+  return "?";
+}
+
+bool parse_looked_through_decided(const std::string &s, WrapperReason *out) {
+  for (const auto &[reason, name] : kDecided)
+    if (s == name) {
+      *out = reason;
+      return true;
+    }
+  return false;
+}
+
 bool wrapper_pattern_matches(const std::string &function, const std::string &pattern) {
   std::string_view f = function, e = pattern;
+  f.remove_prefix(rules::function_name_offset(function.c_str()));
   if (e.empty())
     return false;
   if (e.back() == '*')
@@ -196,8 +233,10 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
       bool wrapper = p.wrapper_reason(f.function, &why);
       if (wrapper || is_allocator_frame(f.function)) {
         have_unresolved = false; // what was below it was the wrapper's inside
-        if (wrapper && (through.empty() || through.back().function != f.function))
-          through.push_back({f.function, why});
+        if (wrapper && (through.empty() || through.back().function != f.function)) {
+          auto d = p.detected.find(f.function);
+          through.push_back({f.function, why, d == p.detected.end() ? "" : d->second.evidence});
+        }
         continue;
       }
       if (!have_unresolved) {
@@ -303,8 +342,8 @@ size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
     changed = false;
     for (uint32_t f = 0; f < fns.size(); ++f) {
       const std::string &name = fns[f].name;
-      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() ||
-          p.is_skipped(name) || p.is_not_wrapper(name))
+      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() || p.is_skipped(name) ||
+          p.is_not_wrapper(name))
         continue;
       bool all_wrappers = true;
       std::vector<std::string> names;

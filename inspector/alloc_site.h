@@ -32,8 +32,13 @@
 
 namespace memlayout::inspector {
 
-// "built-in", "--wrapper", "rules file", "detected" (binary or trace).
+// "built-in", "--wrapper", "rules file", "detected" (binary or trace): for
+// people.
 const char *wrapper_reason_name(WrapperReason r);
+// "builtin", "option", "rules_file", "debug_info", "trace": the JSON's
+// `looked_through[].decided`; parse_... is its inverse (false when unknown).
+const char *looked_through_decided(WrapperReason r);
+bool parse_looked_through_decided(const std::string &s, WrapperReason *out);
 
 // Which functions are looked through. Patterns (wrappers, not_wrappers)
 // match a function of that name, alone or followed by its parameter list or

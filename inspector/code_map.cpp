@@ -15,10 +15,10 @@ namespace memlayout::inspector {
 
 namespace {
 
-std::string hex_bytes(llvm::ArrayRef<uint8_t> bytes) {
+std::string hex_bytes(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
-  for (uint8_t b : bytes) {
+  for (unsigned char b : bytes) {
     out += kDigits[b >> 4];
     out += kDigits[b & 15];
   }
@@ -41,9 +41,9 @@ std::string build_id_of(const llvm::object::ObjectFile &obj) {
     llvm::Error err = llvm::Error::success();
     for (const auto &note : file.notes(ph, err))
       if (note.getType() == llvm::ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
-        std::string id = hex_bytes(note.getDesc());
+        auto desc = note.getDesc();
         llvm::consumeError(std::move(err));
-        return id;
+        return std::string(reinterpret_cast<const char *>(desc.data()), desc.size());
       }
     llvm::consumeError(std::move(err));
   }
@@ -132,6 +132,15 @@ std::string function_name(llvm::DWARFDie die) {
 }
 
 } // namespace
+
+std::string elf_build_id(const std::string &path) {
+  auto bin = llvm::object::ObjectFile::createObjectFile(path);
+  if (!bin) {
+    llvm::consumeError(bin.takeError());
+    return {};
+  }
+  return build_id_of(*bin->getBinary());
+}
 
 struct ModuleCodeReader {
   ModuleCode &out;
@@ -294,7 +303,7 @@ std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
   const llvm::object::ObjectFile *obj = bin->getBinary();
   llvm::object::OwningBinary<llvm::object::ObjectFile> debug;
   if (!has_section(*obj, ".debug_info")) {
-    std::string id = build_id_of(*obj);
+    std::string id = hex_bytes(build_id_of(*obj));
     for (const auto &dir : debug_dirs) {
       if (id.size() < 4)
         break;

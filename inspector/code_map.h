@@ -20,6 +20,10 @@ namespace memlayout::inspector {
 
 enum class Tri : uint8_t { kUnknown, kNo, kYes };
 
+// The GNU build-id note of an ELF file (raw bytes), or "" when it has none or
+// cannot be read.
+std::string elf_build_id(const std::string &path);
+
 class ModuleCode {
 public:
   struct Function {
@@ -50,9 +54,8 @@ public:
   // Reads `path`, or the separate debug file its build-id names under one of
   // `debug_dirs` when the module itself has no .debug_info. Null with *error
   // when the file cannot be read as ELF.
-  static std::unique_ptr<ModuleCode> load(const std::string &path,
-                                          const std::vector<std::string> &debug_dirs,
-                                          std::string *error);
+  static std::unique_ptr<ModuleCode>
+  load(const std::string &path, const std::vector<std::string> &debug_dirs, std::string *error);
 
   const std::vector<Function> &functions() const { return functions_; }
   const std::vector<Scope> &scopes() const { return scopes_; }
@@ -66,7 +69,9 @@ public:
   // For tests and builders: adds a function (deduplicated by name) / a scope.
   uint32_t add_function(const std::string &name, Tri returns_untyped);
   uint32_t add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges);
-  void add_call(uint32_t scope, uint32_t callee, bool tail) { calls_.push_back({scope, callee, tail}); }
+  void add_call(uint32_t scope, uint32_t callee, bool tail) {
+    calls_.push_back({scope, callee, tail});
+  }
 
 private:
   friend struct ModuleCodeReader;

@@ -152,13 +152,15 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
               (g.hot_bytes ? "hot " + std::to_string(g.hot_bytes) + " bytes"
                            : std::to_string(bytes) + " bytes") +
               " across a line boundary: one more cache miss each";
+  // In a pool of their own: aligned objects served from the size class they
+  // grow into would interleave with that class's other groups.
+  const std::string rule = rule_match(g.group) + ",pool=" + pool_name(g.group) + ",align=64";
   if (bytes <= 64)
-    f.fix = "align the objects to 64 bytes: --segregate " + rule_match(g.group) + ",align=64" +
-            (g.group.size_class % 64 ? " (or pad=64)" : "");
+    f.fix = "align the objects to 64 bytes, in a pool of their own: --segregate " + rule;
   else
     f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: "
             "--segregate " +
-            rule_match(g.group) + ",align=64";
+            rule;
   out.push_back(std::move(f));
 }
 
@@ -223,7 +225,8 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
                            " bytes) written by different threads ping-pong the line"
                      : "");
   f.fix = small
-              ? "pad each object to a line: --segregate " + rule_match(g.group) + ",pad=64,align=64"
+              ? "pad each object to a line, in a pool of their own: --segregate " +
+                    rule_match(g.group) + ",pool=" + pool_name(g.group) + ",pad=64,align=64"
               : "give each thread's objects their own lines or pool: --segregate " +
                     rule_match(g.group) + ",pool=" + pool_name(g.group);
   out.push_back(std::move(f));
@@ -315,6 +318,13 @@ void htm_false_conflict(const Report &r, const HtmGroupAborts &h, const FindingT
     f.fix = "the other side touched a neighbouring object of the group: give each its own "
             "line: --segregate " +
             rule_match(g->group) + ",pad=64,align=64";
+  } else if (g->straddle_fraction >= t.straddle_medium) {
+    // Objects starting mid-line: fields laid out a line apart share one.
+    f.fix = "align the objects to lines, so that fields laid out on different lines stay "
+            "there: --segregate " +
+            rule_match(g->group) +
+            ",align=64; where conflicts remain, put the fields that different transactions "
+            "write on lines of their own";
   } else {
     f.fix = "put the fields that different transactions write on lines of their own: split or "
             "pad the record at offsets " +

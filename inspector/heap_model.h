@@ -77,6 +77,7 @@ enum class WrapperReason : uint8_t {
 struct LookedThrough {
   std::string function;
   WrapperReason reason;
+  std::string evidence; // for a detected wrapper: what showed it
   bool operator==(const LookedThrough &) const = default;
 };
 

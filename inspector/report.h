@@ -144,6 +144,12 @@ struct HtmAbortReport {
   std::vector<HtmGroupAborts> groups; // groups the aborts struck, most first
 };
 
+// A rule the trace was recorded under, and what it routed.
+struct RuleStat {
+  std::string rule; // canonical text
+  uint64_t allocations = 0, bytes = 0;
+};
+
 struct Report {
   std::string trace;
   std::string at; // peak, end, mark:NAME
@@ -155,6 +161,7 @@ struct Report {
   std::vector<GroupReport> groups;  // by descending bytes
   std::vector<Finding> findings;    // by descending severity, then groups
   std::vector<std::string> notes;   // caveats the reader must know
+  std::vector<RuleStat> rules;      // when recorded under rules
   std::optional<HtmAbortReport> htm; // when the trace records aborted transactions
   std::optional<ReportPlots> plots; // only when asked for (HTML)
 };

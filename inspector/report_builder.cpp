@@ -267,12 +267,21 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   wrappers.rules_file = o.rules_wrappers;
   wrappers.not_wrappers.insert(wrappers.not_wrappers.end(), o.rules_not_wrappers.begin(),
                                o.rules_not_wrappers.end());
-  CodeMaps code(sym);
-  detect_wrappers(weighted_stacks(snap, r), sym, code, wrappers);
-  for (auto &w : code.take_warnings())
-    out.notes.push_back(std::move(w));
+  // Recorded under rules: their wrapper declarations decided what they routed.
+  if (const auto &rec = r.rules()) {
+    for (const auto &w : rec->wrappers)
+      (w.not_wrapper ? wrappers.not_wrappers : wrappers.rules_file).push_back(w.function);
+    for (const auto &rule : rec->rules)
+      out.rules.push_back({rule.text, rule.allocations, rule.bytes});
+  }
+  if (!o.wrappers_decided) {
+    CodeMaps code(sym);
+    detect_wrappers(weighted_stacks(snap, r), sym, code, wrappers);
+    for (auto &w : code.take_warnings())
+      out.notes.push_back(std::move(w));
+  }
   GroupingOptions grouping;
-  grouping.wrappers = &wrappers;
+  grouping.wrappers = o.wrappers_decided ? o.wrappers_decided : &wrappers;
   grouping.pool_of = o.pool_of;
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {

@@ -2,6 +2,7 @@
 // and pages, co-location, findings. The one pipeline every format renders.
 #pragma once
 
+#include "alloc_site.h"
 #include "findings.h"
 #include "heap_model.h"
 #include "report.h"
@@ -31,12 +32,15 @@ struct PlotOptions {
 struct ReportOptions {
   SnapshotSpec at;
   std::vector<HotPrefix> hot;
-  std::string cache_file;            // cache model override; empty: this machine's sysfs
+  std::string cache_file;                // cache model override; empty: this machine's sysfs
   std::vector<std::string> wrappers;     // --wrapper: functions to look through
   std::vector<std::string> not_wrappers; // --not-wrapper: never looked through
   // `wrapper=` / `not-wrapper=` lines of a rules file (replay's --rules); a
   // trace recorded under rules adds its own.
   std::vector<std::string> rules_wrappers, rules_not_wrappers;
+  // Wrappers decided already (replay decides them for its routing): used as
+  // they are, nothing detected again.
+  const WrapperPolicy *wrappers_decided = nullptr;
   // A type map (`memlayout structs --format json`) naming groups by type;
   // empty: EXECUTABLE.memlayout-types.json when there is one and
   // find_types is set.

@@ -4,6 +4,8 @@
 // from newer builds that only extend the schema still read.
 #include "report_json.h"
 
+#include "alloc_site.h"
+
 #include <llvm/Support/JSON.h>
 
 #include <cerrno>
@@ -192,6 +194,19 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
     if (s.has("caller"))
       s.str("caller", g.group.site.caller);
   }
+  if (f.ok() && f.has("looked_through"))
+    objects(f, "looked_through", error, [&](Fields &w) {
+      LookedThrough l;
+      std::string decided;
+      w.str("function", l.function);
+      w.str("decided", decided);
+      if (w.has("evidence"))
+        w.str("evidence", l.evidence);
+      if (w.ok() && !parse_looked_through_decided(decided, &l.reason))
+        error = w.path() + ".decided: '" + decided +
+                "' is not builtin, option, rules_file, debug_info or trace";
+      g.group.site.looked_through.push_back(std::move(l));
+    });
   f.uint("size_class", g.group.size_class);
   f.uint("requested_size", g.group.requested_size);
   f.uint("objects", g.objects);
@@ -394,6 +409,14 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
       Fields hf(h, "htm", error);
       read_htm(hf, error, r.htm.emplace());
     }
+  if (f.ok() && f.has("rules"))
+    objects(f, "rules", error, [&](Fields &ru) {
+      RuleStat rule;
+      ru.str("rule", rule.rule);
+      ru.uint("allocations", rule.allocations);
+      ru.uint("bytes", rule.bytes);
+      r.rules.push_back(std::move(rule));
+    });
   if (f.ok() && f.has("notes"))
     values(
         f, "notes", error, r.notes,

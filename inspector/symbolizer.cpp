@@ -1,5 +1,9 @@
 #include "symbolizer.h"
 
+#include "code_map.h"
+
+#include "rules.h"
+
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
@@ -23,45 +27,16 @@ std::string hex_bytes(std::string_view bytes) {
   return out;
 }
 
-// The GNU build-id note of an ELF file, or "" when it has none or is unreadable.
-std::string read_build_id(const std::string &path) {
-  auto bin = llvm::object::ObjectFile::createObjectFile(path);
-  if (!bin) {
-    llvm::consumeError(bin.takeError());
-    return {};
-  }
-  const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(bin->getBinary());
-  if (!elf)
-    return {};
-  const auto &file = elf->getELFFile();
-  auto phdrs = file.program_headers();
-  if (!phdrs) {
-    llvm::consumeError(phdrs.takeError());
-    return {};
-  }
-  for (const auto &ph : *phdrs) {
-    if (ph.p_type != llvm::ELF::PT_NOTE)
-      continue;
-    llvm::Error err = llvm::Error::success();
-    for (const auto &note : file.notes(ph, err)) {
-      if (note.getType() == llvm::ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
-        auto desc = note.getDesc();
-        llvm::consumeError(std::move(err));
-        return std::string(reinterpret_cast<const char *>(desc.data()), desc.size());
-      }
-    }
-    llvm::consumeError(std::move(err));
-  }
-  return {};
-}
-
 bool starts_with(const std::string &s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
 } // namespace
 
-bool is_allocator_frame(const std::string &f) {
+bool is_allocator_frame(const std::string &function) {
+  // Function templates carry their return type first: judge the name.
+  const std::string_view f =
+      std::string_view(function).substr(rules::function_name_offset(function.c_str()));
   static constexpr std::string_view kPrefixes[] = {"operator new",
                                                    "operator delete",
                                                    "malloc",
@@ -91,7 +66,7 @@ bool is_allocator_frame(const std::string &f) {
                                                    "mallocx",
                                                    "rallocx"};
   for (std::string_view p : kPrefixes) {
-    if (f.compare(0, p.size(), p) != 0)
+    if (f.substr(0, p.size()) != p)
       continue;
     // A whole name or a prefix ending at a scope/template/argument boundary:
     // "malloc" but not "mallocate_things".
@@ -148,7 +123,7 @@ struct Symbolizer::Impl {
     state[i].checked = true;
     if (modules[i].build_id.empty())
       return;
-    std::string found = read_build_id(path);
+    std::string found = elf_build_id(path);
     if (!found.empty() && found != modules[i].build_id)
       warnings.push_back(path + ": build-id " + hex_bytes(found) + " differs from the trace's " +
                          hex_bytes(modules[i].build_id) +

@@ -1,8 +1,8 @@
 #include "lifecycle.h"
 
 #include "process_info.h"
-#include "rule_router.h"
 #include "real_alloc.h"
+#include "rule_router.h"
 #include "rules.h"
 #include "stack_table.h"
 #include "trace_writer.h"

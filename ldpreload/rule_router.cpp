@@ -28,10 +28,13 @@ Route g_routes[64];
 
 namespace {
 
-rules::RuleSet *g_rules; // in our own pages: 64 rules are ~100 KiB
+rules::RuleSet *g_rules;                          // in our own pages: 64 rules are ~100 KiB
 char g_wanted[rules::kMaxRules][rules::kMaxName]; // normalized function keys
 uint64_t g_always;                                // rules without a function key
 uint64_t g_function_rules;
+// Where `memlayout run` wants the counts (read at start: our variables leave
+// the environment).
+char g_stats_path[4096];
 
 // The CLI's labels (route_table_format.h), mapped read-only.
 const routes::TableHeader *g_table_file;
@@ -111,8 +114,8 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
   for (size_t i = 0; i < n; ++i) {
     const Elf64_Sym &s = syms[i];
     unsigned type = ELF64_ST_TYPE(s.st_info);
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
-        s.st_size == 0 || s.st_name >= strtab.sh_size)
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_size == 0 ||
+        s.st_name >= strtab.sh_size)
       continue;
     const char *name = strings + s.st_name;
     if (!memchr(name, 0, strtab.sh_size - s.st_name))
@@ -306,8 +309,7 @@ void load_route_table(const char *path) {
   }
   if (!ok) {
     munmap(map, size);
-    return sys::warn("not a route table of this version (rules match by symbol names only)",
-                     path);
+    return sys::warn("not a route table of this version (rules match by symbol names only)", path);
   }
   g_table_file = h;
   g_table_modules = reinterpret_cast<const routes::ModuleEntry *>(h + 1);
@@ -409,8 +411,8 @@ void router_child_after_fork() {
 void router_write_stats() {
   if (!g_routing || !g_rules)
     return;
-  const char *path = getenv("MEMLAYOUT_RULE_STATS");
-  if (!path || !*path)
+  const char *path = g_stats_path;
+  if (!*path)
     return;
   uint64_t allocs[rules::kMaxRules], bytes[rules::kMaxRules];
   sum_counts(allocs, bytes);
@@ -475,6 +477,9 @@ void router_init() {
     return;
   if (const char *table = getenv("MEMLAYOUT_ROUTE_TABLE"); table && *table)
     load_route_table(table);
+  if (const char *stats = getenv("MEMLAYOUT_RULE_STATS");
+      stats && strlen(stats) < sizeof g_stats_path)
+    strcpy(g_stats_path, stats);
   for (unsigned i = 0; i < g_rules->count; ++i) {
     const rules::Rule &r = g_rules->rules[i];
     Route &route = g_routes[i];
@@ -529,24 +534,29 @@ uint64_t frame_decision_slow(uintptr_t pc, size_t size) {
 }
 
 const Route *route_by_callers(const UnwindStart &start, size_t size) {
-  // Wrappers nest a few deep at most; the unwinder's rules are cached per
-  // return address, so this costs a few ns per frame once warm.
-  constexpr size_t kMaxFrames = 10;
-  uintptr_t frames[kMaxFrames];
-  size_t n = 1;
-  // The unwinder's first use on a thread may allocate: that allocation is
-  // decided by its own frame alone.
-  if (!tl_unwinding) {
-    tl_unwinding = true;
-    n = cfi::unwind_rules_only(start, frames, kMaxFrames);
-    tl_unwinding = false;
+  // Wrappers nest a few deep at most: unwind just past the first wrapper,
+  // and deeper only when the caller is a wrapper too. The unwinder's rules
+  // are cached per return address, so a frame costs a few ns once warm.
+  constexpr size_t kDepths[] = {3, 10};
+  uintptr_t frames[10];
+  for (size_t depth : kDepths) {
+    size_t n = 1;
+    // The unwinder's first use on a thread may allocate: that allocation is
+    // decided by its own frame alone.
+    if (!tl_unwinding) {
+      tl_unwinding = true;
+      n = cfi::unwind_rules_only(start, frames, depth);
+      tl_unwinding = false;
+    }
+    for (size_t i = 1; i < n; ++i) {
+      uint64_t kind = frame_decision(frames[i], size);
+      if (kind != kDecideByCaller)
+        return kind ? &g_routes[kind - 1] : nullptr;
+    }
+    if (n < depth)
+      break; // the stack ended: every frame was looked through
   }
-  for (size_t i = 1; i < n; ++i) {
-    uint64_t kind = frame_decision(frames[i], size);
-    if (kind != kDecideByCaller)
-      return kind ? &g_routes[kind - 1] : nullptr;
-  }
-  uint64_t kind = first_fitting(g_always, size); // every frame looked through
+  uint64_t kind = first_fitting(g_always, size);
   return kind ? &g_routes[kind - 1] : nullptr;
 }
 

@@ -1,9 +1,12 @@
 // memlayout advise: the findings of a report as a rules file, ready for
 // `memlayout run --rules`, `record --rules` and `replay --rules`.
-#include "analysis_options.h"
+#include "command_line.h"
 #include "commands.h"
 #include "report_input.h"
+#include "rule_match.h"
 #include "rules.h"
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstring>
@@ -15,33 +18,6 @@
 
 namespace memlayout::cli {
 namespace {
-
-constexpr const char *kUsage =
-    "usage: memlayout advise FILE [options]\n"
-    "\n"
-    "Writes segregation rules that carry out the fixes of FILE's findings: a\n"
-    "pool for a type interleaved with others, padding or alignment for objects\n"
-    "that straddle or share lines, huge pages for a spread pool. FILE is a\n"
-    "trace or a report saved with 'memlayout report --format json'. Rules that\n"
-    "match the same allocations are merged into one.\n"
-    "\n"
-    "options:\n"
-    "  -o, --output RULES     write the rules to RULES (default stdout)\n"
-    "  --min-severity LEVEL   low (default), medium or high\n"
-    "  --at peak|end|mark:NAME  the moment analysed in a trace (default peak)\n"
-    "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
-    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
-    "  --not-wrapper NAME     a function never to look through, even if detected\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Then: memlayout run --rules RULES -- PROGRAM, or check first with\n"
-    "memlayout replay FILE --rules RULES.\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout advise: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 int severity_rank(const std::string &s) { return s == "high" ? 2 : s == "medium" ? 1 : 0; }
 
@@ -71,45 +47,39 @@ std::string match_key(const rules::Rule &r) {
   return std::string(buf, n);
 }
 
+const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
+  for (const auto &g : r.groups)
+    if (g.group.id == id)
+      return &g;
+  return nullptr;
+}
+
 } // namespace
 
 int advise_main(int argc, char **argv) {
   std::string input, output;
   std::string min_severity = "low";
   inspector::ReportOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string option_error;
-    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
-    if (taken == OptionParse::kError)
-      return usage_error(option_error);
-    if (taken == OptionParse::kTaken)
-      continue;
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-o" || a == "--output") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a path");
-      output = v;
-    } else if (a == "--min-severity") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "low") && std::strcmp(v, "medium") && std::strcmp(v, "high")))
-        return usage_error(std::string("--min-severity takes low, medium or high, not '") +
-                           (v ? v : "") + "'");
-      min_severity = v;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'");
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return usage_error("one input expected, got '" + input + "' and '" + a + "'");
-    }
-  }
-  if (input.empty())
-    return usage_error("no input: give a trace or a JSON report");
+  auto app = make_command(
+      "advise",
+      "Writes segregation rules that carry out the fixes of FILE's findings: a pool for a\n"
+      "type interleaved with others, padding or alignment for objects that straddle or\n"
+      "share lines, huge pages for a spread pool. FILE is a trace or a report saved with\n"
+      "'memlayout report --format json'. Rules that match the same allocations are\n"
+      "merged; each is checked against the report's groups first, and one that would\n"
+      "route nothing or another group too is not written (the file says why).\n\n"
+      "Then: memlayout run --rules RULES -- PROGRAM (or compare), or check first with\n"
+      "memlayout replay FILE --rules RULES.");
+  app->add_option("FILE", input, "a trace or a JSON report")->required();
+  app->add_option("-o,--output", output, "write the rules to RULES instead of stdout")
+      ->type_name("RULES");
+  app->add_option("--min-severity", min_severity, "the least severe findings to fix")
+      ->check(one_of({"low", "medium", "high"}))
+      ->type_name("low|medium|high")
+      ->capture_default_str();
+  add_analysis_options(*app, o);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
   o.progress = isatty(2);
   inspector::Report report;
   std::string kind, error;
@@ -141,16 +111,71 @@ int advise_main(int argc, char **argv) {
     }
   }
 
+  // Each rule is checked against the report's groups, whose sites are the
+  // ones the interposer will match: it must route the groups it was written
+  // for and nothing else.
+  std::vector<std::string> refused;
+  std::vector<const MergedRule *> kept;
+  std::vector<inspector::LookedThrough> wrappers;
+  for (const auto &m : merged) {
+    char buf[4096];
+    std::string rule_text(buf, rules::format_rule(m.rule, buf, sizeof buf));
+    std::vector<uint32_t> routed = inspector::groups_routed(m.rule, report);
+    // The groups it is for: the findings' groups the rule matches.
+    const inspector::GroupReport *target = nullptr;
+    for (const auto *f : m.because)
+      for (uint32_t id : f->groups)
+        if (!target && std::find(routed.begin(), routed.end(), id) != routed.end())
+          target = by_id(report, id);
+    if (!target) {
+      refused.push_back(rule_text + ": it would route nothing (no group's site matches it)");
+      continue;
+    }
+    std::string others;
+    for (uint32_t id : routed) {
+      const inspector::GroupReport *g = by_id(report, id);
+      if (g->group.site.function == target->group.site.function &&
+          g->group.site.file == target->group.site.file)
+        continue; // the same site in another size class: routed with it, as intended
+      others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
+                g->group.name + " (" + std::to_string(g->objects) + " objects)";
+    }
+    if (!others.empty()) {
+      refused.push_back(rule_text + ": it would also route " + others +
+                        ", whose site has the same name; tell them apart with --not-wrapper "
+                        "or a size= key, or segregate in code (docs/segregation-api.md)");
+      continue;
+    }
+    kept.push_back(&m);
+    for (uint32_t id : routed)
+      for (const auto &w : by_id(report, id)->group.site.looked_through)
+        if (w.reason != inspector::WrapperReason::kBuiltin &&
+            std::none_of(wrappers.begin(), wrappers.end(),
+                         [&](const auto &x) { return x.function == w.function; }))
+          wrappers.push_back(w);
+  }
+
   std::string text = "# memlayout rules from " + input + " (memlayout advise)\n";
   text += "# apply: memlayout run --rules FILE -- PROGRAM   check: memlayout replay TRACE "
           "--rules FILE\n";
-  for (const auto &m : merged) {
+  if (!wrappers.empty()) {
+    text += "\n# the sites below were found through these wrappers; the rules route their\n"
+            "# callers' allocations only while they are looked through\n";
+    for (const auto &w : wrappers)
+      text += "wrapper=" + w.function + "   # " + inspector::wrapper_reason_name(w.reason) +
+              (w.evidence.empty() ? "" : ": " + w.evidence) + "\n";
+  }
+  for (const auto *m : kept) {
     text += "\n";
-    for (const auto *f : m.because)
+    for (const auto *f : m->because)
       text += "# " + f->severity + " " + f->kind + ": " + f->message + "\n";
     char buf[4096];
-    size_t n = rules::format_rule(m.rule, buf, sizeof buf);
+    size_t n = rules::format_rule(m->rule, buf, sizeof buf);
     text.append(buf, n).push_back('\n');
+  }
+  for (const auto &why : refused) {
+    text += "\n# not written: " + why + "\n";
+    std::fprintf(stderr, "memlayout advise: not written: %s\n", why.c_str());
   }
   if (merged.empty())
     text += "\n# no finding" + std::string(considered ? " has a fix a rule can carry out" : "") +
@@ -167,8 +192,8 @@ int advise_main(int argc, char **argv) {
       return 2;
     }
   }
-  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", merged.size(),
-               merged.size() == 1 ? "" : "s", considered - without_rule,
+  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", kept.size(),
+               kept.size() == 1 ? "" : "s", considered - without_rule,
                considered - without_rule == 1 ? "" : "s");
   if (without_rule)
     std::fprintf(stderr, " (%zu more without a rule-shaped fix)", without_rule);

@@ -6,6 +6,7 @@ namespace memlayout::cli {
 
 int record_main(int argc, char **argv);
 int run_main(int argc, char **argv);
+int compare_main(int argc, char **argv);
 int advise_main(int argc, char **argv);
 int replay_main(int argc, char **argv);
 int dump_main(int argc, char **argv);

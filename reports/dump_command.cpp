@@ -1,6 +1,8 @@
 // `memlayout dump FILE [--format text|jsonl] [--symbolize]`: every event of a
 // trace, one line each, in file order. The jsonl schema is a contract (see
 // docs/trace-format.md); the text format is for eyes, like `perf script`.
+#include "alloc_site.h"
+#include "command_line.h"
 #include "commands.h"
 #include "symbolizer.h"
 #include "trace_reader.h"
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -25,19 +28,6 @@ using inspector::Item;
 using inspector::ReadStatus;
 using inspector::TraceReader;
 using trace::EventKind;
-
-constexpr const char kUsage[] =
-    "usage: memlayout dump FILE [--format text|jsonl] [--symbolize]\n"
-    "\n"
-    "Print every event of a trace, one per line, in the order it was written.\n"
-    "\n"
-    "  --format jsonl   one JSON object per line (\"ev\", \"tid\", \"ts_ns\", ...)\n"
-    "  --format text    aligned columns for reading (default)\n"
-    "  --symbolize      resolve allocation stacks to function, file and line\n"
-    "  -h, --help       this text\n"
-    "\n"
-    "Exit status: 0 complete trace, 1 truncated trace (all readable events are\n"
-    "printed), 2 usage error or unreadable file.\n";
 
 // Output straight to fd 1 through a large buffer: a dump can be millions of
 // lines and stdio's per-call locking shows up. Stops quietly on a closed pipe.
@@ -215,11 +205,13 @@ std::string rwx(uint8_t r, uint8_t w, uint8_t x, uint8_t flags) {
 
 class Dumper {
 public:
-  Dumper(TraceReader &r, bool jsonl, bool symbolize) : r_(r), jsonl_(jsonl) {
+  Dumper(TraceReader &r, bool jsonl, bool symbolize, inspector::WrapperPolicy wrappers)
+      : r_(r), jsonl_(jsonl), wrappers_(std::move(wrappers)) {
     if (symbolize) {
       inspector::Symbolizer::Options opts;
       opts.main_executable = r.header().executable;
       sym_ = std::make_unique<inspector::Symbolizer>(r.modules(), std::move(opts));
+      code_ = std::make_unique<inspector::CodeMaps>(*sym_);
     }
   }
 
@@ -877,72 +869,57 @@ private:
     o_.put('\n');
   }
 
-  // The innermost frame that is not allocator plumbing: the code that asked.
+  // The allocation site, decided as reports decide it; wrappers detected
+  // from the debug information of the modules on its stack (a dump streams:
+  // the whole trace's stacks are not weighed first).
   const std::string &caller_text(uint64_t id) {
     auto [it, fresh] = callers_.try_emplace(id);
     if (!fresh)
       return it->second;
+    std::span<const uint64_t> stack = r_.stack(id);
+    for (uint64_t pc : stack)
+      if (const inspector::ModuleCode *m = code_->module_at(pc); m && m->has_dwarf() &&
+                                                                 detected_in_.insert(m).second)
+        inspector::detect_wrappers_in_binary(*m, wrappers_);
+    inspector::Group::Site site = inspector::alloc_site(stack, *sym_, wrappers_);
     std::string &s = it->second;
-    for (uint64_t pc : r_.stack(id)) {
-      const inspector::SymbolizedAddress &a = sym_->symbolize(pc);
-      for (const inspector::SourceFrame &f : a.frames) {
-        if (f.function == "??" || inspector::is_allocator_frame(f.function))
-          continue;
-        s = f.function;
-        if (!f.file.empty())
-          s += " (" + std::string(basename(f.file)) + ":" + std::to_string(f.line) + ")";
-        return s;
-      }
-    }
-    s = "??";
+    s = site.caller.empty() ? site.function : site.caller + " -> ??";
+    if (!site.file.empty())
+      s += " (" + std::string(basename(site.file)) + (site.line ? ":" + std::to_string(site.line) : "") + ")";
     return s;
   }
 
   TraceReader &r_;
   bool jsonl_;
+  inspector::WrapperPolicy wrappers_;
   std::unique_ptr<inspector::Symbolizer> sym_;
+  std::unique_ptr<inspector::CodeMaps> code_;
+  std::set<const inspector::ModuleCode *> detected_in_;
   Out o_;
   std::unordered_map<uint64_t, std::string> rendered_, callers_;
 };
 
-int usage_error(const std::string &msg) {
-  std::fprintf(stderr, "memlayout dump: %s\n\n%s", msg.c_str(), kUsage);
-  return 2;
-}
 
 } // namespace
 
 int dump_main(int argc, char **argv) {
-  std::string file, format = "text";
-  bool symbolize = false, options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (!options_done && (a == "-h" || a == "--help")) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (!options_done && a == "--") {
-      options_done = true;
-    } else if (!options_done && a == "--symbolize") {
-      symbolize = true;
-    } else if (!options_done && a == "--format") {
-      if (i + 1 >= argc)
-        return usage_error("--format needs a value (text or jsonl)");
-      format = argv[++i];
-    } else if (!options_done && a.substr(0, 9) == "--format=") {
-      format = std::string(a.substr(9));
-    } else if (!options_done && a.size() > 1 && a[0] == '-') {
-      return usage_error("unknown option '" + std::string(a) + "'");
-    } else if (file.empty()) {
-      file = std::string(a);
-    } else {
-      return usage_error("one trace file at a time ('" + file + "' and '" + std::string(a) + "')");
-    }
-  }
-  if (format != "text" && format != "jsonl")
-    return usage_error("unknown format '" + format + "' (text or jsonl)");
-  if (file.empty())
-    return usage_error("no trace file given");
+  std::string file, format;
+  bool symbolize = false;
+  inspector::WrapperPolicy wrappers;
+  auto app = make_command(
+      "dump", "Prints every event of a trace, one per line, in the order it was written.\n\n"
+              "Exit status: 0 complete trace, 1 truncated trace (all readable events are\n"
+              "printed), 2 usage error or unreadable file.");
+  app->add_option("FILE", file, "the trace")->required();
+  add_format_option(*app, format, {"text", "jsonl"},
+                    "text: aligned columns for reading; jsonl: one JSON object per line "
+                    "(\"ev\", \"tid\", \"ts_ns\", ...)");
+  app->add_flag("--symbolize", symbolize,
+                "resolve allocation stacks to function, file and line; with text, each "
+                "allocation's site as reports decide it");
+  add_wrapper_options(*app, wrappers.wrappers, wrappers.not_wrappers);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
 
   TraceReader r;
   if (!r.open(file)) {
@@ -952,7 +929,7 @@ int dump_main(int argc, char **argv) {
   // A closed pipe must end the dump quietly, not kill it mid-line with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 
-  Dumper d(r, format == "jsonl", symbolize);
+  Dumper d(r, format == "jsonl", symbolize, std::move(wrappers));
   Out &o = d.out();
   d.header();
   for (Item it; !o.closed() && (it = r.next()) != Item::kDone;) {

@@ -16,6 +16,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"record", memlayout::cli::record_main, "run a program and record its allocations"},
     {"run", memlayout::cli::run_main, "run a program with segregation rules applied"},
+    {"compare", memlayout::cli::compare_main,
+     "time a program without and with rules, interleaved: does the fix pay?"},
     {"dump", memlayout::cli::dump_main, "print a trace's events"},
     {"report", memlayout::cli::report_main,
      "where each allocation group landed in caches and pages, what is wrong, what to change"},

@@ -1,5 +1,7 @@
 #include "plot_scripts.h"
 
+#include "text_format.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -121,7 +123,7 @@ bool occupancy(const Report &r, uint32_t group, Writer &w, std::vector<PlotScrip
   const int height = title_px + level_px * static_cast<int>(levels.size());
   std::ostringstream gp;
   gp << preamble(base + ".svg", 900, height) << "set multiplot title "
-     << quoted(group_name(r, group) + ": cache lines per set") << "\n"
+     << quoted(display_name(group_name(r, group)) + ": cache lines per set") << "\n"
      << "set yrange [0:*]\nset offsets 0, 0, graph 0.3, 0\nset key top right horizontal\n"
      << "set style fill solid 0.6 noborder\n";
   const double level_h = static_cast<double>(level_px) / height;
@@ -163,7 +165,7 @@ bool offsets(const Report &r, const inspector::PlotOffsets &p, Writer &w,
     return false;
   std::ostringstream gp;
   gp << preamble(base + ".svg", 720, 280) << "set title "
-     << quoted(group_name(r, p.group) + ": objects by start offset in their line (" +
+     << quoted(display_name(group_name(r, p.group)) + ": objects by start offset in their line (" +
                std::to_string(straddling) + " of " + std::to_string(objects) + " straddle)")
      << "\nset xlabel 'start offset within the " << p.line_size << "-byte line (bytes)'\n"
      << "set ylabel 'objects'\nset yrange [0:*]\nset xrange [-0.5:" << p.line_size
@@ -194,7 +196,7 @@ bool chunks(const Report &r, const inspector::PlotChunks &p, Writer &w,
   std::ostringstream tics;
   for (size_t row = 0; row < rows; ++row)
     tics << (row ? ", " : "") << quoted(hex(p.regions[row])) << " " << row;
-  std::string title = group_name(r, p.group) + ": " + std::to_string(p.page_size / 1024) +
+  std::string title = display_name(group_name(r, p.group)) + ": " + std::to_string(p.page_size / 1024) +
                       " KiB pages it touches in each " + std::to_string(p.region_size >> 20) +
                       " MiB region";
   if (p.regions_total > rows)
@@ -216,41 +218,54 @@ bool chunks(const Report &r, const inspector::PlotChunks &p, Writer &w,
   return true;
 }
 
+// Crisp cells, one rectangle each (an image would be smoothed into blobs by
+// the SVG viewer), rows labelled by the groups' names, columns by their ids.
 bool colocation(const Report &r, Writer &w, std::vector<PlotScript> &out) {
   const auto &p = *r.plots;
   const size_t n = p.colocation_groups.size();
   if (n < 2)
     return true;
-  std::ostringstream tics;
-  for (size_t i = 0; i < n; ++i)
-    tics << (i ? ", " : "") << quoted(std::to_string(p.colocation_groups[i])) << " " << i;
+  std::ostringstream ids, names;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t id = p.colocation_groups[i];
+    std::string name = display_name(group_name(r, id));
+    if (name.size() > 30)
+      name = name.substr(0, 29) + "~";
+    ids << (i ? ", " : "") << quoted(std::to_string(id)) << " " << i;
+    names << (i ? ", " : "") << quoted(std::to_string(id) + " " + name) << " " << i;
+  }
+  const int cell = n <= 4 ? 60 : n <= 8 ? 40 : 26;
+  const int panel = static_cast<int>(n) * cell + 80;
   std::ostringstream gp;
-  gp << preamble("colocation.svg", 1080, 400)
+  gp << preamble("colocation.svg", 260 + 3 * panel, panel + 110)
      << "set multiplot layout 1,3 title 'Co-location: share of the row group''s objects with an "
-        "object of the column group'\n"
-     << "set xlabel 'column group (id)'\nset ylabel 'row group (id)'\n"
-     << "set xtics (" << tics.str() << ")\nset ytics (" << tics.str() << ")\n"
+        "object of the column group' margins 0.2, 0.98, 0.12, 0.86 spacing 0.02\n"
+     << "set xlabel 'column group (id)'\n"
+     << "set xtics (" << ids.str() << ")\nset ytics (" << names.str() << ")\n"
      << "set xrange [-0.5:" << n << "-0.5]\nset yrange [" << n << "-0.5:-0.5]\n"
-     << "set cbrange [0:1]\nset palette defined (0 '#ffffff', 1 '#a52a2a')\n"
-     << "unset colorbox\nunset key\nset size ratio -1\n";
+     << "set cbrange [0:1]\nset palette defined (0 '#ffffff', 0.001 '#fbe9e7', 1 '#8e1c1c')\n"
+     << "unset colorbox\nunset key\nset size ratio -1\nset tics scale 0\n"
+     << "set style fill solid 1.0 border lc rgb '#dddddd'\n";
   const struct {
     const char *file, *title;
     const std::vector<double> &cells;
   } panels[] = {{"colocation-same-line.dat", "same cache line", p.same_line},
                 {"colocation-adjacent-line.dat", "adjacent line (128-byte pair)", p.adjacent_line},
                 {"colocation-same-page.dat", "same 4 KiB page", p.same_page}};
+  bool first = true;
   for (const auto &panel : panels) {
     std::ostringstream d;
-    for (size_t row = 0; row < n; ++row) {
+    for (size_t row = 0; row < n; ++row)
       for (size_t col = 0; col < n; ++col)
-        d << (col ? " " : "") << panel.cells[row * n + col];
-      d << "\n";
-    }
+        d << col << " " << row << " " << panel.cells[row * n + col] << "\n";
     if (!w.write(panel.file, d.str()))
       return false;
+    if (!first)
+      gp << "set ytics (" << ids.str() << ")\n";
+    first = false;
     gp << "set title " << quoted(panel.title) << "\nplot " << quoted(panel.file)
-       << " matrix with image, '' matrix using 1:2:($3 > 0.005 ? sprintf('%.0f%%', $3 * 100) : "
-          "'') with labels font 'sans,9'\n";
+       << " using 1:2:(0.5):(0.5):3 with boxxyerror fc palette, '' using 1:2:($3 > 0.005 ? "
+          "sprintf('%.0f%%', $3 * 100) : '') with labels font 'sans,9' tc rgb '#000000'\n";
   }
   gp << "unset multiplot\n";
   if (!w.write("colocation.gp", gp.str()))

@@ -1,5 +1,8 @@
 // memlayout record: run a program under the preload and leave its trace.
+#include "command_line.h"
 #include "commands.h"
+#include "preload_launch.h"
+#include "route_setup.h"
 #include "rule_args.h"
 #include "trace_reader.h"
 
@@ -20,183 +23,87 @@
 namespace memlayout::cli {
 namespace {
 
-constexpr const char *kUsage =
-    "usage: memlayout record [options] [--] COMMAND [ARGS...]\n"
-    "\n"
-    "Runs COMMAND with every heap allocation recorded: address, requested and\n"
-    "usable size, thread, time and call stack, plus loaded modules and page\n"
-    "frames. COMMAND's output and exit status are its own.\n"
-    "\n"
-    "options:\n"
-    "  -o, --output FILE        trace file (default memlayout.PROGRAM.PID.trace)\n"
-    "  --allocator MODE         native (default): the program's own allocator;\n"
-    "                           jemalloc: serve it from jemalloc 5.3\n"
-    "  --stack-depth N          frames recorded per call site, 1-64 (default 8)\n"
-    "  --unwind METHOD          cfi (default: exact, cached .eh_frame rules),\n"
-    "                           fp (frame pointers), dwarf (libgcc, slow)\n"
-    "  --follow-children        also record programs COMMAND executes\n"
-    "  --no-page-frames         do not read physical frames at snapshots\n"
-    "  --segregate SPEC         route matching allocations: a rule such as\n"
-    "                           function=make_node,pool=nodes (repeatable)\n"
-    "  --rules FILE             rules, one per line (# comments); see\n"
-    "                           docs/segregation.md\n"
-    "  --types MAP              type map for type= rules (default: PROGRAM's\n"
-    "                           .memlayout-types.json beside it)\n"
-    "  -h, --help               this text\n"
-    "\n"
-    "Forked children write FILE with .PID inserted before the extension; with\n"
-    "--follow-children an image replaced by exec continues in FILE.PID.N.\n";
-
 struct Options {
   std::string output;
   std::string allocator = "native";
   std::string unwind = "cfi";
   int stack_depth = 8;
   bool follow_children = false;
-  bool page_frames = true;
+  bool no_page_frames = false;
   RuleArgs rules;
   std::string types_file; // --types MAP for type= rules
-  std::vector<char *> command;
+  inspector::WrapperPolicy wrappers; // --wrapper, --not-wrapper
+  std::vector<std::string> program;
+  std::vector<char *> command; // program, for execvp
 };
-
-constexpr const char *kRunUsage =
-    "usage: memlayout run [options] [--] COMMAND [ARGS...]\n"
-    "\n"
-    "Runs COMMAND with segregation rules applied and nothing recorded: the\n"
-    "allocations the rules match come from their pools, padded or aligned as\n"
-    "the rules say. COMMAND's output and exit status are its own.\n"
-    "\n"
-    "options:\n"
-    "  --segregate SPEC         a rule such as function=make_node,pool=nodes\n"
-    "                           (repeatable)\n"
-    "  --rules FILE             rules, one per line (# comments), e.g. from\n"
-    "                           memlayout advise; see docs/segregation.md\n"
-    "  --allocator MODE         native (default) or jemalloc, for what the rules\n"
-    "                           leave alone\n"
-    "  --types MAP              type map for type= rules (memlayout structs)\n"
-    "  -h, --help               this text\n";
 
 // `record` and `run` share their launcher; run records nothing.
 bool g_run_mode = false;
 
-int usage_error(const char *fmt, const char *arg) {
-  std::fprintf(stderr, "memlayout %s: ", g_run_mode ? "run" : "record");
-  std::fprintf(stderr, fmt, arg);
-  std::fprintf(stderr, "\n\n%s", g_run_mode ? kRunUsage : kUsage);
-  return 2;
-}
-
 // Returns -1 when parsing succeeded, else the exit status to return.
 int parse(int argc, char **argv, Options &o) {
-  int i = 1;
-  auto value = [&](const char *name) -> const char * {
-    if (i + 1 >= argc)
-      return nullptr;
-    (void)name;
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-')
-      break;
-    std::string name = a, inline_value;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      name = a.substr(0, a.find('='));
-      inline_value = a.substr(a.find('=') + 1);
-      has_inline = true;
-    }
-    auto take = [&]() -> const char * {
-      return has_inline ? inline_value.c_str() : value(name.c_str());
-    };
-    bool record_only = name == "-o" || name == "--output" || name == "--unwind" ||
-                       name == "--stack-depth" || name == "--follow-children" ||
-                       name == "--no-page-frames";
-    if (g_run_mode && record_only)
-      return usage_error("'%s' is an option of memlayout record", name.c_str());
-    if (name == "-h" || name == "--help") {
-      std::fputs(g_run_mode ? kRunUsage : kUsage, stdout);
-      return 0;
-    } else if (name == "-o" || name == "--output") {
-      const char *v = take();
-      if (!v || !*v)
-        return usage_error("%s needs a file name", name.c_str());
-      o.output = v;
-    } else if (name == "--allocator") {
-      const char *v = take();
-      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
-        return usage_error("--allocator takes native or jemalloc, not '%s'", v ? v : "");
-      o.allocator = v;
-    } else if (name == "--unwind") {
-      const char *v = take();
-      if (!v || (std::strcmp(v, "cfi") && std::strcmp(v, "fp") && std::strcmp(v, "dwarf")))
-        return usage_error("--unwind takes cfi, fp or dwarf, not '%s'", v ? v : "");
-      o.unwind = v;
-    } else if (name == "--stack-depth") {
-      const char *v = take();
-      char *end = nullptr;
-      long n = v ? std::strtol(v, &end, 10) : 0;
-      if (!v || *end || n < 1 || n > 64)
-        return usage_error("--stack-depth takes a number from 1 to 64, not '%s'", v ? v : "");
-      o.stack_depth = static_cast<int>(n);
-    } else if (name == "--follow-children") {
-      o.follow_children = true;
-    } else if (name == "--no-page-frames") {
-      o.page_frames = false;
-    } else if (name == "--segregate") {
-      const char *v = take();
-      if (!v || !*v)
-        return usage_error("%s needs a rule, e.g. function=make_node,pool=nodes", name.c_str());
-      o.rules.specs.push_back(v);
-    } else if (name == "--types") {
-      const char *v = take();
-      if (!v || !*v)
-        return usage_error("%s needs a type map (memlayout structs --format json)", name.c_str());
-      o.types_file = v;
-    } else if (name == "--rules") {
-      const char *v = take();
-      if (!v || !*v)
-        return usage_error("%s needs a file name", name.c_str());
-      o.rules.files.push_back(v);
-    } else {
-      return usage_error("unknown option '%s'", a.c_str());
-    }
-  }
-  for (; i < argc; ++i)
-    o.command.push_back(argv[i]);
-  if (o.command.empty())
-    return usage_error("%s", g_run_mode ? "no command to run" : "no command to record");
+  auto app = make_command(
+      g_run_mode ? "run" : "record",
+      g_run_mode ? "Runs COMMAND with segregation rules applied and nothing recorded: the\n"
+                   "allocations whose sites the rules name come from their pools, padded or\n"
+                   "aligned as the rules say, and one line per rule at exit says what it routed.\n"
+                   "Without rules it runs COMMAND on the same allocator, untouched: the baseline\n"
+                   "to compare a fix with (see memlayout compare). COMMAND's output and exit\n"
+                   "status are its own."
+                 : "Runs COMMAND with every heap allocation recorded: address, requested and\n"
+                   "usable size, thread, time and call stack, plus loaded modules and page\n"
+                   "frames. COMMAND's output and exit status are its own. Forked children write\n"
+                   "FILE with .PID inserted before the extension; with --follow-children an image\n"
+                   "replaced by exec continues in FILE.PID.N.",
+      std::string("Usage: memlayout ") + (g_run_mode ? "run" : "record") +
+          " [OPTIONS] [--] COMMAND [ARGS...]");
+  // record's own options; run takes them only to say they are record's.
+  const std::string group = g_run_mode ? "" : "Options";
+  std::vector<CLI::Option *> record_only = {
+      app->add_option("-o,--output", o.output, "trace file (default memlayout.PROGRAM.PID.trace)")
+          ->type_name("FILE")
+          ->group(group),
+      app->add_option("--stack-depth", o.stack_depth, "frames recorded per call site")
+          ->check(CLI::Range(1, 64).description(""))
+          ->type_name("1-64")
+          ->capture_default_str()
+          ->group(group),
+      app->add_option("--unwind", o.unwind,
+                      "cfi: exact, cached .eh_frame rules; fp: frame pointers; dwarf: libgcc, slow")
+          ->check(one_of({"cfi", "fp", "dwarf"}))
+          ->type_name("cfi|fp|dwarf")
+          ->capture_default_str()
+          ->group(group),
+      app->add_flag("--follow-children", o.follow_children,
+                    "also record programs COMMAND executes")
+          ->group(group),
+      app->add_flag("--no-page-frames", o.no_page_frames,
+                    "do not read physical frames at snapshots")
+          ->group(group)};
+  add_allocator_option(*app, o.allocator,
+                       g_run_mode ? "native (default): the program's own allocator, for what the "
+                                    "rules leave alone; jemalloc: jemalloc 5.3"
+                                  : "native (default): the program's own allocator; jemalloc: "
+                                    "serve it from jemalloc 5.3, the BST study's");
+  add_rule_options(*app, o.rules);
+  app->add_option("--types", o.types_file,
+                  "type map for type= rules (default: PROGRAM's .memlayout-types.json beside it)")
+      ->type_name("MAP");
+  add_wrapper_options(*app, o.wrappers.wrappers, o.wrappers.not_wrappers);
+  if (int rc = parse_command_with_program(*app, argc, argv, o.program); rc >= 0)
+    return rc;
+  if (g_run_mode)
+    for (const CLI::Option *opt : record_only)
+      if (opt->count())
+        return usage_error(*app, "'" + (opt->get_lnames().empty() ? "-" + opt->get_snames()[0]
+                                                                   : "--" + opt->get_lnames()[0]) +
+                                     "' is an option of memlayout record");
+  if (o.program.empty())
+    return usage_error(*app, g_run_mode ? "no command to run" : "no command to record");
+  for (auto &arg : o.program)
+    o.command.push_back(arg.data());
   o.command.push_back(nullptr);
   return -1;
-}
-
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    return ".";
-  buf[n] = '\0';
-  std::string p = buf;
-  return p.substr(0, p.rfind('/'));
-}
-
-// The preload library sits in ../lib beside bin/ in the build tree and in an
-// installed prefix alike.
-std::string find_preload() {
-  if (const char *env = std::getenv("MEMLAYOUT_PRELOAD_LIBRARY"); env && *env)
-    return env;
-  std::string dir = self_dir();
-  for (const char *rel : {"/../lib/libmemlayout_preload.so", "/libmemlayout_preload.so"}) {
-    std::string p = dir + rel;
-    char real[PATH_MAX];
-    if (access(p.c_str(), R_OK) == 0 && realpath(p.c_str(), real))
-      return real;
-  }
-  return {};
 }
 
 std::string absolute(const std::string &path) {
@@ -272,7 +179,6 @@ void print_summary(const std::string &path) {
       s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
 }
 
-
 int launch(int argc, char **argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0)
@@ -280,11 +186,11 @@ int launch(int argc, char **argv) {
   LoadedRules rules;
   if (!load_rules(o.rules, &rules))
     return 2;
-  if (g_run_mode && rules.set->count == 0)
-    return usage_error("%s", "no rules to apply: give --segregate SPEC or --rules FILE");
   if (!expand_match_keys(&rules, o.command[0], o.types_file, true))
     return 2;
-  warn_unmatched_functions(rules, o.command[0]);
+  RouteSetup routes;
+  if (rules.set->count && !routes.prepare(rules, o.command[0], o.wrappers))
+    return 2;
   std::string preload = find_preload();
   if (preload.empty()) {
     std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
@@ -321,23 +227,23 @@ int launch(int argc, char **argv) {
         fail(1, errno);
       close(fd);
     }
-    std::string ld = preload;
-    if (const char *old = std::getenv("LD_PRELOAD"); old && *old)
-      ld += ":" + std::string(old);
-    setenv("LD_PRELOAD", ld.c_str(), 1);
+    PreloadEnv env;
+    env.preload = preload;
+    env.mode = g_run_mode ? "run" : "record";
+    env.allocator = o.allocator;
+    if (rules.set->count) {
+      env.rules_text = rules.text;
+      env.route_table = routes.table_path();
+      env.rule_stats = routes.stats_path();
+    }
+    apply_preload_env(env);
     setenv("MEMLAYOUT_OUTPUT", out.c_str(), 1);
-    setenv("MEMLAYOUT_ALLOCATOR", o.allocator.c_str(), 1);
     setenv("MEMLAYOUT_UNWIND", o.unwind.c_str(), 1);
     setenv("MEMLAYOUT_STACK_DEPTH", std::to_string(o.stack_depth).c_str(), 1);
     setenv("MEMLAYOUT_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
-    setenv("MEMLAYOUT_PAGEMAP", o.page_frames ? "1" : "0", 1);
+    setenv("MEMLAYOUT_PAGEMAP", o.no_page_frames ? "0" : "1", 1);
     unsetenv("MEMLAYOUT_EXEC_GEN");
-    if (rules.set->count)
-      setenv("MEMLAYOUT_RULES", rules.text.c_str(), 1);
-    else
-      unsetenv("MEMLAYOUT_RULES");
-    setenv("MEMLAYOUT_MODE", g_run_mode ? "run" : "record", 1);
     execvp(o.command[0], o.command.data());
     fail(2, errno);
   }
@@ -354,9 +260,7 @@ int launch(int argc, char **argv) {
     got = read(pipefd[0], &failure, sizeof failure);
   while (got < 0 && errno == EINTR);
   close(pipefd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_child(pid);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
   std::string out = explicit_output.empty()
@@ -375,10 +279,13 @@ int launch(int argc, char **argv) {
   }
   if (!g_run_mode)
     print_summary(out);
+  if (rules.set->count)
+    routes.print_summary(rules);
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);
     std::fflush(nullptr);
+    routes.remove_files(); // no destructor runs after raise()
     signal(sig, SIG_DFL);
     struct rlimit no_core {
       0, 0

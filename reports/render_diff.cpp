@@ -185,6 +185,17 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
   only_text("Only in A", d.only_a, out);
   only_text("Only in B", d.only_b, out);
   out << "\n";
+  // What the rules of a side recorded under rules routed (the fix at work).
+  for (const auto *side : {d.a, d.b}) {
+    if (side->rules.empty())
+      continue;
+    out << "Rules in force in " << (side == d.a ? "A" : "B") << ":\n";
+    for (const auto &rule : side->rules)
+      out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
+          << bytes(static_cast<double>(rule.bytes))
+          << (rule.allocations ? "" : "  (routed nothing)") << "\n";
+    out << "\n";
+  }
   findings_text("Findings resolved", "32", d.resolved, paint, out);
   findings_text("Findings new", "31", d.added, paint, out);
   findings_text("Findings kept", "33", d.kept, paint, out);
@@ -286,6 +297,17 @@ void render_diff_json(const inspector::ReportDiff &d, const DiffSources &s, std:
     j.attributeArray("only_in_b", [&] {
       for (const auto *g : d.only_b)
         group_ref(j, *g);
+    });
+    j.attributeObject("rules", [&] {
+      for (const auto *side : {d.a, d.b})
+        j.attributeArray(side == d.a ? "a" : "b", [&] {
+          for (const auto &rule : side->rules)
+            j.object([&] {
+              j.attribute("rule", rule.rule);
+              j.attribute("allocations", rule.allocations);
+              j.attribute("bytes", rule.bytes);
+            });
+        });
     });
     j.attributeObject("findings", [&] {
       findings_json(j, "resolved", d.resolved);

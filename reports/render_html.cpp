@@ -1,11 +1,14 @@
 // The report as one HTML page with its figures beside it: readable offline,
 // in a mail attachment or a CI artifact, so inline CSS, no script and nothing
 // fetched from elsewhere.
+#include "alloc_site.h"
+#include "fix_ranking.h"
 #include "gnuplot.h"
 #include "plot_scripts.h"
 #include "render.h"
 #include "text_format.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +29,9 @@ th { background: #f3f3f3; } td.name, th.name { text-align: left; }
 .finding { border-left: 5px solid #888; padding: 0.3em 0.8em; margin: 0.8em 0; background: #fafafa; }
 .high { border-color: #c0392b; } .medium { border-color: #e67e22; } .low { border-color: #2980b9; }
 .sev { font-weight: bold; text-transform: uppercase; font-size: 0.8em; }
+span.sev.high { color: #c0392b; } span.sev.medium { color: #d35400; } span.sev.low { color: #2471a3; }
+ol.first li { margin: 0.4em 0; } .why { color: #666; font-size: 0.9em; }
+details summary { cursor: pointer; margin: 0.5em 0; color: #333; }
 code { background: #f0f0f0; padding: 0 0.2em; }
 .note { background: #fff8e1; padding: 0.3em 0.8em; margin: 0.3em 0; }
 .partial { background: #fdecea; padding: 0.5em; font-weight: bold; }
@@ -81,17 +87,124 @@ void levels(const Report &r, std::ostream &h) {
   h << "</table>\n";
 }
 
+std::string group_name(const Report &r, uint32_t id);
+
+std::vector<std::string> group_names(const Report &r) {
+  std::vector<std::string> names;
+  for (const auto &g : r.groups)
+    names.push_back(g.group.name);
+  return names;
+}
+
+// The fixes ranked by the memory they touch, above the findings they come from.
+void first_steps(const Report &r, std::ostream &h) {
+  std::vector<inspector::RankedFix> fixes = inspector::rank_fixes(r);
+  if (fixes.empty())
+    return;
+  const std::vector<std::string> names = group_names(r);
+  h << "<h2>What to do first</h2>\n<ol class=\"first\">\n";
+  for (size_t i = 0; i < fixes.size() && i < 5; ++i) {
+    const auto &x = fixes[i];
+    h << "<li><span class=\"sev " << esc(x.severity) << "\">" << esc(x.severity) << "</span> <b>"
+      << human_bytes(static_cast<double>(x.bytes)) << "</b> in ";
+    for (size_t k = 0; k < x.groups.size(); ++k)
+      h << (k ? ", " : "") << esc(display_name(group_name(r, x.groups[k])));
+    h << ": " << esc(with_display_names(x.fix, names)) << " <span class=\"why\">(";
+    for (size_t k = 0; k < x.findings.size(); ++k)
+      h << (k ? ", " : "") << esc(x.findings[k]->kind);
+    h << ")</span></li>\n";
+  }
+  h << "</ol>\n";
+  if (fixes.size() > 5)
+    h << "<p>... " << fixes.size() - 5 << " more fixes below.</p>\n";
+  h << "<p>All of them as a rules file: <code>memlayout advise " << esc(r.trace)
+    << " -o rules.txt</code>; whether they pay: <code>memlayout compare --rules rules.txt -- "
+       "PROGRAM</code>.</p>\n";
+}
+
 void findings(const Report &r, std::ostream &h) {
   h << "<h2>Findings</h2>\n";
   if (r.findings.empty())
     h << "<p>No findings: no group crosses a threshold.</p>\n";
+  const std::vector<std::string> names = group_names(r);
   for (const auto &f : r.findings)
     h << "<div class=\"finding " << esc(f.severity) << "\"><span class=\"sev\">" << esc(f.severity)
-      << "</span> <b>" << esc(f.kind) << "</b>: " << esc(f.message) << "<br>fix: <code>"
-      << esc(f.fix) << "</code></div>\n";
+      << "</span> <b>" << esc(f.kind) << "</b>: " << esc(with_display_names(f.message, names))
+      << "<br>fix: <code>" << esc(with_display_names(f.fix, names)) << "</code></div>\n";
 }
 
-std::string group_name(const Report &r, uint32_t id);
+void group_row(const Report &r, const inspector::GroupReport &g, std::ostream &h) {
+  h << "<tr><td>" << g.group.id << "</td><td class=\"name\" title=\"" << esc(g.group.name) << "\">"
+    << esc(display_name(g.group.name)) << "</td><td>" << g.objects << "</td><td>"
+    << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>" << g.group.requested_size
+    << "</td><td>" << g.group.size_class << "</td><td>" << fmt("%.2f", g.lines_per_object)
+    << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100) << "</td>";
+  for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
+    h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
+      << "</td>";
+  h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
+    << g.group.threads.size() << "</td></tr>\n";
+}
+
+void group_header(const Report &r, std::ostream &h) {
+  h << "<table>\n<tr><th>id</th><th class=\"name\">group</th><th>objects</th>"
+       "<th>bytes</th><th>requested</th><th>class</th><th>lines/object</th><th>straddle</th>";
+  for (const auto &l : r.levels)
+    h << "<th>L" << l.level << " sets</th>";
+  h << "<th>pages / min</th><th>2 MiB regions</th><th>threads</th></tr>\n";
+}
+
+// Groups under 1% of the objects and of the bytes (stdio's buffer, a
+// thread's TLS) fold into one line that opens on demand.
+void groups(const Report &r, std::ostream &h, size_t top) {
+  h << "<h2>Groups</h2>\n";
+  uint64_t objects = 0, bytes = 0;
+  for (const auto &g : r.groups) {
+    objects += g.objects;
+    bytes += g.group.bytes;
+  }
+  auto small = [&](const inspector::GroupReport &g) {
+    return g.objects * 100 < objects && g.group.bytes * 100 < bytes;
+  };
+  std::vector<const inspector::GroupReport *> big, folded;
+  for (const auto &g : r.groups)
+    (small(g) || big.size() >= top ? folded : big).push_back(&g);
+  group_header(r, h);
+  for (const auto *g : big)
+    group_row(r, *g, h);
+  h << "</table>\n";
+  if (!folded.empty()) {
+    uint64_t fo = 0, fb = 0;
+    for (const auto *g : folded) {
+      fo += g->objects;
+      fb += g->group.bytes;
+    }
+    h << "<details><summary>" << folded.size() << " more groups: " << fo << " objects, "
+      << human_bytes(static_cast<double>(fb)) << " (each under 1% of the objects and bytes, or "
+      << "beyond the first " << top << ")</summary>\n";
+    group_header(r, h);
+    for (const auto *g : folded)
+      group_row(r, *g, h);
+    h << "</table>\n</details>\n";
+  }
+  // The wrappers the listed groups' sites were found through, each once.
+  std::vector<std::pair<const inspector::LookedThrough *, std::string>> through;
+  for (const auto *g : big)
+    for (const auto &w : g->group.site.looked_through) {
+      auto it = std::find_if(through.begin(), through.end(),
+                             [&](const auto &t) { return t.first->function == w.function; });
+      if (it == through.end())
+        through.push_back({&w, std::to_string(g->group.id)});
+      else
+        it->second += ", " + std::to_string(g->group.id);
+    }
+  for (const auto &[w, ids] : through)
+    h << "<p class=\"note\">looked through <code title=\"" << esc(w->function) << "\">"
+      << esc(display_name(w->function)) << "</code> ("
+      << esc(inspector::wrapper_reason_name(w->reason))
+      << (w->evidence.empty() ? "" : ": " + esc(w->evidence)) << ") to find the sites of group"
+      << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "</p>\n";
+}
 
 std::string offsets_html(const std::vector<std::pair<uint64_t, uint64_t>> &v) {
   std::string s;
@@ -116,38 +229,24 @@ void htm_aborts(const Report &r, std::ostream &h) {
        "<th>true conflicts</th><th>capacity aborts</th><th>false at offsets (aborts)</th>"
        "<th>other side at</th><th>capacity lines at</th></tr>\n";
   for (const auto &g : a.groups)
-    h << "<tr><td>" << g.group << "</td><td class=\"name\">" << esc(group_name(r, g.group))
-      << "</td><td>" << g.conflicts_false << "</td><td>" << g.conflicts_true << "</td><td>"
-      << g.capacity_aborts << "</td><td>" << offsets_html(g.false_offsets) << "</td><td>"
-      << offsets_html(g.other_offsets) << "</td><td>" << offsets_html(g.capacity_offsets)
-      << "</td></tr>\n";
+    h << "<tr><td>" << g.group << "</td><td class=\"name\">"
+      << esc(display_name(group_name(r, g.group))) << "</td><td>" << g.conflicts_false
+      << "</td><td>" << g.conflicts_true << "</td><td>" << g.capacity_aborts << "</td><td>"
+      << offsets_html(g.false_offsets) << "</td><td>" << offsets_html(g.other_offsets)
+      << "</td><td>" << offsets_html(g.capacity_offsets) << "</td></tr>\n";
   h << "</table>\n";
 }
 
-void groups(const Report &r, std::ostream &h, size_t top) {
-  h << "<h2>Groups</h2>\n<table>\n<tr><th>id</th><th class=\"name\">group</th><th>objects</th>"
-       "<th>bytes</th><th>requested</th><th>class</th><th>lines/object</th><th>straddle</th>";
-  for (const auto &l : r.levels)
-    h << "<th>L" << l.level << " sets</th>";
-  h << "<th>pages / min</th><th>2 MiB regions</th><th>threads</th></tr>\n";
-  size_t shown = 0;
-  for (const auto &g : r.groups) {
-    if (shown++ == top)
-      break;
-    h << "<tr><td>" << g.group.id << "</td><td class=\"name\">" << esc(g.group.name) << "</td><td>"
-      << g.objects << "</td><td>" << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>"
-      << g.group.requested_size << "</td><td>" << g.group.size_class << "</td><td>"
-      << fmt("%.2f", g.lines_per_object) << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100)
-      << "</td>";
-    for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
-      h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
-        << "</td>";
-    h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
-      << g.group.threads.size() << "</td></tr>\n";
-  }
+void rules_in_force(const Report &r, std::ostream &h) {
+  if (r.rules.empty())
+    return;
+  h << "<h2>Rules in force when recorded</h2>\n<table>\n<tr><th class=\"name\">rule</th>"
+       "<th>allocations</th><th>bytes</th></tr>\n";
+  for (const auto &rule : r.rules)
+    h << "<tr><td class=\"name\"><code>" << esc(rule.rule) << "</code></td><td>" << rule.allocations
+      << (rule.allocations ? "" : " (routed nothing)") << "</td><td>"
+      << human_bytes(static_cast<double>(rule.bytes)) << "</td></tr>\n";
   h << "</table>\n";
-  if (r.groups.size() > top)
-    h << "<p>... " << r.groups.size() - top << " more groups (<code>--format json</code>).</p>\n";
 }
 
 std::string group_name(const Report &r, uint32_t id) {
@@ -172,7 +271,8 @@ void plots(const Report &r, const std::vector<PlotScript> &drawn, std::ostream &
       h << "<h3>Co-location of the largest groups</h3>\n";
     } else if (p.group != current) {
       current = p.group;
-      h << "<h3>Group " << p.group << ": " << esc(group_name(r, p.group)) << "</h3>\n";
+      h << "<h3>Group " << p.group << ": " << esc(display_name(group_name(r, p.group)))
+        << "</h3>\n";
     }
     figure(p, h);
   }
@@ -214,10 +314,12 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
     << "<title>memlayout report: " << esc(r.trace) << "</title>\n<style>" << kStyle
     << "</style>\n</head>\n<body>\n";
   summary(r, h);
+  first_steps(r, h);
   findings(r, h);
   levels(r, h);
   groups(r, h, o.top);
   htm_aborts(r, h);
+  rules_in_force(r, h);
   plots(r, drawn, h);
   notes(all_notes, h);
   h << "</body>\n</html>\n";

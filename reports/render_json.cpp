@@ -1,4 +1,5 @@
 // The report as JSON, schema memlayout.report/1 (../shared/design.md).
+#include "alloc_site.h"
 #include "json_write.h"
 #include "render.h"
 
@@ -22,6 +23,15 @@ void group(OStream &j, const inspector::Report &r, const inspector::GroupReport 
       j.attribute("line", g.group.site.line);
       if (!g.group.site.caller.empty())
         j.attribute("caller", g.group.site.caller);
+    });
+    j.attributeArray("looked_through", [&] {
+      for (const auto &w : g.group.site.looked_through)
+        j.object([&] {
+          j.attribute("function", w.function);
+          j.attribute("decided", inspector::looked_through_decided(w.reason));
+          if (!w.evidence.empty())
+            j.attribute("evidence", w.evidence);
+        });
     });
     j.attribute("size_class", g.group.size_class);
     j.attribute("requested_size", g.group.requested_size);
@@ -189,6 +199,15 @@ void render_json(const inspector::Report &r, std::ostream &out) {
     });
     if (r.htm)
       htm(j, *r.htm);
+    if (!r.rules.empty())
+      j.attributeArray("rules", [&] {
+        for (const auto &rule : r.rules)
+          j.object([&] {
+            j.attribute("rule", rule.rule);
+            j.attribute("allocations", rule.allocations);
+            j.attribute("bytes", rule.bytes);
+          });
+      });
     j.attributeArray("notes", [&] {
       for (const auto &n : r.notes)
         j.value(n);

@@ -1,8 +1,10 @@
 // The report for a terminal: where the heap is, the biggest groups with their
 // layout figures, then what is wrong and what to change.
+#include "alloc_site.h"
 #include "render.h"
 #include "text_format.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -103,7 +105,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
                  : std::string("-");
     };
     std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6llu %6.2f %5.0f%% %5s %5s %5s %12s\n",
-                  g.group.id, clip(g.group.name, 40).c_str(),
+                  g.group.id, clip(display_name(g.group.name), 40).c_str(),
                   static_cast<unsigned long long>(g.objects),
                   human_bytes(static_cast<double>(g.group.bytes)).c_str(),
                   static_cast<unsigned long long>(g.group.size_class), g.lines_per_object,
@@ -113,17 +115,53 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   }
   if (r.groups.size() > o.top)
     out << "  ... " << r.groups.size() - o.top << " more groups (--top N, or --format json)\n";
+  // Which wrappers the shown groups' sites were found through, each once.
+  std::vector<std::pair<inspector::LookedThrough, std::string>> through;
+  shown = 0;
+  for (const auto &g : r.groups) {
+    if (shown++ == o.top)
+      break;
+    for (const auto &w : g.group.site.looked_through) {
+      auto it = std::find_if(through.begin(), through.end(),
+                             [&](const auto &t) { return t.first.function == w.function; });
+      if (it == through.end())
+        through.push_back({w, std::to_string(g.group.id)});
+      else
+        it->second += ", " + std::to_string(g.group.id);
+    }
+  }
+  if (!through.empty()) {
+    out << "\n";
+    for (const auto &[w, ids] : through) {
+      out << "  looked through: " << display_name(w.function) << " (" << inspector::wrapper_reason_name(w.reason);
+      if (!w.evidence.empty())
+        out << ": " << w.evidence;
+      out << ") for group" << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "\n";
+    }
+  }
   out << "\n";
   if (r.htm)
     htm_section(r, out, paint, o.top);
+  if (!r.rules.empty()) {
+    out << paint("Rules in force when recorded", "1") << "\n";
+    for (const auto &rule : r.rules)
+      out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
+          << human_bytes(static_cast<double>(rule.bytes))
+          << (rule.allocations ? "" : "  (routed nothing)") << "\n";
+    out << "\n";
+  }
   if (r.findings.empty()) {
     out << paint("No findings:", "32") << " no group crosses a threshold (docs/findings.md).\n";
   } else {
     out << paint(std::to_string(r.findings.size()) + " findings", "1") << "\n";
+    std::vector<std::string> names;
+    for (const auto &g : r.groups)
+      names.push_back(g.group.name);
     for (const auto &f : r.findings) {
       const char *colour = f.severity == "high" ? "31" : f.severity == "medium" ? "33" : "36";
-      out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": " << f.message
-          << "\n      fix: " << f.fix << "\n";
+      out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": "
+          << with_display_names(f.message, names)
+          << "\n      fix: " << with_display_names(f.fix, names) << "\n";
     }
   }
   for (const auto &n : r.notes)

@@ -2,13 +2,16 @@
 // allocation sequence up to the analysed moment is re-executed, under rules,
 // against the real allocator in a fresh worker process; the objects alive at
 // that moment are then analysed where the worker placed them.
-#include "analysis_options.h"
+#include "command_line.h"
 #include "commands.h"
+#include "grouping.h"
 #include "heap_snapshot.h"
+#include "preload_launch.h"
 #include "render.h"
 #include "replay_ops.h"
 #include "report_builder.h"
 #include "rule_args.h"
+#include "rule_match.h"
 #include "symbolizer.h"
 #include "type_map.h"
 
@@ -19,8 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,61 +33,9 @@
 namespace memlayout::cli {
 namespace {
 
-constexpr const char *kUsage =
-    "usage: memlayout replay FILE (--rules RULES | --segregate SPEC)... [options]\n"
-    "\n"
-    "Re-executes the allocations and frees recorded in FILE up to the analysed\n"
-    "moment, each thread's in its own order, against the allocator the trace was\n"
-    "recorded with (glibc or jemalloc 5.3), with the rules applied: the matching\n"
-    "allocations go to their pools, padded and aligned as the rules say. Then\n"
-    "reports the layout the objects would have had, as 'memlayout report' does.\n"
-    "Compare with the recording: memlayout diff FILE REPLAY.json.\n"
-    "\n"
-    "options:\n"
-    "  --rules FILE           rules, one per line (from memlayout advise)\n"
-    "  --segregate SPEC       a rule, e.g. function=make_node,pool=nodes; repeatable\n"
-    "  --format text|json     output format (default text)\n"
-    "  -o, --output OUT       write to OUT instead of stdout\n"
-    "  --allocator native|jemalloc  replay against this allocator instead of the\n"
-    "                         trace's\n"
-    "  --at peak|end|mark:NAME  the moment analysed (default peak)\n"
-    "  --hot NAME=BYTES       as for 'memlayout report'; repeatable\n"
-    "  --cache FILE           cache geometry from FILE instead of this machine's\n"
-    "  --wrapper NAME         a function to look through as an allocation wrapper\n"
-    "  --not-wrapper NAME     a function never to look through, even if detected\n"
-    "  --top N                groups listed in text (default 15)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Function rules match the function that called the allocator (frame 0 of\n"
-    "the recorded stack), file rules its source file and line. Page frames are\n"
-    "not replayed: L2/L3 sets rest on virtual address bits.\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout replay: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 using replay::Op;
 using replay::OpKind;
-
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    return ".";
-  buf[n] = '\0';
-  std::string p = buf;
-  return p.substr(0, p.rfind('/'));
-}
-
-bool ends_with_path(const std::string &path, const std::string &suffix) {
-  if (suffix.size() > path.size())
-    return false;
-  if (path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  return path.size() == suffix.size() || suffix[0] == '/' ||
-         path[path.size() - suffix.size() - 1] == '/';
-}
 
 // The recorded sequence, as the worker will execute it.
 struct Sequence {
@@ -94,79 +45,42 @@ struct Sequence {
   uint32_t threads = 0;
 };
 
+// The rule each recorded allocation falls under: the site as reports and
+// the interposer decide it, matched as the interposer matches.
 class RouteDecider {
 public:
   RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym,
-               const inspector::TypeMap *types)
-      : set_(set), r_(r), sym_(sym), types_(types) {
-    for (unsigned i = 0; i < set.count; ++i) {
-      char want[rules::kMaxName] = "";
-      if (set.rules[i].function[0])
-        rules::normalize_function(set.rules[i].function, want, sizeof want);
-      wanted_.push_back(want);
-    }
-  }
+               const inspector::WrapperPolicy &wrappers, const inspector::TypeMap *types)
+      : set_(set), r_(r), sym_(sym), wrappers_(wrappers), types_(types) {}
 
   uint8_t route(uint64_t stack_id, uint64_t size) {
     const Site &s = site(stack_id);
-    for (unsigned i = 0; i < set_.count; ++i) {
-      const rules::Rule &rule = set_.rules[i];
-      if (rule.has_size && (size < rule.size_min || size > rule.size_max))
-        continue;
-      if (rule.type[0] && (!types_ || !same_type(s.type, rule.type)))
-        continue;
-      if (rule.function[0] && !s.physical_function.empty() &&
-          !rules::demangled_matches(s.physical_function.c_str(), wanted_[i].c_str()))
-        continue;
-      if (rule.function[0] && s.physical_function.empty())
-        continue;
-      if (rule.file[0] &&
-          (!ends_with_path(s.file, rule.file) || (rule.file_line && rule.file_line != s.line)))
-        continue;
-      return static_cast<uint8_t>(i);
-    }
-    return replay::kNoRoute;
+    int i = inspector::first_matching_rule(set_, s.site, size, s.type);
+    return i < 0 ? replay::kNoRoute : static_cast<uint8_t>(i);
   }
 
 private:
   struct Site {
-    std::string physical_function, file, type;
-    uint32_t line = 0;
+    inspector::Group::Site site;
+    std::string type;
   };
-
-  bool same_type(const std::string &have, const char *want) const {
-    if (have.empty())
-      return false;
-    const inspector::RecordLayout *rec = types_->record(want);
-    return have == (rec ? rec->name : std::string(want));
-  }
 
   const Site &site(uint64_t stack_id) {
     auto it = sites_.find(stack_id);
     if (it != sites_.end())
       return it->second;
     Site s;
-    auto frames = r_.stack(stack_id);
-    if (!frames.empty()) {
-      const inspector::SymbolizedAddress &a = sym_.symbolize(frames[0]);
-      if (a.resolved) {
-        // The interposer matches the function whose symbol holds the return
-        // address: the outermost of the inlined frames.
-        s.physical_function = a.frames.back().function;
-        s.file = a.frames.front().file;
-        s.line = a.frames.front().line;
-        if (types_)
-          s.type = types_->type_at(a.frames.front().function, s.file, s.line);
-      }
-    }
+    s.site = inspector::alloc_site(r_.stack(stack_id), sym_, wrappers_);
+    if (types_)
+      s.type = types_->type_at(s.site.function, s.site.file, s.site.line);
     return sites_.emplace(stack_id, std::move(s)).first->second;
   }
 
   const rules::RuleSet &set_;
   inspector::TraceReader &r_;
   inspector::Symbolizer &sym_;
+  const inspector::WrapperPolicy &wrappers_;
   const inspector::TypeMap *types_;
-  std::vector<std::string> wanted_;
   std::unordered_map<uint64_t, Site> sites_;
 };
 
@@ -261,62 +175,31 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
 } // namespace
 
 int replay_main(int argc, char **argv) {
-  std::string trace, format = "text", output, allocator;
+  std::string trace, format, output, allocator;
   RuleArgs rule_args;
   inspector::ReportOptions o;
   TextOptions text;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string option_error;
-    OptionParse taken = parse_analysis_option(argc, argv, i, o, option_error);
-    if (taken == OptionParse::kError)
-      return usage_error(option_error);
-    if (taken == OptionParse::kTaken)
-      continue;
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--rules" || a == "--segregate") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a value");
-      (a == "--rules" ? rule_args.files : rule_args.specs).push_back(v);
-    } else if (a == "--format") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
-        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
-      format = v;
-    } else if (a == "-o" || a == "--output") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a path");
-      output = v;
-    } else if (a == "--allocator") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "native") && std::strcmp(v, "jemalloc")))
-        return usage_error(std::string("--allocator takes native or jemalloc, not '") +
-                           (v ? v : "") + "'");
-      allocator = v;
-    } else if (a == "--top") {
-      const char *v = value();
-      char *end = nullptr;
-      long n = v ? std::strtol(v, &end, 10) : 0;
-      if (!v || *end || n < 1)
-        return usage_error("--top takes a positive number");
-      text.top = static_cast<size_t>(n);
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'");
-    } else if (trace.empty()) {
-      trace = a;
-    } else {
-      return usage_error("one trace at a time ('" + trace + "', then '" + a + "')");
-    }
-  }
-  if (trace.empty())
-    return usage_error("no trace given");
+  auto app = make_command(
+      "replay",
+      "Re-executes the allocations and frees recorded in FILE up to the analysed moment,\n"
+      "each thread's in its own order, against the allocator the trace was recorded with\n"
+      "(glibc or jemalloc 5.3), with the rules applied: the allocations whose sites they\n"
+      "name go to their pools, padded and aligned as the rules say. Then reports the\n"
+      "layout the objects would have had, as 'memlayout report' does. Sites and wrappers\n"
+      "are decided as reports decide them (the rules file's wrapper= lines included).\n"
+      "Page frames are not replayed: L2/L3 sets rest on virtual address bits.");
+  app->add_option("FILE", trace, "the trace (memlayout record)")->required();
+  add_rule_options(*app, rule_args);
+  add_format_option(*app, format, {"text", "json"}, "output format");
+  add_output_option(*app, output);
+  add_allocator_option(*app, allocator, "replay against this allocator instead of the trace's");
+  add_count_option(*app, "--top", text.top, "groups listed in text");
+  add_analysis_options(*app, o);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
   if (rule_args.empty())
-    return usage_error("no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+    return usage_error(*app,
+                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
   LoadedRules rules;
   if (!load_rules(rule_args, &rules))
     return 2;
@@ -341,6 +224,9 @@ int replay_main(int argc, char **argv) {
     std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
     return 2;
   }
+  // file= and type= keys name functions, as they do for `memlayout run`.
+  if (!expand_match_keys(&rules, r.header().executable, o.types_file, o.find_types))
+    return 2;
   inspector::Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;
   inspector::Symbolizer sym(r.modules(), sym_opts);
@@ -361,7 +247,21 @@ int replay_main(int argc, char **argv) {
       std::fprintf(stderr, "memlayout replay: warning: type= rules need a type map (memlayout "
                            "structs --format json, then --types MAP): they match nothing\n");
   }
-  RouteDecider decider(*rules.set, r, sym, types ? &*types : nullptr);
+  // The wrappers as `memlayout report` of this trace decides them, for the
+  // routing here and the report of the result alike.
+  inspector::WrapperPolicy wrappers;
+  wrappers.wrappers = o.wrappers;
+  wrappers.not_wrappers = o.not_wrappers;
+  for (unsigned i = 0; i < rules.set->wrapper_count; ++i) {
+    const rules::WrapperDecl &d = rules.set->wrappers[i];
+    (d.not_wrapper ? wrappers.not_wrappers : wrappers.rules_file).push_back(d.function);
+  }
+  {
+    inspector::CodeMaps code(sym);
+    inspector::detect_wrappers(inspector::weighted_stacks(snap, r), sym, code, wrappers);
+  }
+  o.wrappers_decided = &wrappers;
+  RouteDecider decider(*rules.set, r, sym, wrappers, types ? &*types : nullptr);
   std::unordered_map<uint32_t, uint16_t> thread_index;
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
@@ -475,8 +375,7 @@ int replay_main(int argc, char **argv) {
                           (rules.set->count == 1 ? "" : "s") + " against " +
                           (jemalloc ? "jemalloc 5.3" : "glibc malloc") + ": " +
                           std::to_string(seq.ops.size()) + " operations of " +
-                          std::to_string(seq.threads) + " thread" +
-                          (seq.threads == 1 ? "" : "s"));
+                          std::to_string(seq.threads) + " thread" + (seq.threads == 1 ? "" : "s"));
 
   return write_report(report, format, output, text, "replay");
 }

@@ -50,6 +50,14 @@ bool append(const std::string &text, const std::string &where, bool single, Load
     print_error(where, single ? text : nth_line(text, e.line), e);
     return false;
   }
+  for (unsigned i = 0; i < parsed.wrapper_count; ++i) {
+    if (out->set->wrapper_count == rules::kMaxWrappers) {
+      std::fprintf(stderr, "memlayout: %s: more than %u wrapper declarations in all\n",
+                   where.c_str(), rules::kMaxWrappers);
+      return false;
+    }
+    out->set->wrappers[out->set->wrapper_count++] = parsed.wrappers[i];
+  }
   for (unsigned i = 0; i < parsed.count; ++i) {
     if (out->set->count == rules::kMaxRules) {
       std::fprintf(stderr, "memlayout: %s: more than %u rules in all\n", where.c_str(),
@@ -155,8 +163,8 @@ std::string find_library(const std::string &name, const std::vector<std::string>
     while (std::getline(in, d, ':'))
       dirs.push_back(d);
   }
-  for (const char *d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib",
-                        "/usr/local/lib"})
+  for (const char *d :
+       {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib", "/usr/local/lib"})
     dirs.push_back(d);
   for (const auto &d : dirs) {
     std::string p = d + "/" + name;
@@ -164,48 +172,6 @@ std::string find_library(const std::string &name, const std::vector<std::string>
       return p;
   }
   return {};
-}
-
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string last_scope(const std::string &normalized) {
-  size_t p = normalized.rfind("::");
-  return p == std::string::npos ? normalized : normalized.substr(p + 2);
-}
-
-// The program and the libraries it links, as the loader would find them.
-std::vector<std::string> program_modules(const std::string &program) {
-  std::vector<std::string> out;
-  std::string exe = find_in_path(program);
-  if (exe.empty())
-    return out;
-  out.push_back(exe);
-  std::set<std::string> names;
-  std::vector<std::string> needed, runpath;
-  collect_functions(exe, names, needed, runpath);
-  std::set<std::string> seen;
-  for (size_t i = 0; i < needed.size(); ++i)
-    if (seen.insert(needed[i]).second)
-      if (std::string lib = find_library(needed[i], runpath); !lib.empty()) {
-        std::vector<std::string> more;
-        collect_functions(lib, names, needed, more);
-        out.push_back(lib);
-      }
-  return out;
 }
 
 // Functions (normalized names) with code at `file` (a path suffix) and, when
@@ -247,18 +213,17 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       if (row.EndSequence || (line && row.Line != line))
         continue;
       std::string path;
-      if (!lt->getFileNameByIndex(
-              row.File, cu->getCompilationDir(),
-              llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath, path))
+      if (!lt->getFileNameByIndex(row.File, cu->getCompilationDir(),
+                                  llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+                                  path))
         continue;
       if (path.size() < file.size() || path.compare(path.size() - file.size(), file.size(), file))
         continue;
       if (path.size() > file.size() && file[0] != '/' && path[path.size() - file.size() - 1] != '/')
         continue;
       uint64_t a = row.Address.Address;
-      auto it = std::upper_bound(
-          funcs.begin(), funcs.end(),
-          std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
+      auto it = std::upper_bound(funcs.begin(), funcs.end(),
+                                 std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
       if (it == funcs.begin())
         continue;
       --it;
@@ -272,7 +237,8 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
 }
 
 // Replaces rule i by one rule per function (same size key and actions).
-bool replace_with_functions(LoadedRules *rules, unsigned i, const std::set<std::string> &functions) {
+bool replace_with_functions(LoadedRules *rules, unsigned i,
+                            const std::set<std::string> &functions) {
   rules::RuleSet &set = *rules->set;
   if (set.count - 1 + functions.size() > rules::kMaxRules) {
     std::fprintf(stderr,
@@ -307,9 +273,49 @@ void rebuild_text(LoadedRules *rules) {
     size_t n = rules::format_rule(rules->set->rules[i], buf, sizeof buf);
     rules->text.append(buf, n).push_back('\n');
   }
+  for (unsigned i = 0; i < rules->set->wrapper_count; ++i) {
+    const rules::WrapperDecl &d = rules->set->wrappers[i];
+    rules->text += std::string(d.not_wrapper ? "not-wrapper=" : "wrapper=") + d.function + "\n";
+  }
 }
 
 } // namespace
+
+size_t edit_distance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<std::string> program_modules(const std::string &program) {
+  std::vector<std::string> out;
+  std::string exe = find_in_path(program);
+  if (exe.empty())
+    return out;
+  out.push_back(exe);
+  std::set<std::string> names;
+  std::vector<std::string> needed, runpath;
+  collect_functions(exe, names, needed, runpath);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < needed.size(); ++i)
+    if (seen.insert(needed[i]).second)
+      if (std::string lib = find_library(needed[i], runpath); !lib.empty()) {
+        std::vector<std::string> more;
+        collect_functions(lib, names, needed, more);
+        out.push_back(lib);
+      }
+  return out;
+}
 
 bool expand_match_keys(LoadedRules *rules, const std::string &program,
                        const std::string &types_file, bool find_types) {
@@ -397,84 +403,8 @@ bool load_rules(const RuleArgs &args, LoadedRules *out) {
   for (const auto &spec : args.specs)
     if (!append(spec, "--segregate '" + spec + "'", true, out))
       return false;
-  for (unsigned i = 0; i < out->set->count; ++i) {
-    char buf[4096];
-    size_t n = rules::format_rule(out->set->rules[i], buf, sizeof buf);
-    out->text.append(buf, n).push_back('\n');
-  }
+  rebuild_text(out);
   return true;
-}
-
-size_t warn_unmatched_functions(const LoadedRules &rules, const std::string &program) {
-  std::vector<unsigned> function_rules;
-  for (unsigned i = 0; i < rules.set->count; ++i)
-    if (rules.set->rules[i].function[0])
-      function_rules.push_back(i);
-  if (function_rules.empty())
-    return 0;
-  std::string exe = find_in_path(program);
-  if (exe.empty())
-    return 0; // the launch reports a missing program
-  std::set<std::string> names;
-  std::vector<std::string> needed, runpath;
-  collect_functions(exe, names, needed, runpath);
-  std::set<std::string> seen;
-  for (size_t i = 0; i < needed.size(); ++i) {
-    if (!seen.insert(needed[i]).second)
-      continue;
-    std::string lib = find_library(needed[i], runpath);
-    if (!lib.empty()) {
-      std::vector<std::string> more_runpath;
-      collect_functions(lib, names, needed, more_runpath);
-    }
-  }
-  size_t unmatched = 0;
-  for (unsigned i : function_rules) {
-    const rules::Rule &r = rules.set->rules[i];
-    char want[rules::kMaxName];
-    if (!rules::normalize_function(r.function, want, sizeof want))
-      continue;
-    bool found = false;
-    for (const auto &n : names)
-      if (rules::symbol_matches(n.c_str(), want)) {
-        found = true;
-        break;
-      }
-    if (found)
-      continue;
-    ++unmatched;
-    // Close names: by edit distance of the last scope, or containing it.
-    std::string wanted_last = last_scope(want);
-    std::vector<std::pair<size_t, std::string>> close;
-    std::set<std::string> listed;
-    for (const auto &n : names) {
-      std::string demangled = llvm::demangle(n);
-      char norm[rules::kMaxName];
-      if (!rules::normalize_function(demangled.c_str(), norm, sizeof norm))
-        continue;
-      std::string last = last_scope(norm);
-      size_t d = edit_distance(last, wanted_last);
-      bool contains = last.find(wanted_last) != std::string::npos ||
-                      (wanted_last.size() >= 4 && wanted_last.find(last) != std::string::npos &&
-                       last.size() >= 4);
-      if ((d <= std::max<size_t>(2, wanted_last.size() / 3) || contains) && listed.insert(norm).second)
-        close.push_back({contains ? 0 : d, norm});
-    }
-    std::sort(close.begin(), close.end());
-    std::fprintf(stderr, "memlayout: warning: %s: function=%s matches no function in %s",
-                 rules.origin[i].c_str(), r.function, exe.c_str());
-    if (!needed.empty())
-      std::fprintf(stderr, " or the libraries it links");
-    if (close.empty()) {
-      std::fprintf(stderr, " (functions of libraries it loads later are matched when they load)\n");
-      continue;
-    }
-    std::fprintf(stderr, "; close names:");
-    for (size_t k = 0; k < close.size() && k < 6; ++k)
-      std::fprintf(stderr, "%s %s", k ? "," : "", close[k].second.c_str());
-    std::fprintf(stderr, "\n");
-  }
-  return unmatched;
 }
 
 } // namespace memlayout::cli

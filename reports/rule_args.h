@@ -20,7 +20,7 @@ struct RuleArgs {
 struct LoadedRules {
   std::unique_ptr<rules::RuleSet> set; // files' rules first, then --segregate's
   std::vector<std::string> origin;     // per rule: "FILE:LINE" or "--segregate"
-  std::string text;                    // canonical, one rule per line (MEMLAYOUT_RULES)
+  std::string text; // canonical, one rule or declaration per line (MEMLAYOUT_RULES)
 };
 
 // Parses every rule. On an error prints "memlayout: FILE:LINE:COL: message"
@@ -37,9 +37,11 @@ bool load_rules(const RuleArgs &args, LoadedRules *out);
 bool expand_match_keys(LoadedRules *rules, const std::string &program,
                        const std::string &types_file, bool find_types);
 
-// Warns, for each function rule, when no function of that name is defined in
-// `program` (looked up in PATH) or the libraries it links, listing close
-// names. Returns how many rules matched nothing.
-size_t warn_unmatched_functions(const LoadedRules &rules, const std::string &program);
+// The program (looked up in PATH) and the libraries it links, as the loader
+// would find them; empty when the program cannot be found.
+std::vector<std::string> program_modules(const std::string &program);
+
+// Levenshtein distance, for "close names" suggestions.
+size_t edit_distance(const std::string &a, const std::string &b);
 
 } // namespace memlayout::cli

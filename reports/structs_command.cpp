@@ -1,6 +1,7 @@
 // memlayout structs: every record's layout as the compiler fixes it and as
 // jemalloc and glibc place it, with the program's allocation sites.
 #include "cache_model.h"
+#include "command_line.h"
 #include "commands.h"
 #include "render_structs.h"
 #include "struct_scan.h"
@@ -19,41 +20,6 @@
 
 namespace memlayout::cli {
 namespace {
-
-constexpr const char *kUsage =
-    "usage: memlayout structs FILES... [options] [-p BUILD_DIR | -- COMPILER_ARGS]\n"
-    "\n"
-    "Every record (struct, class, union) the files define, laid out like pahole\n"
-    "does, with the size class jemalloc and the chunk glibc give it, the line\n"
-    "offsets its objects can start at and what each does to it, risks (locks\n"
-    "and atomics sharing lines, padding that does not pad, straddling fields)\n"
-    "and fixes; then every allocation site (new, malloc(sizeof(T)), make_unique,\n"
-    "allocate, seg_malloc, ...) with its type. Files are compiled by clang with\n"
-    "the commands of a compilation database, like clang-tidy does.\n"
-    "\n"
-    "options:\n"
-    "  -p BUILD_DIR           the build directory whose compile_commands.json\n"
-    "                         compiles the files (default: the first one found\n"
-    "                         from the first file's directory upward)\n"
-    "  -- COMPILER_ARGS       compile every file with these arguments instead\n"
-    "                         (e.g. -- -std=c++20 -Iinclude; -x c++ for C++ headers)\n"
-    "  --format text|json     output format (default text); json is the type map\n"
-    "                         `memlayout report --types` reads\n"
-    "  -o, --output FILE      write to FILE instead of stdout\n"
-    "  -C, --class NAME       only the record NAME (full name, or without its\n"
-    "                         namespaces and classes) and its sites; repeatable\n"
-    "  --keep-going           report what was parsed when a file does not compile\n"
-    "                         (the exit status is still 1)\n"
-    "  --line-size N          cache line size (default: this machine's, else 64)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "exit status: 0 done; 1 a file did not compile (diagnostics on stderr);\n"
-    "2 bad usage or no compilation database.\n";
-
-int usage_error(const std::string &message) {
-  std::fprintf(stderr, "memlayout structs: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 uint32_t machine_line_size() {
   std::string ignored;
@@ -75,59 +41,60 @@ bool selected(const std::string &type, const std::vector<std::string> &classes) 
 
 int structs_main(int argc, char **argv) {
   inspector::ScanOptions scan;
-  std::string format = "text", output;
+  std::string format, output;
   std::vector<std::string> classes;
   bool keep_going = false;
   uint32_t line_size = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--") {
+  auto app = make_command(
+      "structs",
+      "Every record (struct, class, union) the files define, laid out like pahole does,\n"
+      "with the size class jemalloc and the chunk glibc give it, the line offsets its\n"
+      "objects can start at and what each does to it, risks (locks and atomics sharing\n"
+      "lines, padding that does not pad, straddling fields) and fixes; then every\n"
+      "allocation site (new, malloc(sizeof(T)), make_unique, allocate, seg_malloc, ...)\n"
+      "with its type. Files are compiled by clang with the commands of a compilation\n"
+      "database, like clang-tidy does, or with the arguments after --.\n\n"
+      "Exit status: 0 done; 1 a file did not compile (diagnostics on stderr); 2 bad\n"
+      "usage or no compilation database.",
+      "Usage: memlayout structs FILES... [OPTIONS] [-p BUILD_DIR | -- COMPILER_ARGS...]");
+  app->add_option("FILES", scan.files, "the source files")->required();
+  app->add_option("-p", scan.build_dir,
+                  "the build directory whose compile_commands.json compiles the files (default: "
+                  "the first one found from the first file's directory upward)")
+      ->type_name("BUILD_DIR");
+  add_format_option(*app, format, {"text", "json"},
+                    "json is the type map `memlayout report --types` reads");
+  app->add_option("-o,--output", output, "write to FILE instead of stdout")->type_name("FILE");
+  app->add_option("-C,--class", classes,
+                  "only the record NAME (full name, or without its namespaces and classes) and "
+                  "its sites; repeatable")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  app->add_flag("--keep-going", keep_going,
+                "report what was parsed when a file does not compile (the exit status is still 1)");
+  app->add_option("--line-size", line_size, "cache line size (default: this machine's, else 64)")
+      ->check(CLI::Validator(
+          [](std::string &v) -> std::string {
+            char *end = nullptr;
+            unsigned long n = std::strtoul(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 8 || n > 4096 || (n & (n - 1)))
+              return "takes a power of two from 8 to 4096, not '" + v + "'";
+            return {};
+          },
+          ""))
+      ->type_name("N");
+  // The compiler's arguments follow `--`: not ours to parse.
+  int ours = argc;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
       scan.fixed_args.emplace(argv + i + 1, argv + argc);
+      ours = i;
       break;
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-p" || a.rfind("-p=", 0) == 0) {
-      const char *v = a == "-p" ? value() : argv[i] + a.find('=') + 1;
-      if (!v || !*v)
-        return usage_error("-p needs the build directory (the one with compile_commands.json)");
-      scan.build_dir = v;
-    } else if (a == "--format") {
-      const char *v = value();
-      if (!v || (std::strcmp(v, "text") && std::strcmp(v, "json")))
-        return usage_error(std::string("--format takes text or json, not '") + (v ? v : "") + "'");
-      format = v;
-    } else if (a == "-o" || a == "--output") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a path");
-      output = v;
-    } else if (a == "-C" || a == "--class") {
-      const char *v = value();
-      if (!v || !*v)
-        return usage_error(a + " needs a record name");
-      classes.push_back(v);
-    } else if (a == "--keep-going") {
-      keep_going = true;
-    } else if (a == "--line-size") {
-      const char *v = value();
-      char *end = nullptr;
-      unsigned long n = v ? std::strtoul(v, &end, 10) : 0;
-      if (!v || *end || n < 8 || n > 4096 || (n & (n - 1)))
-        return usage_error(std::string("--line-size takes a power of two from 8 to 4096, not '") +
-                           (v ? v : "") + "'");
-      line_size = static_cast<uint32_t>(n);
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'");
-    } else {
-      scan.files.push_back(a);
     }
-  }
-  if (scan.files.empty())
-    return usage_error("no source files given");
+  if (int rc = parse_command(*app, ours, argv); rc >= 0)
+    return rc;
   if (scan.fixed_args && !scan.build_dir.empty())
-    return usage_error("-p and -- both say how to compile: give one");
+    return usage_error(*app, "-p and -- both say how to compile: give one");
 
   inspector::ScanResult scanned;
   std::string error;

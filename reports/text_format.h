@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace memlayout::cli {
 
@@ -23,5 +25,17 @@ inline std::string human_bytes(double v) {
   }
   return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
 }
+
+// A group's name as a table shows it: C++ names lose their namespaces and
+// the insides of template arguments, long parameter lists are elided:
+// "ns::IntLf<ns::Layout>::new_node(long, long) (int_lf.cpp:171)" becomes
+// "IntLf<...>::new_node(long, long) (int_lf.cpp:171)". The full name stays in
+// JSON (and the HTML's tooltips).
+std::string display_name(const std::string &name);
+
+// `text` with every long group name of `names` it mentions replaced by its
+// display name (a finding's message and the prose of its fix; rules, which
+// must stay exact, never hold a group name with its "(file:line)").
+std::string with_display_names(std::string text, const std::vector<std::string> &names);
 
 } // namespace memlayout::cli

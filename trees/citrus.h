@@ -83,7 +83,7 @@ private:
     uint32_t tag;
   };
 
-  [[gnu::noinline]] Node *new_node(Key key, Value value);
+  Node *new_node(Key key, Value value);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   Position traverse(Key key) const; // inside a read-side section

@@ -111,7 +111,7 @@ private:
 
   // Routing nodes and leaves are one kind, allocated here in the published
   // order: the routing node first.
-  [[gnu::noinline]] Node *new_node();
+  Node *new_node();
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   RecordAllocator::Kind node_kind_;

@@ -205,8 +205,8 @@ private:
   void help_target_node(const Edge &helpee, int depth);
   void help_successor_node(const Edge &helpee, int depth);
 
-  [[gnu::noinline]] Node *new_node(uint64_t key_word, Value value, uintptr_t left, uintptr_t right);
-  [[gnu::noinline]] StateRecord *new_state();
+  Node *new_node(uint64_t key_word, Value value, uintptr_t left, uintptr_t right);
+  StateRecord *new_state();
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
   void delete_state(StateRecord *s) { records_.deallocate(state_kind_, s); }
 

@@ -94,12 +94,7 @@ EunoBptree::EunoBptree(const TreeConfig &config)
       codec_{config.htm.key_bytes, config.htm.value_bytes},
       inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
   const auto &o = config.htm;
-  if (o.key_bytes < 8 || o.key_bytes > 1024 || o.key_bytes % 8)
-    throw std::invalid_argument("key size must be a multiple of 8 from 8 to 1024 bytes");
-  if (o.value_bytes < 8 || o.value_bytes > 4096 || o.value_bytes % 8)
-    throw std::invalid_argument("payload size must be a multiple of 8 from 8 to 4096 bytes");
-  if (o.node_bytes < 16 || o.node_bytes > (1u << 20))
-    throw std::invalid_argument("node size must be from 16 bytes to 1 MiB");
+  htm::check_tree_options(o);
   leaf_ = make_leaf_shape(fixed_, o.node_bytes, codec_.key_bytes, codec_.value_bytes);
   leaf_kind_ = records_.add_kind("leaf", leaf_.bytes);
   inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
@@ -149,21 +144,15 @@ EunoBptree::SegmentRecord *EunoBptree::new_segment() {
 }
 
 void EunoBptree::free_all() {
-  std::vector<std::pair<uint8_t *, uint32_t>> stack{{hdr_.root, hdr_.height}};
-  while (!stack.empty()) {
-    auto [n, h] = stack.back();
-    stack.pop_back();
-    if (h == 0) {
-      if (!fixed_)
-        for (uint32_t s = 0; s < leaf_.segments; ++s)
-          records_.deallocate(segment_kind_, *at<uint8_t *>(n, leaf_.seg_ptrs_off + 8 * s));
-      records_.deallocate(leaf_kind_, n);
-      continue;
-    }
-    for (uint32_t i = 0; i <= *inner_.shape().count(n); ++i)
-      stack.push_back({*inner_.shape().child_slot(n, i), h - 1});
-    records_.deallocate(inner_kind_, n);
-  }
+  inner_.free_all(
+      hdr_.root, hdr_.height,
+      [&](uint8_t *leaf) {
+        if (!fixed_)
+          for (uint32_t s = 0; s < leaf_.segments; ++s)
+            records_.deallocate(segment_kind_, *at<uint8_t *>(leaf, leaf_.seg_ptrs_off + 8 * s));
+        records_.deallocate(leaf_kind_, leaf);
+      },
+      [&](uint8_t *inner) { records_.deallocate(inner_kind_, inner); });
   for (uint8_t *p : spare_leaves_.drain())
     records_.deallocate(leaf_kind_, p);
   for (uint8_t *p : spare_inners_.drain())
@@ -392,15 +381,8 @@ void EunoBptree::split(const Tx &tx, uint8_t *leaf, Key key, Value value, SpareC
   // The path to this leaf, read again inside this transaction: the version
   // check at its start says the leaf still covers `key`.
   InnerLevels::Path path;
-  uint8_t *n_ = tx.load(&hdr_.root);
-  uint32_t height = std::min<uint32_t>(tx.load(&hdr_.height), InnerLevels::kMaxDepth);
-  for (uint32_t d = 0; d < height; ++d) {
-    uint32_t idx = inner_.child_index(tx, n_, key);
-    path.node[d] = n_;
-    path.index[d] = idx;
-    n_ = inner_.child(tx, n_, idx);
-  }
-  path.depth = static_cast<int>(height);
+  Key bound;
+  inner_.descend(tx, &hdr_.root, &hdr_.height, key, &path, &bound);
   inner_.insert_separator(tx, path, path.depth - 1, sep, right, &hdr_.root, &hdr_.height, inners);
 }
 
@@ -549,17 +531,24 @@ void EunoBptree::adjust_fill(uint8_t *leaf, int delta) const {
 
 EunoBptree::Target EunoBptree::upper(Key key) {
   return upper_->run(static_cast<uint64_t>(key), [&](Tx &tx) -> Target {
-    uint8_t *n = tx.load(&hdr_.root);
-    uint32_t h = std::min<uint32_t>(tx.load(&hdr_.height), InnerLevels::kMaxDepth);
-    Key hi = 0;
-    for (uint32_t d = 0; d < h; ++d) {
-      uint32_t idx = inner_.child_index(tx, n, key);
-      if (idx < tx.load(inner_.shape().count(n)))
-        hi = codec_.read_key(tx, inner_.shape().key_at(n, idx));
-      n = inner_.child(tx, n, idx);
-    }
+    Key hi;
+    uint8_t *n = inner_.descend(tx, &hdr_.root, &hdr_.height, key, nullptr, &hi);
     return Target{n, tx.load(at<uint64_t>(n, leaf_.seqno_off)), hi};
   });
+}
+
+// Conflict control for a lookup or remove: takes the key's lock bit; an
+// unmarked key is absent if the leaf did not split since the upper region
+// read it (else the operation starts over).
+EunoBptree::Control EunoBptree::enter_control(const Target &t, uint32_t slot, bool cc) const {
+  if (!cc)
+    return Control::kProceed;
+  lock_bit(t.leaf, slot);
+  if (marked(t.leaf, slot))
+    return Control::kProceed;
+  bool same = htm::plain_load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == t.seqno;
+  unlock_bit(t.leaf, slot);
+  return same ? Control::kAbsent : Control::kRetry;
 }
 
 bool EunoBptree::lookup(Key key, Value *value) {
@@ -568,16 +557,10 @@ bool EunoBptree::lookup(Key key, Value *value) {
   for (;;) {
     Target t = upper(key);
     bool cc = use_conflict_control(t.leaf);
-    if (cc) {
-      lock_bit(t.leaf, slot);
-      if (!marked(t.leaf, slot)) {
-        // Absent if the leaf did not split since the upper region read it.
-        bool same = htm::plain_load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == t.seqno;
-        unlock_bit(t.leaf, slot);
-        if (same)
-          return false;
-        continue;
-      }
+    if (Control c = enter_control(t, slot, cc); c != Control::kProceed) {
+      if (c == Control::kAbsent)
+        return false;
+      continue;
     }
     struct R {
       Outcome o;
@@ -677,15 +660,10 @@ bool EunoBptree::remove(Key key) {
   for (;;) {
     Target t = upper(key);
     bool cc = use_conflict_control(t.leaf);
-    if (cc) {
-      lock_bit(t.leaf, slot);
-      if (!marked(t.leaf, slot)) {
-        bool same = htm::plain_load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == t.seqno;
-        unlock_bit(t.leaf, slot);
-        if (same)
-          return false;
-        continue;
-      }
+    if (Control c = enter_control(t, slot, cc); c != Control::kProceed) {
+      if (c == Control::kAbsent)
+        return false;
+      continue;
     }
     Outcome o = lower_->run(static_cast<uint64_t>(key), [&](Tx &tx) {
       if (tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off)) != t.seqno)
@@ -782,46 +760,21 @@ std::string EunoBptree::check_structure() const {
   std::string inner_errors;
   Tx direct(htm::Mode::kDirect);
   std::vector<uint8_t *> leaves;
-  struct Item {
-    uint8_t *node;
-    uint32_t height;
-    Key lo, hi;
-  };
-  auto filler_ok = [&](uint8_t *key_at, Key k) {
-    return codec_.key_bytes == 8 || *reinterpret_cast<uint64_t *>(key_at + 8) ==
-                                        static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL;
-  };
-  std::vector<Item> stack{{hdr_.root, hdr_.height, kMinKey, 0}};
-  while (!stack.empty()) {
-    Item it = stack.back();
-    stack.pop_back();
-    if (it.height) {
-      inner_.check(it.node, it.lo, it.hi ? it.hi : kMaxKey + 1, inner_errors);
-      uint32_t c = *inner_.shape().count(it.node);
-      if (c == 0 || c > inner_.shape().fanout)
-        continue;
-      for (uint32_t i = c + 1; i-- > 0;) {
-        Key lo = i == 0 ? it.lo : htm::KeyCodec::plain_key(inner_.shape().key_at(it.node, i - 1));
-        Key hi = i == c ? it.hi : htm::KeyCodec::plain_key(inner_.shape().key_at(it.node, i));
-        stack.push_back({*inner_.shape().child_slot(it.node, i), it.height - 1, lo, hi});
-      }
-      continue;
-    }
-    uint8_t *leaf = it.node;
+  inner_.walk(hdr_.root, hdr_.height, [&](uint8_t *leaf, Key lo, Key hi) {
     leaves.push_back(leaf);
     std::vector<Key> keys;
-    auto in_range = [&](Key k) { return k >= it.lo && (!it.hi || k < it.hi); };
+    auto in_range = [&](Key k) { return k >= lo && (!hi || k < hi); };
     uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
     if (rc > leaf_.fanout) {
       errors.add("leaf with " + std::to_string(rc) + " reserved keys, over the fanout");
-      continue;
+      return;
     }
     for (uint32_t i = 0; i < rc; ++i) {
       Key k = htm::KeyCodec::plain_key(res_key(leaf, i));
       if (i && k <= htm::KeyCodec::plain_key(res_key(leaf, i - 1)))
         errors.add("reserved key " + std::to_string(k) + " out of order");
       keys.push_back(k);
-      if (!filler_ok(res_key(leaf, i), k))
+      if (!codec_.filler_intact(res_key(leaf, i)))
         errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
     }
     for (uint32_t s = 0; s < leaf_.segments; ++s) {
@@ -834,7 +787,7 @@ std::string EunoBptree::check_structure() const {
         if (k < kMinKey)
           errors.add("segment slot " + std::to_string(i) + " below its count holds no key");
         keys.push_back(k);
-        if (!filler_ok(seg_key(seg, i), k))
+        if (!codec_.filler_intact(seg_key(seg, i)))
           errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
       }
       if (fixed_)
@@ -862,17 +815,11 @@ std::string EunoBptree::check_structure() const {
         errors.add("a lock bit is still held");
     if (*at<uint32_t>(leaf, leaf_.split_lock_off))
       errors.add("a split lock is still held");
-  }
+  }, inner_errors);
   if (!inner_errors.empty())
     errors.add(inner_errors);
-  uint8_t *n = leaves.empty() ? nullptr : leaves.front();
-  for (size_t i = 0; i < leaves.size(); ++i, n = n ? *at<uint8_t *>(n, leaf_.next_off) : nullptr)
-    if (n != leaves[i]) {
-      errors.add("the leaf chain differs from the tree at leaf " + std::to_string(i));
-      break;
-    }
-  if (n)
-    errors.add("the leaf chain goes on past the last leaf");
+  htm::check_leaf_chain(leaves, [&](uint8_t *n) { return *at<uint8_t *>(n, leaf_.next_off); },
+                        errors);
   if (lock_.held())
     errors.add("the fallback lock is held");
   return errors.report();

@@ -76,6 +76,7 @@ private:
     Key hi; // the bound above the leaf's keys; 0 for the last leaf
   };
   enum class Outcome : uint8_t { kStale, kNo, kYes };
+  enum class Control : uint8_t { kProceed, kAbsent, kRetry };
 
   // Typed for `memlayout report` (untyped memory from malloc would make
   // these allocation wrappers).
@@ -124,6 +125,7 @@ private:
   bool other_key_with_slot(const htm::Tx &tx, uint8_t *leaf, uint32_t slot) const;
 
   // Conflict control, outside transactions.
+  Control enter_control(const Target &t, uint32_t slot, bool cc) const;
   bool use_conflict_control(uint8_t *leaf) const;
   void lock_bit(uint8_t *leaf, uint32_t slot) const;
   void unlock_bit(uint8_t *leaf, uint32_t slot) const;

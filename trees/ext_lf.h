@@ -127,8 +127,8 @@ private:
   void help_marked(Info *op);
   void retire_replaced_info(uintptr_t replaced);
 
-  [[gnu::noinline]] Node *new_node(Key key, Value value, Node *left, Node *right);
-  [[gnu::noinline]] Info *new_info();
+  Node *new_node(Key key, Value value, Node *left, Node *right);
+  Info *new_info();
 
   RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind info_kind_;

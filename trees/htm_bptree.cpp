@@ -33,22 +33,13 @@ HtmBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t k
   return s;
 }
 
-void check_sizes(const htm::HtmTreeOptions &o) {
-  if (o.key_bytes < 8 || o.key_bytes > 1024 || o.key_bytes % 8)
-    throw std::invalid_argument("key size must be a multiple of 8 from 8 to 1024 bytes");
-  if (o.value_bytes < 8 || o.value_bytes > 4096 || o.value_bytes % 8)
-    throw std::invalid_argument("payload size must be a multiple of 8 from 8 to 4096 bytes");
-  if (o.node_bytes < 16 || o.node_bytes > (1u << 20))
-    throw std::invalid_argument("node size must be from 16 bytes to 1 MiB");
-}
-
 } // namespace
 
 HtmBptree::HtmBptree(const TreeConfig &config)
     : HtmMap("htm-bptree", config.alloc), fixed_(config.layout == Layout::kFixed),
       codec_{config.htm.key_bytes, config.htm.value_bytes},
       inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
-  check_sizes(config.htm);
+  htm::check_tree_options(config.htm);
   leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
   leaf_kind_ = records_.add_kind("leaf", leaf_.bytes);
   inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
@@ -83,18 +74,9 @@ HtmBptree::InnerRecord *HtmBptree::new_inner() {
 }
 
 void HtmBptree::free_all() {
-  std::vector<std::pair<uint8_t *, uint32_t>> stack{{hdr_.root, hdr_.height}};
-  while (!stack.empty()) {
-    auto [n, h] = stack.back();
-    stack.pop_back();
-    if (h == 0) {
-      records_.deallocate(leaf_kind_, n);
-      continue;
-    }
-    for (uint32_t i = 0; i <= *inner_.shape().count(n); ++i)
-      stack.push_back({*inner_.shape().child_slot(n, i), h - 1});
-    records_.deallocate(inner_kind_, n);
-  }
+  inner_.free_all(
+      hdr_.root, hdr_.height, [&](uint8_t *leaf) { records_.deallocate(leaf_kind_, leaf); },
+      [&](uint8_t *inner) { records_.deallocate(inner_kind_, inner); });
   for (uint8_t *p : spare_leaves_.drain())
     records_.deallocate(leaf_kind_, p);
   for (uint8_t *p : spare_inners_.drain())
@@ -103,19 +85,7 @@ void HtmBptree::free_all() {
 }
 
 uint8_t *HtmBptree::descend(const Tx &tx, Key key, InnerLevels::Path *path, Key *hi) const {
-  uint8_t *n = tx.load(&hdr_.root);
-  uint32_t h = std::min<uint32_t>(tx.load(&hdr_.height), InnerLevels::kMaxDepth);
-  *hi = 0;
-  for (uint32_t d = 0; d < h; ++d) {
-    uint32_t idx = inner_.child_index(tx, n, key);
-    if (idx < tx.load(inner_.shape().count(n)))
-      *hi = codec_.read_key(tx, inner_.shape().key_at(n, idx));
-    path->node[d] = n;
-    path->index[d] = idx;
-    n = inner_.child(tx, n, idx);
-  }
-  path->depth = static_cast<int>(h);
-  return n;
+  return inner_.descend(tx, &hdr_.root, &hdr_.height, key, path, hi);
 }
 
 uint32_t HtmBptree::lower_bound(const Tx &tx, uint8_t *leaf, uint32_t count, Key key) const {
@@ -284,58 +254,30 @@ std::string HtmBptree::check_structure() const {
   StructureErrors errors;
   std::string inner_errors;
   std::vector<uint8_t *> leaves; // in key order, as the tree reaches them
-  struct Item {
-    uint8_t *node;
-    uint32_t height;
-    Key lo, hi; // keys in [lo, hi); hi 0: unbounded
-  };
-  std::vector<Item> stack{{hdr_.root, hdr_.height, kMinKey, 0}};
-  while (!stack.empty()) {
-    Item it = stack.back();
-    stack.pop_back();
-    if (it.height == 0) {
-      leaves.push_back(it.node);
-      uint32_t c = *self->count_of(it.node);
-      if (c > leaf_.fanout) {
-        errors.add("leaf with count " + std::to_string(c) + " over the fanout");
-        continue;
-      }
-      for (uint32_t i = 0; i < c; ++i) {
-        Key k = htm::KeyCodec::plain_key(self->key_at(it.node, i));
-        if (k < it.lo || (it.hi && k >= it.hi))
-          errors.add("leaf key " + std::to_string(k) + " outside its range [" +
-                     std::to_string(it.lo) + ", " + std::to_string(it.hi) + ")");
-        if (i && k <= htm::KeyCodec::plain_key(self->key_at(it.node, i - 1)))
-          errors.add("leaf key " + std::to_string(k) + " out of order");
-        if (codec_.key_bytes > 8 &&
-            *reinterpret_cast<uint64_t *>(self->key_at(it.node, i) + 8) !=
-                static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL)
-          errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-      }
-      continue;
-    }
-    inner_.check(it.node, it.lo, it.hi ? it.hi : kMaxKey + 1, inner_errors);
-    uint32_t c = *inner_.shape().count(it.node);
-    if (c == 0 || c > inner_.shape().fanout)
-      continue;
-    // Children pushed right to left so leaves come out in key order.
-    for (uint32_t i = c + 1; i-- > 0;) {
-      Key lo = i == 0 ? it.lo : htm::KeyCodec::plain_key(inner_.shape().key_at(it.node, i - 1));
-      Key hi = i == c ? it.hi : htm::KeyCodec::plain_key(inner_.shape().key_at(it.node, i));
-      stack.push_back({*inner_.shape().child_slot(it.node, i), it.height - 1, lo, hi});
-    }
-  }
+  inner_.walk(
+      hdr_.root, hdr_.height,
+      [&](uint8_t *leaf, Key lo, Key hi) {
+        leaves.push_back(leaf);
+        uint32_t c = *self->count_of(leaf);
+        if (c > leaf_.fanout) {
+          errors.add("leaf with count " + std::to_string(c) + " over the fanout");
+          return;
+        }
+        for (uint32_t i = 0; i < c; ++i) {
+          Key k = htm::KeyCodec::plain_key(self->key_at(leaf, i));
+          if (k < lo || (hi && k >= hi))
+            errors.add("leaf key " + std::to_string(k) + " outside its range [" +
+                       std::to_string(lo) + ", " + std::to_string(hi) + ")");
+          if (i && k <= htm::KeyCodec::plain_key(self->key_at(leaf, i - 1)))
+            errors.add("leaf key " + std::to_string(k) + " out of order");
+          if (!codec_.filler_intact(self->key_at(leaf, i)))
+            errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+        }
+      },
+      inner_errors);
   if (!inner_errors.empty())
     errors.add(inner_errors);
-  // The leaf chain links exactly the leaves, in key order.
-  uint8_t *n = leaves.empty() ? nullptr : leaves.front();
-  for (size_t i = 0; i < leaves.size(); ++i, n = n ? *self->next_of(n) : nullptr)
-    if (n != leaves[i]) {
-      errors.add("the leaf chain differs from the tree at leaf " + std::to_string(i));
-      break;
-    }
-  if (n)
-    errors.add("the leaf chain goes on past the last leaf");
+  htm::check_leaf_chain(leaves, [&](uint8_t *n) { return *self->next_of(n); }, errors);
   if (lock_.held())
     errors.add("the fallback lock is held");
   return errors.report();

@@ -183,9 +183,9 @@ private:
   bool help_marked(Node *pred, uintptr_t pred_op, Node *curr);
   void unlink_marked(Key key);
 
-  [[gnu::noinline]] Node *new_node(Key key, Value value);
-  [[gnu::noinline]] ChildCasOp *new_descriptor();
-  [[gnu::noinline]] RelocateOp *new_relocate_descriptor();
+  Node *new_node(Key key, Value value);
+  ChildCasOp *new_descriptor();
+  RelocateOp *new_relocate_descriptor();
 
   RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind descriptor_kind_;

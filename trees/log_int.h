@@ -89,7 +89,7 @@ public:
   size_t depth() const;
 
 private:
-  [[gnu::noinline]] Node *new_node(Key key, Value value);
+  Node *new_node(Key key, Value value);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   Node *search(Key key) const;

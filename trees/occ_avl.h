@@ -100,7 +100,7 @@ private:
   // already there / already gone), or a concurrent change to restart from.
   enum class Outcome { kDone, kNotDone, kRetry };
 
-  [[gnu::noinline]] Node *new_node(Key key, Value value, bool present, Node *parent);
+  Node *new_node(Key key, Value value, bool present, Node *parent);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   bool update(Key key, bool is_insert, Value value);

@@ -134,7 +134,7 @@ public:
 
 private:
   // Leaves and routing nodes are one record kind, "node", as in bst-tk.
-  [[gnu::noinline]] Node *new_node(Key key, Value value, Node *left, Node *right);
+  Node *new_node(Key key, Value value, Node *left, Node *right);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   RecordAllocator::Kind node_kind_;

@@ -68,10 +68,10 @@ public:
   RowWrapper *find(Key key) const;
 
 private:
-  [[gnu::noinline]] Row *new_row();
-  [[gnu::noinline]] unsigned char *new_row_payload();
-  [[gnu::noinline]] RowLock *new_row_lock();
-  [[gnu::noinline]] RowWrapper *new_row_wrapper();
+  Row *new_row();
+  unsigned char *new_row_payload();
+  RowLock *new_row_lock();
+  RowWrapper *new_row_wrapper();
   void free_row(RowWrapper *w);
 
   ConcurrentMap &index_;

@@ -129,8 +129,8 @@ TEST_CASE("rules: a file of rules, comments and blank lines") {
 
 TEST_CASE("rules: function names normalize to their scopes") {
   char buf[256];
-  REQUIRE(normalize_function("ns::Tree<int, std::less<int> >::alloc_node(int) const", buf,
-                             sizeof buf));
+  REQUIRE(
+      normalize_function("ns::Tree<int, std::less<int> >::alloc_node(int) const", buf, sizeof buf));
   CHECK(std::string(buf) == "ns::Tree::alloc_node");
   REQUIRE(normalize_function("void foo<int>(int)", buf, sizeof buf));
   CHECK(std::string(buf) == "foo");
@@ -145,7 +145,8 @@ TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
   const char *member = "_ZN9memlayout5trees5IntLfINS0_14BaselineLayoutEE8new_nodeEll";
   CHECK(symbol_matches(member, "new_node"));
   CHECK(symbol_matches(member, "IntLf::new_node"));
-  CHECK(symbol_matches(member, "memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)"));
+  CHECK(symbol_matches(
+      member, "memlayout::trees::IntLf<memlayout::trees::BaselineLayout>::new_node(long, long)"));
   CHECK_FALSE(symbol_matches(member, "new_descriptor"));
   CHECK_FALSE(symbol_matches(member, "Other::new_node"));
   CHECK_FALSE(symbol_matches(member, "node"));
@@ -154,16 +155,77 @@ TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
   CHECK(symbol_matches("make_node.constprop.0", "make_node"));
   CHECK_FALSE(symbol_matches("make_nodes", "make_node"));
   CHECK(symbol_matches("_Z9make_nodel", "make_node"));
-  CHECK(symbol_matches("_ZL9make_nodel", "make_node"));      // static
-  CHECK(symbol_matches("_ZNK4Tree4findEl", "Tree::find"));    // const member
+  CHECK(symbol_matches("_ZL9make_nodel", "make_node"));    // static
+  CHECK(symbol_matches("_ZNK4Tree4findEl", "Tree::find")); // const member
   CHECK(symbol_matches("_ZN12_GLOBAL__N_14makeEv", "(anonymous namespace)::make"));
   CHECK(symbol_matches("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector::push_back"));
-  CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));        // constructor
+  CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));         // constructor
   CHECK_FALSE(symbol_matches("_ZZ4mainENKUlvE_clEv", "main")); // a lambda in main
   CHECK_FALSE(symbol_matches("_Z", "x"));
   CHECK_FALSE(symbol_matches("_ZN3foo", "foo")); // truncated: no crash, no match
 
-  CHECK(demangled_matches("memlayout::trees::IntLf<memlayout::trees::FixedLayout>::new_node(long, long)",
-                          "IntLf::new_node"));
+  CHECK(demangled_matches(
+      "memlayout::trees::IntLf<memlayout::trees::FixedLayout>::new_node(long, long)",
+      "IntLf::new_node"));
   CHECK_FALSE(demangled_matches("alloc_node_pool(int)", "alloc_node"));
+}
+
+TEST_CASE("rules: wrapper declarations in a rules file") {
+  std::string text = "wrapper=pool_get   # detected\n"
+                     "function=create_node,pool=nodes\n"
+                     " not-wrapper = new_node(long, long)\n"
+                     "wrapper=my_alloc_*\n";
+  RuleSet set{};
+  ParseError e{};
+  REQUIRE(parse_rules(text.data(), text.size(), &set, &e));
+  CHECK(set.count == 1);
+  REQUIRE(set.wrapper_count == 3);
+  CHECK(std::string(set.wrappers[0].function) == "pool_get");
+  CHECK_FALSE(set.wrappers[0].not_wrapper);
+  CHECK(set.wrappers[0].source_line == 1);
+  CHECK(std::string(set.wrappers[1].function) == "new_node(long, long)");
+  CHECK(set.wrappers[1].not_wrapper);
+  CHECK(std::string(set.wrappers[2].function) == "my_alloc_*");
+
+  std::string empty = "function=a,pool=x\nwrapper=\n";
+  RuleSet s2{};
+  REQUIRE_FALSE(parse_rules(empty.data(), empty.size(), &s2, &e));
+  CHECK(e.line == 2);
+  CHECK(std::string(e.message).find("empty value") != std::string::npos);
+
+  std::string two = "wrapper=a,pool=x\n";
+  RuleSet s3{};
+  REQUIRE_FALSE(parse_rules(two.data(), two.size(), &s3, &e));
+  CHECK(e.column == 10);
+  CHECK(std::string(e.message).find("one function") != std::string::npos);
+
+  // A wrapper is a declaration, not a rule: --segregate takes rules only.
+  parse_bad("wrapper=pool_get");
+  // "wrappers=" is an unknown key of a rule, not a declaration.
+  std::string typo = "wrappers=x\n";
+  RuleSet s4{};
+  REQUIRE_FALSE(parse_rules(typo.data(), typo.size(), &s4, &e));
+  CHECK(std::string(e.message).find("unknown key") != std::string::npos);
+}
+
+TEST_CASE("rules: function keys with template arguments or parameters name one function") {
+  // Plain keys match by scopes, every instantiation and overload.
+  CHECK(function_key_matches("ns::Tree<int>::new_node(int)", "new_node"));
+  CHECK(function_key_matches("ns::Tree<int>::new_node(int)", "Tree::new_node"));
+  CHECK(function_key_matches("create_node", "create_node"));
+  CHECK_FALSE(function_key_matches("create_nodes", "create_node"));
+  // Template arguments must match.
+  CHECK(function_key_matches("ns::Tree<int>::new_node(int)", "Tree<int>::new_node"));
+  CHECK_FALSE(function_key_matches("ns::Tree<long>::new_node(long)", "Tree<int>::new_node"));
+  // A parameter list picks one overload; white space does not matter.
+  CHECK(function_key_matches("make(int, long)", "make(int,long)"));
+  CHECK_FALSE(function_key_matches("make(int)", "make(int, long)"));
+  CHECK(function_key_matches("ns::LfTree<long>::new_node(long, long)",
+                             "LfTree<long>::new_node(long, long)"));
+  // A scope boundary, not any suffix.
+  CHECK_FALSE(function_key_matches("ns::XTree<int>::new_node(int)", "Tree<int>::new_node(int)"));
+  // Return types of function templates are not part of the name.
+  CHECK(function_key_matches("std::unique_ptr<Op> make_op<Op>(int)", "make_op<Op>(int)"));
+  CHECK(function_name_offset("std::unique_ptr<Op> make_op<Op>(int)") == 20);
+  CHECK(function_name_offset("operator new(unsigned long)") == 0);
 }

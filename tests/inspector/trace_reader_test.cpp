@@ -630,3 +630,40 @@ TEST_CASE("random byte flips never crash and errors carry an offset", "[reader][
   }
   CHECK(errors > 0); // flips in headers and frames must be caught
 }
+
+TEST_CASE("a rules record: the rules, what each routed, the wrapper declarations", "[reader]") {
+  memlayout::testing::Payload p;
+  p.v(2).str("function=create_node,pool=nodes").v(17690).v(990640);
+  p.str("size=48,pad=64").v(0).v(0);
+  p.v(2).u8(0).str("pool_get").u8(1).str("new_node");
+  TraceBuilder t;
+  t.record(trace::RecordType::kRules, 0, 1, p.b);
+  t.end(2000, 6000);
+  Bytes b = t.bytes();
+  TraceReader r;
+  read_ok(b, r);
+  REQUIRE(r.rules());
+  const RulesRecord &rec = *r.rules();
+  REQUIRE(rec.rules.size() == 2);
+  CHECK(rec.rules[0].text == "function=create_node,pool=nodes");
+  CHECK(rec.rules[0].allocations == 17690);
+  CHECK(rec.rules[0].bytes == 990640);
+  CHECK(rec.rules[1].allocations == 0);
+  REQUIRE(rec.wrappers.size() == 2);
+  CHECK(rec.wrappers[0].function == "pool_get");
+  CHECK_FALSE(rec.wrappers[0].not_wrapper);
+  CHECK(rec.wrappers[1].not_wrapper);
+
+  SECTION("a rule that overruns its record is corruption, with the offset") {
+    memlayout::testing::Payload bad;
+    bad.v(1).v(500).u8('x'); // says 500 bytes of text, has one
+    TraceBuilder u;
+    u.record(trace::RecordType::kRules, 0, 1, bad.b);
+    Bytes ub = u.bytes();
+    TraceReader ur;
+    REQUIRE(ur.open_buffer(ub.data(), ub.size(), "bad.trace"));
+    drain(ur);
+    CHECK(ur.status() == ReadStatus::kCorrupt);
+    CHECK(ur.error().message.find("rules record") != std::string::npos);
+  }
+}

@@ -60,7 +60,8 @@ TEST_CASE("cli.usage_errors", "[record][cli]") {
   opts.cwd = dir;
   RunResult r = run(argv, opts);
   CHECK(r.exit_code() == 2);
-  CHECK(r.err.find("usage: memlayout record") != std::string::npos);
+  CHECK(r.err.find("memlayout record: ") == 0);
+  CHECK(r.err.find("Run 'memlayout record --help' for the options.") != std::string::npos);
   CHECK_FALSE(file_exists(marker));
   CHECK(list_dir(dir).empty()); // no trace file either
 }
@@ -69,8 +70,16 @@ TEST_CASE("cli.usage_errors", "[record][cli]") {
 TEST_CASE("cli.help", "[record][cli]") {
   RunResult r = run({memlayout_bin(), "record", "--help"});
   CHECK(r.exit_code() == 0);
-  CHECK(r.out.find("usage: memlayout record") != std::string::npos);
+  CHECK(r.out.find("Usage: memlayout record [OPTIONS] [--] COMMAND [ARGS...]") !=
+        std::string::npos);
   CHECK(r.out.find("--follow-children") != std::string::npos);
+  // run takes record's options only to say whose they are.
+  RunResult run_help = run({memlayout_bin(), "run", "--help"});
+  CHECK(run_help.exit_code() == 0);
+  CHECK(run_help.out.find("--follow-children") == std::string::npos);
+  RunResult misused = run({memlayout_bin(), "run", "-o", "x.trace", "--", "true"});
+  CHECK(misused.exit_code() == 2);
+  CHECK(misused.err.find("'--output' is an option of memlayout record") != std::string::npos);
 }
 
 // a command that cannot run exits like the shell (127, 126)
@@ -255,4 +264,22 @@ TEST_CASE("cli.no_page_frames", "[record][cli]") {
     REQUIRE_FALSE(w.map_pfns.empty());
     CHECK(w.map_pfns.back());
   }
+}
+
+// Every command declares its options in one table: help, errors and exit
+// codes alike.
+TEST_CASE("cli.every_command_alike", "[cli]") {
+  const std::string cmd = GENERATE(as<std::string>{}, "record", "run", "compare", "dump", "report",
+                                   "diff", "advise", "replay", "structs");
+  CAPTURE(cmd);
+  RunResult help = run({memlayout_bin(), cmd, "--help"});
+  CHECK(help.exit_code() == 0);
+  CHECK(help.out.find("Usage: memlayout " + cmd) != std::string::npos);
+  CHECK(help.err.empty());
+  RunResult bogus = run({memlayout_bin(), cmd, "--bogus-option", "x"});
+  CHECK(bogus.exit_code() == 2);
+  CHECK(bogus.err.find("memlayout " + cmd + ": unknown option '--bogus-option'") == 0);
+  CHECK(bogus.err.find("Run 'memlayout " + cmd + " --help' for the options.") !=
+        std::string::npos);
+  CHECK(bogus.out.empty());
 }

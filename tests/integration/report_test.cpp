@@ -1,7 +1,7 @@
 // `memlayout report` on a recorded program: the BST study's int-lf case found
 // under jemalloc, with the fix, and not under glibc; the JSON contract; bad
 // input.
-#include "support.h"
+#include "report_json_support.h"
 
 #include <catch2/catch.hpp>
 #include <llvm/Support/JSON.h>
@@ -13,21 +13,7 @@ namespace {
 llvm::json::Value report_json(const std::string &trace, std::vector<std::string> extra = {}) {
   std::vector<std::string> argv = {memlayout_bin(), "report", trace, "--format", "json"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  RunResult r = run(argv);
-  INFO("stderr: " << r.err);
-  REQUIRE(r.exit_code() == 0);
-  auto parsed = llvm::json::parse(r.out);
-  REQUIRE(static_cast<bool>(parsed));
-  return std::move(*parsed);
-}
-
-const llvm::json::Object *group_named(const llvm::json::Object &report, const std::string &fn) {
-  for (const auto &g : *report.getArray("groups")) {
-    const auto *o = g.getAsObject();
-    if (o->getObject("site")->getString("function").getValueOr("") == fn)
-      return o;
-  }
-  return nullptr;
+  return json_of(argv);
 }
 
 bool has_finding(const llvm::json::Object &report, const std::string &kind, int64_t group) {
@@ -64,8 +50,8 @@ TEST_CASE("report.int_lf", "[report]") {
     CHECK(o->getInteger("line_size").getValueOr(0) == 64);
     CHECK(!o->getString("bits").getValueOr("").empty());
   }
-  const auto *nodes = group_named(r, "mlr_new_node");
-  const auto *descs = group_named(r, "mlr_new_descriptor");
+  const auto *nodes = group_by_site(r, "mlr_new_node");
+  const auto *descs = group_by_site(r, "mlr_new_descriptor");
   REQUIRE(nodes);
   REQUIRE(descs);
   CHECK(nodes->getInteger("objects").getValueOr(0) == 60000);
@@ -107,7 +93,7 @@ TEST_CASE("report.text_and_options", "[report]") {
   CHECK(text.out.find("\033[") == std::string::npos); // no colour into a pipe
   // --hot narrows the measured bytes of one group.
   llvm::json::Value v = report_json(trace, {"--hot", "mlr_new_node=24", "--at", "end"});
-  const auto *nodes = group_named(*v.getAsObject(), "mlr_new_node");
+  const auto *nodes = group_by_site(*v.getAsObject(), "mlr_new_node");
   REQUIRE(nodes);
   CHECK(nodes->getInteger("hot_bytes").getValueOr(0) == 24);
   CHECK(v.getAsObject()->getString("at").getValueOr("") == "end");

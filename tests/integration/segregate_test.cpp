@@ -2,7 +2,7 @@
 // recorded under jemalloc, `advise` turning its findings into rules, the
 // program re-run and re-recorded under them (nodes back on all cache sets),
 // `replay` predicting the same offline, `diff` showing the change; bad rules.
-#include "support.h"
+#include "report_json_support.h"
 
 #include <catch2/catch.hpp>
 #include <llvm/Support/JSON.h>
@@ -10,28 +10,6 @@
 using namespace mlt;
 
 namespace {
-
-llvm::json::Value json_of(const std::vector<std::string> &argv) {
-  RunResult r = run(argv);
-  INFO("stderr: " << r.err);
-  REQUIRE(r.exit_code() == 0);
-  auto parsed = llvm::json::parse(r.out);
-  REQUIRE(static_cast<bool>(parsed));
-  return std::move(*parsed);
-}
-
-const llvm::json::Object *group_of(const llvm::json::Object &report, const std::string &fn) {
-  for (const auto &g : *report.getArray("groups")) {
-    const auto *o = g.getAsObject();
-    if (o->getObject("site")->getString("function").getValueOr("") == fn)
-      return o;
-  }
-  return nullptr;
-}
-
-double l1_fraction(const llvm::json::Object &group) {
-  return group.getObject("set_effective_fraction")->getNumber("L1").getValueOr(-1);
-}
 
 bool has_kind(const llvm::json::Object &report, const std::string &kind) {
   for (const auto &f : *report.getArray("findings"))
@@ -54,7 +32,7 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
                          {program("node_descriptor"), "40000"});
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
-  const auto *node_before = group_of(*b.getAsObject(), "mlr_new_node");
+  const auto *node_before = group_by_site(*b.getAsObject(), "mlr_new_node");
   REQUIRE(node_before);
   CHECK(l1_fraction(*node_before) < 0.6);
   CHECK(has_kind(*b.getAsObject(), "set_underutilization"));
@@ -81,7 +59,7 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   REQUIRE(rec.exit_code() == 0);
   CHECK(rec.out == direct.out);
   llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
-  const auto *node_after = group_of(*a.getAsObject(), "mlr_new_node");
+  const auto *node_after = group_by_site(*a.getAsObject(), "mlr_new_node");
   REQUIRE(node_after);
   CHECK(l1_fraction(*node_after) > 0.9);
   CHECK(node_after->getString("name").getValueOr("").find("mlr_new_node") != llvm::StringRef::npos);
@@ -89,10 +67,10 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   // 5. replay predicts it from the first trace alone.
   llvm::json::Value p = json_of(
       {memlayout_bin(), "replay", before, "--rules", rules, "--format", "json"});
-  const auto *node_replayed = group_of(*p.getAsObject(), "mlr_new_node");
+  const auto *node_replayed = group_by_site(*p.getAsObject(), "mlr_new_node");
   REQUIRE(node_replayed);
   CHECK(l1_fraction(*node_replayed) > 0.9);
-  const auto *desc_replayed = group_of(*p.getAsObject(), "mlr_new_descriptor");
+  const auto *desc_replayed = group_by_site(*p.getAsObject(), "mlr_new_descriptor");
   REQUIRE(desc_replayed);
 
   // 6. diff shows the finding resolved.
@@ -109,7 +87,7 @@ TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
                          {program("node_descriptor"), "5000"});
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
-  const auto *desc = group_of(*r.getAsObject(), "mlr_new_descriptor");
+  const auto *desc = group_by_site(*r.getAsObject(), "mlr_new_descriptor");
   REQUIRE(desc);
   CHECK(desc->getInteger("size_class").getValueOr(0) >= 192);
   CHECK(desc->getInteger("requested_size").getValueOr(0) == 64);

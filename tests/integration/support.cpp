@@ -39,6 +39,12 @@ std::string program(const std::string &name) {
       {"edge_cases", MLT_PATH_edge_cases},
       {"node_descriptor", MLT_PATH_node_descriptor},
       {"seg_pools", MLT_PATH_seg_pools},
+      {"bst_inline", MLT_PATH_bst_inline},
+      {"bst_wrapped", MLT_PATH_bst_wrapped},
+      {"bst_tail", MLT_PATH_bst_tail},
+      {"bst_nested", MLT_PATH_bst_nested},
+      {"bst_lto", MLT_PATH_bst_lto},
+      {"lf_tree", MLT_PATH_lf_tree},
   };
   auto it = paths.find(name);
   if (it == paths.end())

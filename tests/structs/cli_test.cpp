@@ -195,11 +195,11 @@ TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
     CHECK(r.exit_code == 2);
     CHECK(r.err.find(says) != std::string::npos);
   };
-  fails({}, "no source files given");
+  fails({}, "FILES is required");
   fails({"a.cpp", "--bogus"}, "unknown option '--bogus'");
-  fails({"a.cpp", "--format", "xml"}, "--format takes text or json, not 'xml'");
+  fails({"a.cpp", "--format", "xml"}, "--format: takes text or json, not 'xml'");
   fails({"a.cpp", "-p", "build", "--", "-std=c++20"}, "-p and -- both");
-  fails({"a.cpp", "--line-size", "60"}, "--line-size takes a power of two");
+  fails({"a.cpp", "--line-size", "60"}, "--line-size: takes a power of two");
   ToolRun missing = structs({"/nonexistent/x.cpp", "--", "-std=c++20"});
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("/nonexistent/x.cpp: no such file") != std::string::npos);

@@ -1,6 +1,7 @@
 #include "htm/bptree_parts.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace memlayout::trees::htm {
 
@@ -36,6 +37,11 @@ void KeyCodec::write_value(const Tx &tx, uint8_t *at, Value v) const {
   tx.store(reinterpret_cast<Value *>(at), v);
   if (value_bytes > 8)
     write_filler(tx, at + 8, value_bytes - 8, static_cast<uint64_t>(v));
+}
+
+bool KeyCodec::filler_intact(const uint8_t *at) const {
+  return key_bytes == 8 || *reinterpret_cast<const uint64_t *>(at + 8) ==
+                               static_cast<uint64_t>(plain_key(at)) * 0x9e3779b97f4a7c15ULL;
 }
 
 void KeyCodec::copy(const Tx &tx, uint8_t *to, const uint8_t *from, uint32_t bytes) const {
@@ -166,6 +172,81 @@ void InnerLevels::insert_separator(const Tx &tx, Path &path, int level, Key sep,
 }
 
 void InnerLevels::init(uint8_t *node) const { zero_record(node, s_.bytes); }
+
+uint8_t *InnerLevels::descend(const Tx &tx, uint8_t *const *root, const uint32_t *height, Key key,
+                              Path *path, Key *hi) const {
+  uint8_t *n = tx.load(root);
+  uint32_t h = std::min<uint32_t>(tx.load(height), kMaxDepth);
+  *hi = 0;
+  for (uint32_t d = 0; d < h; ++d) {
+    uint32_t idx = child_index(tx, n, key);
+    if (idx < tx.load(s_.count(n)))
+      *hi = codec_.read_key(tx, s_.key_at(n, idx));
+    if (path) {
+      path->node[d] = n;
+      path->index[d] = idx;
+    }
+    n = child(tx, n, idx);
+  }
+  if (path)
+    path->depth = static_cast<int>(h);
+  return n;
+}
+
+void InnerLevels::walk(uint8_t *root, uint32_t height,
+                       const std::function<void(uint8_t *, Key, Key)> &leaf,
+                       std::string &errors) const {
+  struct Item {
+    uint8_t *node;
+    uint32_t height;
+    Key lo, hi;
+  };
+  std::vector<Item> stack{{root, height, kMinKey, 0}};
+  while (!stack.empty()) {
+    Item it = stack.back();
+    stack.pop_back();
+    if (it.height == 0) {
+      leaf(it.node, it.lo, it.hi);
+      continue;
+    }
+    check(it.node, it.lo, it.hi ? it.hi : kMaxKey + 1, errors);
+    uint32_t c = *s_.count(it.node);
+    if (c == 0 || c > s_.fanout)
+      continue;
+    // Children pushed right to left: leaves come out in key order.
+    for (uint32_t i = c + 1; i-- > 0;) {
+      Key lo = i == 0 ? it.lo : KeyCodec::plain_key(s_.key_at(it.node, i - 1));
+      Key hi = i == c ? it.hi : KeyCodec::plain_key(s_.key_at(it.node, i));
+      stack.push_back({*s_.child_slot(it.node, i), it.height - 1, lo, hi});
+    }
+  }
+}
+
+void InnerLevels::free_all(uint8_t *root, uint32_t height,
+                           const std::function<void(uint8_t *)> &free_leaf,
+                           const std::function<void(uint8_t *)> &free_inner) const {
+  std::vector<std::pair<uint8_t *, uint32_t>> stack{{root, height}};
+  while (!stack.empty()) {
+    auto [n, h] = stack.back();
+    stack.pop_back();
+    if (h == 0) {
+      free_leaf(n);
+      continue;
+    }
+    for (uint32_t i = 0; i <= *s_.count(n); ++i)
+      stack.push_back({*s_.child_slot(n, i), h - 1});
+    free_inner(n);
+  }
+}
+
+void check_tree_options(const HtmTreeOptions &o) {
+  if (o.key_bytes < 8 || o.key_bytes > 1024 || o.key_bytes % 8)
+    throw std::invalid_argument("key size must be a multiple of 8 from 8 to 1024 bytes");
+  if (o.value_bytes < 8 || o.value_bytes > 4096 || o.value_bytes % 8)
+    throw std::invalid_argument("payload size must be a multiple of 8 from 8 to 4096 bytes");
+  if (o.node_bytes < 16 || o.node_bytes > (1u << 20))
+    throw std::invalid_argument("node size must be from 16 bytes to 1 MiB");
+}
 
 void InnerLevels::check(const uint8_t *node, Key lo, Key hi, std::string &errors) const {
   uint32_t c = *s_.count(node);

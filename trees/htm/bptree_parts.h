@@ -7,9 +7,11 @@
 // from the key, payload and node sizes; every access goes through a Tx.
 #pragma once
 
+#include "htm/htm_config.h"
 #include "htm/thread_index.h"
 #include "htm/transaction.h"
 #include "map.h"
+#include "structure_errors.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,9 @@ struct KeyCodec {
 
   // Quiescent reads (for_each, check_structure).
   static Key plain_key(const uint8_t *at) { return *reinterpret_cast<const Key *>(at); }
+  // Whether a key's filler is what write_key wrote (a shift or split that
+  // copied only the first 8 bytes would leave another key's).
+  bool filler_intact(const uint8_t *at) const;
   static Value plain_value(const uint8_t *at) { return *reinterpret_cast<const Value *>(at); }
 };
 
@@ -139,9 +144,24 @@ public:
   void insert_separator(const Tx &tx, Path &path, int level, Key sep, uint8_t *right,
                         uint8_t **root, uint32_t *height, SpareCursor &spares) const;
 
+  // Inside a region: from the root down `height` inner levels to the leaf
+  // for `key`; the path taken (when asked for) and the bound above the
+  // leaf's keys (0 for the last leaf).
+  uint8_t *descend(const Tx &tx, uint8_t *const *root, const uint32_t *height, Key key, Path *path,
+                   Key *hi) const;
+
   // Zeroes a fresh inner node (relaxed stores: it may later be read by
   // transactions that abort; see transaction.h).
   void init(uint8_t *node) const;
+
+  // Quiescent: visits the leaves in key order with the bounds of their keys
+  // ([lo, hi), hi 0: unbounded), checking the inner nodes on the way.
+  void walk(uint8_t *root, uint32_t height,
+            const std::function<void(uint8_t *leaf, Key lo, Key hi)> &leaf,
+            std::string &errors) const;
+  // Quiescent: frees every node through the callbacks.
+  void free_all(uint8_t *root, uint32_t height, const std::function<void(uint8_t *)> &free_leaf,
+                const std::function<void(uint8_t *)> &free_inner) const;
 
   // Quiescent checks of one inner node against [lo, hi) bounds; appends
   // problems to `errors`.
@@ -156,5 +176,22 @@ private:
 
 // Zeroes n bytes with relaxed stores.
 void zero_record(uint8_t *p, size_t n);
+
+// Quiescent: the leaves, as the tree reaches them in key order, must be the
+// chain their next pointers make.
+template <class Next>
+void check_leaf_chain(const std::vector<uint8_t *> &leaves, Next next, StructureErrors &errors) {
+  uint8_t *n = leaves.empty() ? nullptr : leaves.front();
+  for (size_t i = 0; i < leaves.size(); ++i, n = n ? next(n) : nullptr)
+    if (n != leaves[i]) {
+      errors.add("the leaf chain differs from the tree at leaf " + std::to_string(i));
+      return;
+    }
+  if (n)
+    errors.add("the leaf chain goes on past the last leaf");
+}
+
+// Throws std::invalid_argument when the key, payload or node size is out of range.
+void check_tree_options(const HtmTreeOptions &o);
 
 } // namespace memlayout::trees::htm

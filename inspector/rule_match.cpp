@@ -1,0 +1,49 @@
+#include "rule_match.h"
+
+namespace memlayout::inspector {
+
+namespace {
+
+bool ends_with_path(const std::string &path, const std::string &suffix) {
+  if (suffix.size() > path.size())
+    return false;
+  if (path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  return path.size() == suffix.size() || suffix[0] == '/' ||
+         path[path.size() - suffix.size() - 1] == '/';
+}
+
+} // namespace
+
+bool rule_matches(const rules::Rule &rule, const Group::Site &site, uint64_t size,
+                  const std::string &type) {
+  if (rule.has_size && (size < rule.size_min || size > rule.size_max))
+    return false;
+  if (rule.function[0] &&
+      (site.function == "??" || !rules::function_key_matches(site.function.c_str(), rule.function)))
+    return false;
+  if (rule.file[0] &&
+      (!ends_with_path(site.file, rule.file) || (rule.file_line && rule.file_line != site.line)))
+    return false;
+  if (rule.type[0] && type != rule.type)
+    return false;
+  return true;
+}
+
+int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint64_t size,
+                        const std::string &type) {
+  for (unsigned i = 0; i < set.count; ++i)
+    if (rule_matches(set.rules[i], site, size, type))
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report) {
+  std::vector<uint32_t> ids;
+  for (const auto &g : report.groups)
+    if (rule_matches(rule, g.group.site, g.group.requested_size, g.group.type))
+      ids.push_back(g.group.id);
+  return ids;
+}
+
+} // namespace memlayout::inspector

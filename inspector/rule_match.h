@@ -1,0 +1,31 @@
+// Rules against allocation sites, offline: the same matching the interposer
+// does at run time through its route table (route_table.h), for `replay`,
+// `advise`'s check of its own rules and the summaries of what rules route.
+#pragma once
+
+#include "heap_model.h"
+#include "report.h"
+#include "rules.h"
+
+#include <string>
+#include <vector>
+
+namespace memlayout::inspector {
+
+// Whether `rule`'s match keys hold for an allocation of `size` bytes at
+// `site` (alloc_site.h), `type` being the record the site allocates ("" when
+// unknown): function names the site's function (rules::function_key_matches),
+// file its file (a path suffix) and line, size the requested size, type the
+// record. A rule without a function key matches sites of any function.
+bool rule_matches(const rules::Rule &rule, const Group::Site &site, uint64_t size,
+                  const std::string &type);
+
+// The first rule of `set` that matches, or -1: rules are tried in order.
+int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint64_t size,
+                        const std::string &type);
+
+// The groups of a report a rule routes (ids), judged by each group's site,
+// most common requested size and type.
+std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
+
+} // namespace memlayout::inspector

@@ -1,0 +1,347 @@
+// memlayout compare: does the fix pay? Runs a program without and with
+// segregation rules on the same allocator, interleaved, and prints the wall
+// and CPU time ratios and each side's peak RSS — hyperfine's habits (--runs,
+// --warmup, --show-output, --export-json), perf stat's "median, min-max".
+#include "command_line.h"
+#include "commands.h"
+#include "preload_launch.h"
+#include "route_setup.h"
+#include "rule_args.h"
+#include "text_format.h"
+
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace memlayout::cli {
+namespace {
+
+struct Sample {
+  double wall_s = 0, cpu_s = 0;
+  long maxrss_kib = 0;
+  int status = 0;
+};
+
+struct Side {
+  std::vector<Sample> runs;
+  std::vector<double> wall() const {
+    std::vector<double> v;
+    for (const auto &s : runs)
+      v.push_back(s.wall_s);
+    return v;
+  }
+  std::vector<double> cpu() const {
+    std::vector<double> v;
+    for (const auto &s : runs)
+      v.push_back(s.cpu_s);
+    return v;
+  }
+  long maxrss() const {
+    long m = 0;
+    for (const auto &s : runs)
+      m = std::max(m, s.maxrss_kib);
+    return m;
+  }
+};
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  if (v.empty())
+    return {};
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return {median, v.front(), v.back()};
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status))
+    return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// One run of the program under the preload; false with *error when it could
+// not be started.
+bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_output, Sample *out,
+              std::string *error) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  std::fflush(nullptr);
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    *error = std::string("fork: ") + std::strerror(errno);
+    return false;
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    if (!show_output) {
+      int null = open("/dev/null", O_WRONLY);
+      if (null >= 0) {
+        dup2(null, 1);
+        dup2(null, 2);
+        close(null);
+      }
+    }
+    apply_preload_env(env);
+    execvp(command[0], command.data());
+    int err = errno;
+    (void)!write(pipefd[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  int exec_error = 0;
+  ssize_t got;
+  do
+    got = read(pipefd[0], &exec_error, sizeof exec_error);
+  while (got < 0 && errno == EINTR);
+  close(pipefd[0]);
+  struct rusage ru {};
+  out->status = wait_child(pid, &ru);
+  auto t1 = std::chrono::steady_clock::now();
+  if (got == static_cast<ssize_t>(sizeof exec_error)) {
+    *error = std::string(command[0]) + ": " +
+             (exec_error == ENOENT ? "command not found" : std::strerror(exec_error));
+    return false;
+  }
+  out->wall_s = std::chrono::duration<double>(t1 - t0).count();
+  out->cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+               static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  out->maxrss_kib = ru.ru_maxrss;
+  return true;
+}
+
+std::string range(const Summary &s, const char *format) {
+  return fmt(format, s.median) + " (" + fmt(format, s.min) + "-" + fmt(format, s.max) + ")";
+}
+
+} // namespace
+
+int compare_main(int argc, char **argv) {
+  RuleArgs rule_args;
+  inspector::WrapperPolicy wrappers;
+  std::string allocator = "native", format, export_json, types_file;
+  long runs = 10, warmup = 1;
+  bool show_output = false;
+  std::vector<std::string> program;
+  auto app = make_command(
+      "compare",
+      "Runs COMMAND without rules (A) and with them (B), alternating, on the same\n"
+      "allocator through the same interposer, and prints what the rules change: wall\n"
+      "and CPU time of each side (median, min-max), the B/A ratio of each round's pair,\n"
+      "and each side's peak RSS. Both sides must exit as they do without memlayout;\n"
+      "COMMAND's output goes to /dev/null unless asked for.",
+      "Usage: memlayout compare (--rules FILE | --segregate SPEC)... [OPTIONS] [--] COMMAND "
+      "[ARGS...]");
+  add_rule_options(*app, rule_args);
+  app->add_option("-r,--runs", runs, "measured runs of each side")
+      ->check(CLI::Range(1L, 100000L).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app->add_option("-w,--warmup", warmup, "unmeasured runs of each side first")
+      ->check(CLI::Range(0L, 100000L).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  add_allocator_option(*app, allocator, "native (default) or jemalloc, on both sides");
+  add_wrapper_options(*app, wrappers.wrappers, wrappers.not_wrappers);
+  app->add_option("--types", types_file, "type map for type= rules (memlayout structs)")
+      ->type_name("MAP");
+  app->add_flag("--show-output", show_output, "let COMMAND's stdout and stderr through");
+  add_format_option(*app, format, {"text", "json"},
+                    "json: schema memlayout.compare/1 on stdout");
+  app->add_option("--export-json", export_json, "also write the JSON to FILE")->type_name("FILE");
+  if (int rc = parse_command_with_program(*app, argc, argv, program); rc >= 0)
+    return rc;
+  if (program.empty())
+    return usage_error(*app, "no command to compare");
+  if (rule_args.empty())
+    return usage_error(*app,
+                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  std::vector<char *> command;
+  for (auto &arg : program)
+    command.push_back(arg.data());
+  command.push_back(nullptr);
+
+  LoadedRules rules;
+  if (!load_rules(rule_args, &rules))
+    return 2;
+  if (!expand_match_keys(&rules, command[0], types_file, true))
+    return 2;
+  RouteSetup routes;
+  if (!routes.prepare(rules, command[0], wrappers))
+    return 2;
+  PreloadEnv a_env, b_env;
+  a_env.preload = b_env.preload = find_preload();
+  if (a_env.preload.empty()) {
+    std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
+                 self_dir().c_str());
+    return 2;
+  }
+  a_env.allocator = b_env.allocator = allocator;
+  b_env.rules_text = rules.text;
+  b_env.route_table = routes.table_path();
+  b_env.rule_stats = routes.stats_path();
+
+  // Rounds alternate which side goes first, so a drift in the machine's
+  // speed (turbo, a neighbour) does not favour one side.
+  Side a, b;
+  std::vector<double> wall_ratio, cpu_ratio;
+  std::string error;
+  bool tty = isatty(2);
+  for (long round = -warmup; round < runs; ++round) {
+    if (round == 0) // the counts of the measured runs only
+      if (FILE *f = std::fopen(routes.stats_path().c_str(), "w"))
+        std::fclose(f);
+    Sample sa, sb;
+    bool a_first = ((round + warmup) % 2) == 0;
+    for (int k = 0; k < 2; ++k) {
+      bool side_a = (k == 0) == a_first;
+      if (!run_once(side_a ? a_env : b_env, command, show_output, side_a ? &sa : &sb, &error)) {
+        std::fprintf(stderr, "memlayout compare: %s\n", error.c_str());
+        return 2;
+      }
+    }
+    if (sa.status != sb.status || !WIFEXITED(sa.status) || WEXITSTATUS(sa.status) != 0) {
+      std::fprintf(stderr,
+                   "memlayout compare: the program did not succeed on both sides (A: %s, B: %s); "
+                   "timings of failed runs compare nothing\n",
+                   describe_status(sa.status).c_str(), describe_status(sb.status).c_str());
+      return 1;
+    }
+    if (tty)
+      std::fprintf(stderr, "\r\033[Kmemlayout compare: %s %ld/%ld", round < 0 ? "warmup" : "run",
+                   round < 0 ? round + warmup + 1 : round + 1, round < 0 ? warmup : runs);
+    if (round < 0)
+      continue;
+    a.runs.push_back(sa);
+    b.runs.push_back(sb);
+    wall_ratio.push_back(sa.wall_s > 0 ? sb.wall_s / sa.wall_s : 1);
+    cpu_ratio.push_back(sa.cpu_s > 0 ? sb.cpu_s / sa.cpu_s : 1);
+  }
+  if (tty)
+    std::fprintf(stderr, "\r\033[K");
+
+  size_t processes = 0;
+  std::vector<RuleCount> counts =
+      read_rule_stats(routes.stats_path(), rules.set->count, &processes);
+  Summary aw = summarize(a.wall()), bw = summarize(b.wall()), ac = summarize(a.cpu()),
+          bc = summarize(b.cpu()), rw = summarize(wall_ratio), rc = summarize(cpu_ratio);
+
+  std::string json_text;
+  {
+    llvm::raw_string_ostream os(json_text);
+    llvm::json::OStream j(os, 2);
+    auto summary = [&](const char *key, const Summary &s) {
+      j.attributeObject(key, [&] {
+        j.attribute("median", s.median);
+        j.attribute("min", s.min);
+        j.attribute("max", s.max);
+      });
+    };
+    auto side = [&](const char *key, const Side &s, const Summary &w, const Summary &c) {
+      j.attributeObject(key, [&] {
+        summary("wall_s", w);
+        summary("cpu_s", c);
+        j.attribute("max_rss_kib", static_cast<int64_t>(s.maxrss()));
+        j.attributeArray("runs", [&] {
+          for (const auto &r : s.runs)
+            j.object([&] {
+              j.attribute("wall_s", r.wall_s);
+              j.attribute("cpu_s", r.cpu_s);
+              j.attribute("max_rss_kib", static_cast<int64_t>(r.maxrss_kib));
+            });
+        });
+      });
+    };
+    j.object([&] {
+      j.attribute("schema", "memlayout.compare/1");
+      j.attributeArray("command", [&] {
+        for (char *c : command)
+          if (c)
+            j.value(c);
+      });
+      j.attribute("allocator", allocator);
+      j.attribute("runs", static_cast<int64_t>(runs));
+      j.attribute("warmup", static_cast<int64_t>(warmup));
+      side("without_rules", a, aw, ac);
+      side("with_rules", b, bw, bc);
+      j.attributeObject("ratio", [&] {
+        summary("wall", rw);
+        summary("cpu", rc);
+      });
+      j.attributeArray("rules", [&] {
+        for (unsigned r = 0; r < rules.set->count; ++r)
+          j.object([&] {
+            char buf[4096];
+            j.attribute("rule",
+                        std::string(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf)));
+            j.attribute("allocations_per_run", runs ? static_cast<double>(counts[r].allocations) /
+                                                          static_cast<double>(runs)
+                                                    : 0.0);
+          });
+      });
+    });
+  }
+  if (!export_json.empty()) {
+    std::ofstream out(export_json, std::ios::trunc);
+    out << json_text << "\n";
+    if (!out.flush()) {
+      std::fprintf(stderr, "memlayout compare: cannot write '%s'\n", export_json.c_str());
+      return 2;
+    }
+  }
+  if (format == "json") {
+    std::printf("%s\n", json_text.c_str());
+    return 0;
+  }
+
+  std::string rules_name = rule_args.files.empty() ? "--segregate" : rule_args.files.front();
+  std::printf("memlayout compare: %ld runs of each side, alternating, allocator %s\n", runs,
+              allocator.c_str());
+  std::printf("  %-28s %-26s %-26s %s\n", "", "wall s, median (min-max)", "CPU s", "peak RSS");
+  std::printf("  %-28s %-26s %-26s %s\n", "A  without rules", range(aw, "%.3f").c_str(),
+              range(ac, "%.3f").c_str(),
+              human_bytes(1024.0 * static_cast<double>(a.maxrss())).c_str());
+  std::printf("  %-28s %-26s %-26s %s\n", ("B  with " + rules_name).c_str(),
+              range(bw, "%.3f").c_str(), range(bc, "%.3f").c_str(),
+              human_bytes(1024.0 * static_cast<double>(b.maxrss())).c_str());
+  std::printf("  %-28s %-26s %-26s\n", "B/A, per round", range(rw, "%.3f").c_str(),
+              range(rc, "%.3f").c_str());
+  double gain = (1 - rw.median) * 100;
+  std::printf("\n  %s: B takes %.3fx A's wall time (%s%.1f%%)%s\n",
+              rw.max < 1   ? "faster"
+              : rw.min > 1 ? "slower"
+                           : "within noise",
+              rw.median, gain >= 0 ? "-" : "+", gain >= 0 ? gain : -gain,
+              rw.max < 1 || rw.min > 1 ? ", every round" : ": rounds disagree, run more (-r N)");
+  for (unsigned r = 0; r < rules.set->count; ++r) {
+    char buf[4096];
+    std::string text(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf));
+    std::printf("  rule %u %s: %.0f allocations per run%s\n", r + 1, text.c_str(),
+                runs ? static_cast<double>(counts[r].allocations) / static_cast<double>(runs) : 0.0,
+                counts[r].allocations ? "" : " (routed nothing: the rules change nothing)");
+  }
+  return 0;
+}
+
+} // namespace memlayout::cli

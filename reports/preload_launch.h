@@ -1,0 +1,35 @@
+// Starting a program under the preload: what `record`, `run` and `compare`
+// share. The child side sets the environment the interposer reads (see
+// ldpreload/options.cpp) and execs; the parent waits like system() does.
+#pragma once
+
+#include <string>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <vector>
+
+namespace memlayout::cli {
+
+// The directory of the running memlayout binary.
+std::string self_dir();
+// libmemlayout_preload.so: MEMLAYOUT_PRELOAD_LIBRARY, else ../lib beside us.
+std::string find_preload();
+
+struct PreloadEnv {
+  std::string preload;      // the library
+  std::string mode = "run"; // "record" or "run"
+  std::string allocator = "native";
+  std::string rules_text;  // MEMLAYOUT_RULES; empty: none
+  std::string route_table; // MEMLAYOUT_ROUTE_TABLE
+  std::string rule_stats;  // MEMLAYOUT_RULE_STATS
+};
+
+// In the child, before exec: LD_PRELOAD (ahead of any the user set) and the
+// interposer's variables; variables of a previous run are cleared.
+void apply_preload_env(const PreloadEnv &env);
+
+// Waits for `pid` with SIGINT/SIGQUIT ignored meanwhile (the terminal's ^C is
+// for the program); returns the wait status and fills *usage when given.
+int wait_child(pid_t pid, struct rusage *usage = nullptr);
+
+} // namespace memlayout::cli

@@ -1,0 +1,273 @@
+#include "route_setup.h"
+
+#include "route_table.h"
+#include "text_format.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace memlayout::cli {
+
+namespace {
+
+std::string temp_file(const char *stem) {
+  const char *dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/" + stem + ".XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0)
+    return {};
+  close(fd);
+  return path;
+}
+
+std::string last_scope(const std::string &normalized) {
+  size_t p = normalized.rfind("::");
+  return p == std::string::npos ? normalized : normalized.substr(p + 2);
+}
+
+// `part` in `name` as a whole word of an identifier: at its start or end or
+// next to '_' ("node" in "create_node", not in "nodes").
+bool contains_word(const std::string &name, const std::string &part) {
+  if (part.size() < 3)
+    return false;
+  for (size_t at = name.find(part); at != std::string::npos; at = name.find(part, at + 1)) {
+    bool starts = at == 0 || name[at - 1] == '_';
+    bool ends = at + part.size() == name.size() || name[at + part.size()] == '_';
+    if (starts && ends)
+      return true;
+  }
+  return false;
+}
+
+std::string rule_text(const rules::Rule &r) {
+  char buf[4096];
+  size_t n = rules::format_rule(r, buf, sizeof buf);
+  return std::string(buf, n);
+}
+
+} // namespace
+
+struct RouteSetup::Impl {
+  std::vector<std::unique_ptr<inspector::ModuleCode>> modules;
+  inspector::WrapperPolicy policy;
+  std::string program;
+  uint64_t labelled = 0; // rules some code of the program's is labelled with
+
+  std::vector<const inspector::ModuleCode *> code() const {
+    std::vector<const inspector::ModuleCode *> out;
+    for (const auto &m : modules)
+      out.push_back(m.get());
+    return out;
+  }
+};
+
+RouteSetup::RouteSetup() : impl_(std::make_unique<Impl>()) {}
+
+RouteSetup::~RouteSetup() { remove_files(); }
+
+void RouteSetup::remove_files() {
+  if (!table_path_.empty())
+    unlink(table_path_.c_str());
+  if (!stats_path_.empty())
+    unlink(stats_path_.c_str());
+  table_path_.clear();
+  stats_path_.clear();
+}
+
+std::vector<std::string> close_functions(const std::string &key,
+                                         const std::vector<const inspector::ModuleCode *> &code) {
+  char want[rules::kMaxName];
+  if (!rules::normalize_function(key.c_str(), want, sizeof want))
+    return {};
+  std::string wanted_last = last_scope(want);
+  std::vector<std::pair<size_t, std::string>> close;
+  std::set<std::string> listed;
+  for (const inspector::ModuleCode *m : code) {
+    std::vector<char> inlined(m->functions().size()), out_of_line(m->functions().size());
+    for (const auto &s : m->scopes())
+      (s.parent == inspector::ModuleCode::kNoScope ? out_of_line : inlined)[s.function] = 1;
+    for (uint32_t f = 0; f < m->functions().size(); ++f) {
+      if (!inlined[f] && !out_of_line[f])
+        continue; // only called here, defined elsewhere
+      char norm[rules::kMaxName];
+      if (!rules::normalize_function(m->functions()[f].name.c_str(), norm, sizeof norm))
+        continue;
+      std::string last = last_scope(norm);
+      size_t d = edit_distance(last, wanted_last);
+      bool contains = contains_word(last, wanted_last) ||
+                      (last.size() >= 4 && contains_word(wanted_last, last));
+      if (d > std::max<size_t>(2, wanted_last.size() / 3) && !contains)
+        continue;
+      std::string shown = std::string(norm) + (inlined[f] && !out_of_line[f] ? " (inlined)" : "");
+      if (listed.insert(shown).second)
+        close.push_back({contains ? 0 : d, shown});
+    }
+  }
+  std::sort(close.begin(), close.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < close.size() && i < 6; ++i)
+    out.push_back(close[i].second);
+  return out;
+}
+
+bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
+                         const inspector::WrapperPolicy &options) {
+  impl_->program = program;
+  impl_->policy = options;
+  for (unsigned i = 0; i < rules.set->wrapper_count; ++i) {
+    const rules::WrapperDecl &d = rules.set->wrappers[i];
+    (d.not_wrapper ? impl_->policy.not_wrappers : impl_->policy.rules_file).push_back(d.function);
+  }
+  table_path_ = temp_file("memlayout-routes");
+  stats_path_ = temp_file("memlayout-rule-stats");
+  if (table_path_.empty() || stats_path_.empty()) {
+    std::fprintf(stderr, "memlayout: cannot create a temporary file: %s\n", std::strerror(errno));
+    return false;
+  }
+  // A script or a missing program has no code to label: the loader's
+  // modules are matched by their symbol tables when they load, and a missing
+  // program is reported by the launch.
+  for (const std::string &path : program_modules(program)) {
+    std::string error;
+    if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
+      impl_->modules.push_back(std::move(code));
+  }
+  for (const auto &m : impl_->modules)
+    if (m->has_dwarf())
+      inspector::detect_wrappers_in_binary(*m, impl_->policy);
+
+  std::vector<inspector::RouteModule> table;
+  uint64_t labelled = 0; // rule bits some code carries
+  for (const auto &m : impl_->modules) {
+    inspector::RouteModule rm;
+    rm.path = m->path();
+    struct stat st;
+    if (stat(rm.path.c_str(), &st) != 0)
+      continue;
+    rm.dev = st.st_dev;
+    rm.ino = st.st_ino;
+    rm.ranges = inspector::label_module(*m, impl_->policy, *rules.set);
+    for (const auto &r : rm.ranges)
+      labelled |= r.rules;
+    impl_->labelled |= labelled;
+    table.push_back(std::move(rm));
+  }
+  std::string error;
+  if (!inspector::write_route_table(table_path_, table, impl_->policy, &error)) {
+    std::fprintf(stderr, "memlayout: %s\n", error.c_str());
+    return false;
+  }
+
+  const auto code = impl_->code();
+  for (unsigned i = 0; i < rules.set->count && !code.empty(); ++i) {
+    const rules::Rule &r = rules.set->rules[i];
+    if (!r.function[0] || (labelled >> i & 1))
+      continue;
+    // Named, but looked through: its allocations are its callers'.
+    std::string wrapper;
+    inspector::WrapperReason why{};
+    for (const auto *m : code)
+      for (const auto &f : m->functions())
+        if (wrapper.empty() && rules::function_key_matches(f.name.c_str(), r.function) &&
+            impl_->policy.wrapper_reason(f.name, &why))
+          wrapper = f.name;
+    if (!wrapper.empty()) {
+      std::fprintf(stderr,
+                   "memlayout: warning: %s: function=%s names an allocation wrapper (%s): its "
+                   "allocations belong to its callers' sites, which reports name; name a caller, "
+                   "or declare not-wrapper=%s\n",
+                   rules.origin[i].c_str(), r.function, inspector::wrapper_reason_name(why),
+                   r.function);
+      continue;
+    }
+    std::vector<std::string> close = close_functions(r.function, code);
+    std::fprintf(stderr, "memlayout: warning: %s: function=%s matches no function in %s%s",
+                 rules.origin[i].c_str(), r.function, program.c_str(),
+                 code.size() > 1 ? " or the libraries it links" : "");
+    if (close.empty()) {
+      std::fprintf(stderr, " (libraries it loads later are matched when they load)\n");
+      continue;
+    }
+    std::fprintf(stderr, "; close names:");
+    for (size_t k = 0; k < close.size(); ++k)
+      std::fprintf(stderr, "%s %s", k ? "," : "", close[k].c_str());
+    std::fprintf(stderr, "\n");
+  }
+  return true;
+}
+
+std::vector<RuleCount> read_rule_stats(const std::string &path, size_t rules, size_t *processes) {
+  std::vector<RuleCount> counts(rules);
+  *processes = 0;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string tag;
+    uint64_t pid;
+    if (!(words >> tag >> pid) || tag != "memlayout-rules")
+      continue;
+    std::vector<RuleCount> mine(rules);
+    bool ok = true;
+    for (auto &c : mine)
+      ok = ok && static_cast<bool>(words >> c.allocations >> c.bytes);
+    if (!ok)
+      continue; // a line cut short: a process died writing it
+    ++*processes;
+    for (size_t i = 0; i < rules; ++i) {
+      counts[i].allocations += mine[i].allocations;
+      counts[i].bytes += mine[i].bytes;
+    }
+  }
+  return counts;
+}
+
+size_t RouteSetup::print_summary(const LoadedRules &rules) const {
+  size_t processes = 0;
+  std::vector<RuleCount> counts = read_rule_stats(stats_path_, rules.set->count, &processes);
+  if (processes == 0) {
+    std::fprintf(stderr,
+                 "memlayout: the program wrote no rule counts (killed before it exited?)\n");
+    return 0;
+  }
+  size_t idle = 0;
+  const auto code = impl_->code();
+  for (unsigned i = 0; i < rules.set->count; ++i) {
+    const rules::Rule &r = rules.set->rules[i];
+    const RuleCount &c = counts[i];
+    if (c.allocations) {
+      std::fprintf(stderr, "memlayout: rule %u %s (%s): %llu allocations, %s\n", i + 1,
+                   rule_text(r).c_str(), rules.origin[i].c_str(),
+                   static_cast<unsigned long long>(c.allocations),
+                   human_bytes(static_cast<double>(c.bytes)).c_str());
+      continue;
+    }
+    ++idle;
+    std::fprintf(stderr, "memlayout: warning: rule %u %s (%s) routed nothing", i + 1,
+                 rule_text(r).c_str(), rules.origin[i].c_str());
+    if (impl_->labelled >> i & 1) {
+      // The function is there: it allocated nothing (of that size) this run.
+      std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
+                   r.has_size ? " of that size" : "");
+      continue;
+    }
+    std::vector<std::string> close =
+        r.function[0] ? close_functions(r.function, code) : std::vector<std::string>{};
+    if (!close.empty()) {
+      std::fprintf(stderr, "; close names:");
+      for (size_t k = 0; k < close.size(); ++k)
+        std::fprintf(stderr, "%s %s", k ? "," : "", close[k].c_str());
+    }
+    std::fprintf(stderr, "\n");
+  }
+  return idle;
+}
+
+} // namespace memlayout::cli

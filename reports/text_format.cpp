@@ -1,0 +1,104 @@
+#include "text_format.h"
+
+#include <algorithm>
+
+namespace memlayout::cli {
+
+namespace {
+
+constexpr std::string_view kAnonymous = "(anonymous namespace)";
+constexpr size_t kMaxParams = 28;
+
+// Template arguments collapsed to "<…>" (operator<, operator<< kept).
+std::string collapse_templates(std::string_view s) {
+  std::string out;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (depth == 0 && c == '<' && out.size() >= 8 &&
+        out.compare(out.size() - 8, 8, "operator") == 0) {
+      out += c; // operator< and operator<<
+      if (i + 1 < s.size() && s[i + 1] == '<')
+        out += s[++i];
+      continue;
+    }
+    if (c == '<') {
+      if (depth++ == 0)
+        out += "<...";
+      continue;
+    }
+    if (c == '>' && depth > 0) {
+      if (--depth == 0)
+        out += '>';
+      continue;
+    }
+    if (depth == 0)
+      out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string display_name(const std::string &name) {
+  // "function (file:line)" or "caller -> ?? (module+0x...)": the suffix stays.
+  std::string_view whole = name, suffix;
+  if (size_t p = whole.rfind(" ("); p != std::string_view::npos && whole.back() == ')' &&
+                                   whole.substr(p + 2).find_first_of("( ") == std::string::npos) {
+    suffix = whole.substr(p);
+    whole = whole.substr(0, p);
+  }
+  if (whole.find("::") == std::string_view::npos && whole.find('<') == std::string_view::npos)
+    return name; // C names, pools, tags
+  std::string s = collapse_templates(whole);
+  // The parameter list: the first '(' that does not open "(anonymous namespace)".
+  size_t params = std::string::npos;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '(')
+      continue;
+    if (s.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+      i += kAnonymous.size() - 1;
+      continue;
+    }
+    params = i;
+    break;
+  }
+  std::string head = params == std::string::npos ? s : s.substr(0, params);
+  std::string tail = params == std::string::npos ? "" : s.substr(params);
+  if (tail.size() > kMaxParams) {
+    size_t close = tail.rfind(')');
+    tail = "(...)" + (close == std::string::npos ? "" : tail.substr(close + 1));
+  }
+  // A return type first (function templates): drop it.
+  if (size_t sp = head.rfind(' '); sp != std::string::npos &&
+                                   head.compare(sp > 8 ? sp - 8 : 0, 8, "operator") != 0)
+    head = head.substr(sp + 1);
+  // The last two scopes: Class::method.
+  size_t last = head.rfind("::");
+  if (last != std::string::npos && last > 0) {
+    size_t before = head.rfind("::", last - 1);
+    if (before != std::string::npos)
+      head = head.substr(before + 2);
+  }
+  return head + tail + std::string(suffix);
+}
+
+std::string with_display_names(std::string text, const std::vector<std::string> &names) {
+  std::vector<const std::string *> sorted;
+  for (const auto &n : names)
+    if (n.size() > 24)
+      sorted.push_back(&n);
+  // Longest first: a name that contains another is replaced whole.
+  std::sort(sorted.begin(), sorted.end(),
+            [](const std::string *a, const std::string *b) { return a->size() > b->size(); });
+  for (const std::string *n : sorted) {
+    std::string shown = display_name(*n);
+    if (shown == *n)
+      continue;
+    for (size_t at = text.find(*n); at != std::string::npos; at = text.find(*n, at + shown.size()))
+      text.replace(at, n->size(), shown);
+  }
+  return text;
+}
+
+} // namespace memlayout::cli

@@ -1,0 +1,261 @@
+// The allocation-site definition (alloc_site.h): wrapper detection from debug
+// info (synthetic code maps with known answers) and from recorded stacks (this
+// test's own functions, symbolized from its DWARF), the code map read from a
+// real binary, and the route table that carries the definition to the
+// interposer.
+#include "alloc_site.h"
+#include "code_map.h"
+#include "route_table.h"
+#include "this_process_modules.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+using namespace memlayout;
+using namespace memlayout::inspector;
+
+// Frames of this binary: a pool that returns untyped memory to two typed
+// constructors, and a typed helper with two callers. Outside the memlayout
+// namespace, which counts as allocator plumbing.
+struct AstNode {
+  long key;
+};
+struct AstFrames {
+  uint64_t in_wrapper, in_caller;
+};
+
+extern "C" __attribute__((noinline)) uint64_t ast_return_address() {
+  asm volatile("" ::: "memory");
+  return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+
+extern "C" __attribute__((noinline)) void *ast_pool_get(AstFrames *f) {
+  f->in_wrapper = ast_return_address();
+  f->in_caller = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+  return f;
+}
+
+extern "C" __attribute__((noinline)) AstNode *ast_make_node(AstFrames *f) {
+  auto *n = static_cast<AstNode *>(ast_pool_get(f));
+  asm volatile("" ::: "memory"); // not a tail call
+  return n;
+}
+
+extern "C" __attribute__((noinline)) AstNode *ast_make_op(AstFrames *f) {
+  auto *n = static_cast<AstNode *>(ast_pool_get(f));
+  asm volatile("" ::: "memory");
+  return n;
+}
+
+extern "C" __attribute__((noinline)) AstNode *ast_typed_get(AstFrames *f) {
+  f->in_wrapper = ast_return_address();
+  f->in_caller = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+  return reinterpret_cast<AstNode *>(f);
+}
+
+extern "C" __attribute__((noinline)) int ast_typed_a(AstFrames *f) {
+  int k = static_cast<int>(reinterpret_cast<uintptr_t>(ast_typed_get(f)) & 1);
+  asm volatile("" ::: "memory");
+  return k;
+}
+
+extern "C" __attribute__((noinline)) int ast_typed_b(AstFrames *f) {
+  int k = static_cast<int>(reinterpret_cast<uintptr_t>(ast_typed_get(f)) & 1);
+  asm volatile("" ::: "memory");
+  return k;
+}
+
+namespace {
+
+std::unique_ptr<Symbolizer> this_process_symbolizer() {
+  Symbolizer::Options opts;
+  opts.main_executable = "/proc/self/exe";
+  return std::make_unique<Symbolizer>(memlayout::testing::this_process_modules(), opts);
+}
+
+// A module as a compiler leaves it for the int-lf pattern: bst_add with the
+// constructors and the pool inlined, the pool also out of line, a nested
+// two-layer pool, a typed constructor with two callers, and a thread start
+// routine returning void * that nobody calls directly.
+struct Synthetic {
+  ModuleCode code;
+  uint32_t malloc_fn, pool_get, create_node, create_op, bst_add, raw_alloc, zalloc, make_a, make_b,
+      new_node, insert, remove_fn, thread_main;
+  Synthetic() {
+    malloc_fn = code.add_function("malloc", Tri::kYes);
+    pool_get = code.add_function("pool_get", Tri::kYes);
+    create_node = code.add_function("create_node", Tri::kNo);
+    create_op = code.add_function("create_op", Tri::kNo);
+    bst_add = code.add_function("bst_add", Tri::kNo);
+    raw_alloc = code.add_function("raw_alloc", Tri::kYes);
+    zalloc = code.add_function("zalloc", Tri::kYes);
+    make_a = code.add_function("make_a", Tri::kNo);
+    make_b = code.add_function("make_b", Tri::kNo);
+    new_node = code.add_function("new_node", Tri::kNo);
+    insert = code.add_function("insert", Tri::kNo);
+    remove_fn = code.add_function("remove", Tri::kNo);
+    thread_main = code.add_function("thread_main", Tri::kYes);
+
+    uint32_t add = code.add_scope(bst_add, ModuleCode::kNoScope, {{0x100, 0x200}});
+    uint32_t cn = code.add_scope(create_node, add, {{0x120, 0x140}});
+    uint32_t pn = code.add_scope(pool_get, cn, {{0x128, 0x130}});
+    code.add_call(pn, malloc_fn, false);
+    uint32_t co = code.add_scope(create_op, add, {{0x150, 0x170}});
+    uint32_t po = code.add_scope(pool_get, co, {{0x158, 0x160}});
+    code.add_call(po, malloc_fn, false);
+    uint32_t pool = code.add_scope(pool_get, ModuleCode::kNoScope, {{0x300, 0x340}});
+    code.add_call(pool, malloc_fn, false);
+
+    uint32_t raw = code.add_scope(raw_alloc, ModuleCode::kNoScope, {{0x400, 0x420}});
+    code.add_call(raw, malloc_fn, false);
+    uint32_t z = code.add_scope(zalloc, ModuleCode::kNoScope, {{0x420, 0x440}});
+    code.add_call(z, raw_alloc, false);
+    code.add_call(code.add_scope(make_a, ModuleCode::kNoScope, {{0x440, 0x460}}), zalloc, false);
+    code.add_call(code.add_scope(make_b, ModuleCode::kNoScope, {{0x460, 0x480}}), zalloc, false);
+
+    uint32_t nn = code.add_scope(new_node, ModuleCode::kNoScope, {{0x500, 0x520}});
+    code.add_call(nn, malloc_fn, false);
+    code.add_call(code.add_scope(insert, ModuleCode::kNoScope, {{0x520, 0x560}}), new_node, false);
+    code.add_call(code.add_scope(remove_fn, ModuleCode::kNoScope, {{0x560, 0x5a0}}), new_node,
+                  false);
+
+    uint32_t tm = code.add_scope(thread_main, ModuleCode::kNoScope, {{0x600, 0x640}});
+    code.add_call(tm, malloc_fn, false);
+  }
+};
+
+} // namespace
+
+TEST_CASE("wrappers from debug info: untyped memory handed to several callers", "[alloc_site]") {
+  Synthetic s;
+  WrapperPolicy p;
+  detect_wrappers_in_binary(s.code, p);
+  CHECK(p.detected.count("pool_get"));          // inlined into two constructors, and out of line
+  CHECK(p.detected.count("zalloc"));            // two callers
+  CHECK(p.detected.count("raw_alloc"));         // its one caller is a wrapper: nested
+  CHECK_FALSE(p.detected.count("new_node"));    // typed: a constructor, whatever its callers
+  CHECK_FALSE(p.detected.count("thread_main")); // nobody calls it
+  CHECK_FALSE(p.detected.count("create_node"));
+  CHECK(p.detected.at("pool_get").reason == WrapperReason::kDetectedBinary);
+  CHECK(p.detected.at("pool_get").evidence.find("create_node") != std::string::npos);
+
+  SECTION("--not-wrapper wins, and what nests under it is judged again") {
+    WrapperPolicy q;
+    q.not_wrappers = {"zalloc"};
+    detect_wrappers_in_binary(s.code, q);
+    CHECK_FALSE(q.detected.count("zalloc"));
+    CHECK_FALSE(q.detected.count("raw_alloc")); // one caller, no longer a wrapper
+    CHECK(q.detected.count("pool_get"));
+  }
+}
+
+TEST_CASE("the route table labels sites, inlined copies and wrapper code", "[alloc_site]") {
+  Synthetic s;
+  WrapperPolicy p;
+  detect_wrappers_in_binary(s.code, p);
+  rules::RuleSet set{};
+  std::string text = "function=create_node,pool=nodes\nfunction=create_op,pool=ops\n"
+                     "function=zalloc,pool=z\n";
+  rules::ParseError e{};
+  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
+  std::vector<routes::RangeEntry> r = label_module(s.code, p, set);
+  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
+    for (const auto &x : r)
+      if (a >= x.lo && a < x.hi)
+        return &x;
+    return nullptr;
+  };
+  // The pool inlined into create_node belongs to create_node's site.
+  REQUIRE(label_at(0x12c));
+  CHECK(label_at(0x12c)->rules == 1);
+  CHECK(label_at(0x121)->rules == 1);
+  CHECK(label_at(0x15c)->rules == 2);
+  // bst_add's own code and sites no rule names are not listed.
+  CHECK_FALSE(label_at(0x110));
+  CHECK_FALSE(label_at(0x1f0));
+  // Out-of-line wrapper code: decided by the caller.
+  REQUIRE(label_at(0x310));
+  CHECK(label_at(0x310)->flags == routes::kSkipFrame);
+  CHECK(label_at(0x410)->flags == routes::kSkipFrame); // raw_alloc, nested
+  // A rule naming a wrapper labels nothing of it: its callers are the sites.
+  CHECK(label_at(0x430)->flags == routes::kSkipFrame);
+  CHECK(label_at(0x430)->rules == 0);
+  // Sorted, disjoint, merged where labels agree: create_node's range is one.
+  for (size_t i = 1; i < r.size(); ++i)
+    CHECK(r[i - 1].hi <= r[i].lo);
+  CHECK(label_at(0x121)->lo == 0x120);
+  CHECK(label_at(0x121)->hi == 0x140);
+  CHECK(rules_naming("ns::create_node", set) == 1); // by scopes
+}
+
+TEST_CASE("wrappers from recorded stacks: this binary's own frames", "[alloc_site]") {
+  AstFrames node{}, op{}, a{}, b{};
+  ast_make_node(&node);
+  ast_make_op(&op);
+  ast_typed_a(&a);
+  ast_typed_b(&b);
+  auto sym = this_process_symbolizer();
+  CodeMaps code(*sym);
+  std::vector<uint64_t> s_node{node.in_wrapper, node.in_caller}, s_op{op.in_wrapper, op.in_caller},
+      s_a{a.in_wrapper, a.in_caller}, s_b{b.in_wrapper, b.in_caller};
+
+  SECTION("untyped memory to two callers: a wrapper, the callers are the sites") {
+    std::vector<WeightedStack> stacks{{s_node, 1000}, {s_op, 1000}, {s_a, 500}, {s_b, 500}};
+    WrapperPolicy p;
+    detect_wrappers_in_stacks(stacks, *sym, code, p);
+    REQUIRE(p.detected.count("ast_pool_get"));
+    CHECK(p.detected.at("ast_pool_get").reason == WrapperReason::kDetectedTrace);
+    // The debug info says ast_typed_get returns a typed pointer.
+    CHECK_FALSE(p.detected.count("ast_typed_get"));
+    Group::Site site = alloc_site(s_node, *sym, p);
+    CHECK(site.function == "ast_make_node");
+    REQUIRE(site.looked_through.size() == 1);
+    CHECK(site.looked_through[0].function == "ast_pool_get");
+    CHECK(alloc_site(s_op, *sym, p).function == "ast_make_op");
+    CHECK(alloc_site(s_a, *sym, p).function == "ast_typed_get");
+  }
+
+  SECTION("a caller under 1% of the objects does not count") {
+    std::vector<WeightedStack> stacks{{s_node, 100000}, {s_op, 50}};
+    WrapperPolicy p;
+    detect_wrappers_in_stacks(stacks, *sym, code, p);
+    CHECK_FALSE(p.detected.count("ast_pool_get"));
+  }
+
+  SECTION("the code map of this binary knows what its functions return") {
+    CHECK(code.returns_untyped(s_node[0], "ast_pool_get") == Tri::kYes);
+    CHECK(code.returns_untyped(s_a[0], "ast_typed_get") == Tri::kNo);
+    const ModuleCode *m = code.module_at(s_node[0]);
+    REQUIRE(m);
+    CHECK(m->has_dwarf());
+    // The compiler recorded the constructors' calls to the pool.
+    const ModuleCode::Function *pool = m->function("ast_pool_get");
+    REQUIRE(pool);
+    size_t calls_to_pool = 0;
+    for (const auto &c : m->calls())
+      if (m->functions()[c.callee].name == "ast_pool_get")
+        ++calls_to_pool;
+    CHECK(calls_to_pool >= 2);
+    WrapperPolicy p;
+    detect_wrappers_in_binary(*m, p);
+    // It makes no allocation call: not a wrapper from the binary's view.
+    CHECK_FALSE(p.detected.count("ast_pool_get"));
+  }
+}
+
+TEST_CASE("looked-through reasons round-trip through their JSON names", "[alloc_site]") {
+  for (auto r : {WrapperReason::kBuiltin, WrapperReason::kOption, WrapperReason::kRulesFile,
+                 WrapperReason::kDetectedBinary, WrapperReason::kDetectedTrace}) {
+    WrapperReason back;
+    REQUIRE(parse_looked_through_decided(looked_through_decided(r), &back));
+    CHECK(back == r);
+  }
+  WrapperReason back;
+  CHECK_FALSE(parse_looked_through_decided("guessed", &back));
+  CHECK(looked_through_text({{"pool_get", WrapperReason::kDetectedTrace, ""},
+                             {"xmalloc", WrapperReason::kBuiltin, ""}}) ==
+        "pool_get (detected), xmalloc (built-in)");
+}

@@ -1,0 +1,242 @@
+// Allocation sites on code shaped like the field's (tests/programs/sites): the
+// BST study's int-lf pattern built -O2/-O3 with static inline constructors,
+// allocating through a pool that is inlined, out of line, a tail call, two
+// layers deep or merged by LTO, and in C++ through inline member functions,
+// new and std::make_unique. With no hints the report must name the
+// constructors and flag their interleaving; advise's rules, applied by `run`
+// and `record --rules`, must bring each to the whole cache and route exactly
+// the objects the report counted.
+#include "report_json_support.h"
+
+#include <catch2/catch.hpp>
+#include <llvm/Support/JSON.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+using namespace mlt;
+
+namespace {
+
+struct Case {
+  const char *program;
+  const char *node, *op;                   // site functions, as reports name them
+  std::vector<std::string> looked_through; // wrappers the node's site is found through
+};
+
+std::vector<std::string> looked_through(const llvm::json::Object &group) {
+  std::vector<std::string> out;
+  if (const auto *a = group.getArray("looked_through"))
+    for (const auto &w : *a)
+      out.push_back(w.getAsObject()->getString("function").getValueOr("").str());
+  return out;
+}
+
+bool flags_underutilization(const llvm::json::Object &report, int64_t group) {
+  for (const auto &f : *report.getArray("findings")) {
+    const auto *o = f.getAsObject();
+    if (o->getString("kind").getValueOr("") != "set_underutilization")
+      continue;
+    for (const auto &g : *o->getArray("groups"))
+      if (g.getAsInteger().getValueOr(-1) == group)
+        return true;
+  }
+  return false;
+}
+
+// "memlayout: rule 2 function=create_node,pool=create_node (FILE:LINE): 17690
+// allocations, 1.1 MiB" -> 17690 for the rule naming `fn`; -1 when absent.
+long long routed_by(const std::string &stderr_text, const std::string &fn) {
+  std::istringstream in(stderr_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("memlayout: rule ") != 0 ||
+        line.find("function=" + fn + ",") == std::string::npos)
+      continue;
+    size_t colon = line.rfind("): ");
+    if (colon == std::string::npos)
+      continue;
+    return std::atoll(line.c_str() + colon + 3);
+  }
+  return -1;
+}
+
+long long rule_allocations(const llvm::json::Object &report, const std::string &fn) {
+  if (const auto *rules = report.getArray("rules"))
+    for (const auto &r : *rules) {
+      const auto *o = r.getAsObject();
+      if (o->getString("rule").getValueOr("").find("function=" + fn + ",") != llvm::StringRef::npos)
+        return o->getInteger("allocations").getValueOr(-1);
+    }
+  return -1;
+}
+
+} // namespace
+
+TEST_CASE("sites.field_code_end_to_end", "[sites]") {
+  const Case c =
+      GENERATE(Case{"bst_inline", "create_node", "create_child_op", {"pool_get"}},
+               Case{"bst_wrapped", "create_node", "create_child_op", {"pool_get"}},
+               Case{"bst_tail", "create_node", "create_child_op", {}},
+               Case{"bst_nested", "create_node", "create_child_op", {"pool_raw_alloc", "pool_get"}},
+               Case{"bst_lto", "create_node", "create_child_op", {"pool_get"}},
+               Case{"lf_tree",
+                    "LfTree<long>::new_node(long, long)",
+                    "LfTree<long>::new_child_op(LfTree<long>::Node*, LfTree<long>::Node*)",
+                    {}});
+  INFO("program " << c.program);
+  std::string dir = work_dir(std::string("sites_") + c.program);
+  std::string before = dir + "/before.trace", after = dir + "/after.trace";
+  std::string rules = dir + "/rules.txt";
+  const std::string n = "20000";
+  RunResult direct = run({program(c.program), n});
+  REQUIRE(direct.exit_code() == 0);
+
+  // 1. No hints: the constructors name the groups, on half the sets.
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, {program(c.program), n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
+  const auto *node = group_by_site(*b.getAsObject(), c.node);
+  const auto *op = group_by_site(*b.getAsObject(), c.op);
+  REQUIRE(node);
+  REQUIRE(op);
+  CHECK(l1_fraction(*node) < 0.6);
+  CHECK(l1_fraction(*op) < 0.6);
+  CHECK(flags_underutilization(*b.getAsObject(), node->getInteger("id").getValueOr(-1)));
+  std::vector<std::string> through = looked_through(*node);
+  for (const auto &w : c.looked_through)
+    CHECK(std::find(through.begin(), through.end(), w) != through.end());
+  const long long node_objects = node->getInteger("objects").getValueOr(-1);
+  const long long op_objects = op->getInteger("objects").getValueOr(-1);
+  CHECK(node_objects > 10000);
+
+  // 2. advise writes a rule per constructor, checked against the groups.
+  RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
+  INFO("advise stderr: " << adv.err);
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(rules);
+  INFO(text);
+  CHECK(text.find("function=" + std::string(c.node) + ",") != std::string::npos);
+  CHECK(text.find("function=" + std::string(c.op) + ",") != std::string::npos);
+  CHECK(text.find("not written") == std::string::npos);
+
+  // 3. run applies them: the program's output is its own, and each rule
+  // routed exactly the objects the report counted.
+  RunResult ran = run({memlayout_bin(), "run", "--allocator", "jemalloc", "--rules", rules, "--",
+                       program(c.program), n});
+  INFO("run stderr: " << ran.err);
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.out == direct.out);
+  CHECK(routed_by(ran.err, c.node) == node_objects);
+  CHECK(routed_by(ran.err, c.op) == op_objects);
+  CHECK(ran.err.find("routed nothing") == std::string::npos);
+
+  // 4. Recorded under them: both on (nearly) all the sets, and the trace
+  // says what each rule routed.
+  rec = record({"-o", after, "--allocator", "jemalloc", "--rules", rules}, {program(c.program), n});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
+  const auto *node_after = group_by_site(*a.getAsObject(), c.node);
+  const auto *op_after = group_by_site(*a.getAsObject(), c.op);
+  REQUIRE(node_after);
+  REQUIRE(op_after);
+  CHECK(l1_fraction(*node_after) >= 0.9);
+  CHECK(l1_fraction(*op_after) >= 0.9);
+  CHECK(rule_allocations(*a.getAsObject(), c.node) == node_objects);
+  CHECK(rule_allocations(*a.getAsObject(), c.op) == op_objects);
+}
+
+TEST_CASE("sites.not_wrapper_and_wrapper_options", "[sites]") {
+  std::string dir = work_dir("sites_options");
+  std::string trace = dir + "/w.trace";
+  RunResult rec =
+      record({"-o", trace, "--allocator", "jemalloc"}, {program("bst_wrapped"), "5000"});
+  REQUIRE(rec.exit_code() == 0);
+  // Told it is not a wrapper, the pool is the site again: one group.
+  llvm::json::Value r =
+      json_of({memlayout_bin(), "report", trace, "--format", "json", "--not-wrapper", "pool_get"});
+  CHECK(group_by_site(*r.getAsObject(), "pool_get"));
+  CHECK_FALSE(group_by_site(*r.getAsObject(), "create_node"));
+  // A rule naming the wrapper itself routes nothing, and run says why.
+  RunResult ran = run({memlayout_bin(), "run", "--segregate", "function=pool_get,pool=p", "--",
+                       program("bst_wrapped"), "5000"});
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.err.find("names an allocation wrapper") != std::string::npos);
+  CHECK(ran.err.find("routed nothing") != std::string::npos);
+  // With not-wrapper it routes every allocation of the pool.
+  ran = run({memlayout_bin(), "run", "--not-wrapper", "pool_get", "--segregate",
+             "function=pool_get,pool=p", "--", program("bst_wrapped"), "5000"});
+  CHECK(ran.exit_code() == 0);
+  CHECK(routed_by(ran.err, "pool_get") > 8000);
+  // A misspelt rule routes nothing and the warning offers the inlined names.
+  ran = run({memlayout_bin(), "run", "--segregate", "function=create_nod,pool=p", "--",
+             program("bst_wrapped"), "5000"});
+  INFO(ran.err);
+  CHECK(ran.err.find("close names: create_node (inlined)") != std::string::npos);
+}
+
+TEST_CASE("sites.compare_runs_both_sides", "[sites]") {
+  std::string dir = work_dir("sites_compare");
+  std::string out = dir + "/compare.json";
+  RunResult r = run({memlayout_bin(), "compare", "--segregate", "function=create_node,pool=nodes",
+                     "-r", "2", "-w", "0", "--allocator", "jemalloc", "--export-json", out, "--",
+                     program("bst_wrapped"), "20000", "20000"});
+  INFO(r.err);
+  REQUIRE(r.exit_code() == 0);
+  CHECK(r.out.find("B/A, per round") != std::string::npos);
+  auto parsed = llvm::json::parse(read_file(out));
+  REQUIRE(static_cast<bool>(parsed));
+  const auto *o = parsed->getAsObject();
+  CHECK(o->getString("schema").getValueOr("") == "memlayout.compare/1");
+  CHECK(o->getObject("without_rules")->getArray("runs")->size() == 2);
+  CHECK(o->getObject("with_rules")->getObject("wall_s")->getNumber("median").getValueOr(0) > 0);
+  CHECK(o->getObject("ratio")->getObject("cpu")->getNumber("median").getValueOr(0) > 0);
+  const auto *rules = o->getArray("rules");
+  REQUIRE(rules->size() == 1);
+  CHECK((*rules)[0].getAsObject()->getNumber("allocations_per_run").getValueOr(0) > 15000);
+  // A program that fails is not timed.
+  r = run({memlayout_bin(), "compare", "--segregate", "function=x,pool=p", "-r", "1", "--",
+           "/bin/false"});
+  CHECK(r.exit_code() == 1);
+  CHECK(r.err.find("did not succeed") != std::string::npos);
+}
+
+TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
+  // The trees' new_node/new_descriptor carry no noinline: at -O2 they are
+  // folded into insert, and the record allocator into them.
+  std::string dir = work_dir("sites_bench_int_lf");
+  std::string before = dir + "/before.trace", after = dir + "/after.trace";
+  std::string rules = dir + "/rules.txt";
+  std::vector<std::string> bench{MLT_BENCH, "--tree", "int-lf", "--threads", "1", "--duration", "0",
+                                 "--key-range", "100000", "--prefill", "50000"};
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, bench);
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
+  const std::string node = "memlayout::trees::IntLf<memlayout::trees::IntLfBaselineLayout>::"
+                           "new_node(long, long)";
+  const std::string desc = "memlayout::trees::IntLf<memlayout::trees::IntLfBaselineLayout>::"
+                           "new_descriptor()";
+  const auto *n = group_by_site(*b.getAsObject(), node);
+  const auto *d = group_by_site(*b.getAsObject(), desc);
+  REQUIRE(n);
+  REQUIRE(d);
+  CHECK(l1_fraction(*n) < 0.7);
+  CHECK(flags_underutilization(*b.getAsObject(), n->getInteger("id").getValueOr(-1)));
+  const long long nodes = n->getInteger("objects").getValueOr(-1);
+  CHECK(nodes >= 50000);
+  RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
+  REQUIRE(adv.exit_code() == 0);
+  rec = record({"-o", after, "--allocator", "jemalloc", "--rules", rules}, bench);
+  INFO(rec.err);
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(routed_by(rec.err, node) == nodes);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
+  const auto *n_after = group_by_site(*a.getAsObject(), node);
+  const auto *d_after = group_by_site(*a.getAsObject(), desc);
+  REQUIRE(n_after);
+  REQUIRE(d_after);
+  CHECK(l1_fraction(*n_after) >= 0.9);
+  CHECK(l1_fraction(*d_after) >= 0.9);
+}
