@@ -30,8 +30,7 @@ int64_t object_on_line(const HeapSnapshot &s, uint64_t line) {
   return it != s.objects.end() && it->addr < line + 64 ? it - s.objects.begin() : -1;
 }
 
-template <class K>
-std::vector<std::pair<K, uint64_t>> top(const std::map<K, uint64_t> &counts) {
+template <class K> std::vector<std::pair<K, uint64_t>> top(const std::map<K, uint64_t> &counts) {
   std::vector<std::pair<K, uint64_t>> v(counts.begin(), counts.end());
   std::stable_sort(v.begin(), v.end(),
                    [](const auto &a, const auto &b) { return a.second > b.second; });
@@ -48,8 +47,7 @@ struct Tally {
 
 } // namespace
 
-std::optional<HtmAbortReport> analyse_htm_aborts(const TraceReader &r,
-                                                 const HeapSnapshot &snapshot,
+std::optional<HtmAbortReport> analyse_htm_aborts(const TraceReader &r, const HeapSnapshot &snapshot,
                                                  const std::vector<Group> &groups) {
   const std::vector<HtmAbort> &aborts = r.htm_aborts();
   if (aborts.empty())

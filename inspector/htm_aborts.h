@@ -14,8 +14,7 @@
 namespace memlayout::inspector {
 
 // Empty when the trace records no aborted transaction.
-std::optional<HtmAbortReport> analyse_htm_aborts(const TraceReader &r,
-                                                 const HeapSnapshot &snapshot,
+std::optional<HtmAbortReport> analyse_htm_aborts(const TraceReader &r, const HeapSnapshot &snapshot,
                                                  const std::vector<Group> &groups);
 
 } // namespace memlayout::inspector

@@ -90,8 +90,7 @@ struct EunoBptree::Place {
 
 EunoBptree::EunoBptree(const TreeConfig &config)
     : HtmMap("euno-bptree", config.alloc), fixed_(config.layout == Layout::kFixed),
-      control_(config.htm.conflict_control),
-      codec_{config.htm.key_bytes, config.htm.value_bytes},
+      control_(config.htm.conflict_control), codec_{config.htm.key_bytes, config.htm.value_bytes},
       inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
   const auto &o = config.htm;
   htm::check_tree_options(o);
@@ -760,66 +759,69 @@ std::string EunoBptree::check_structure() const {
   std::string inner_errors;
   Tx direct(htm::Mode::kDirect);
   std::vector<uint8_t *> leaves;
-  inner_.walk(hdr_.root, hdr_.height, [&](uint8_t *leaf, Key lo, Key hi) {
-    leaves.push_back(leaf);
-    std::vector<Key> keys;
-    auto in_range = [&](Key k) { return k >= lo && (!hi || k < hi); };
-    uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
-    if (rc > leaf_.fanout) {
-      errors.add("leaf with " + std::to_string(rc) + " reserved keys, over the fanout");
-      return;
-    }
-    for (uint32_t i = 0; i < rc; ++i) {
-      Key k = htm::KeyCodec::plain_key(res_key(leaf, i));
-      if (i && k <= htm::KeyCodec::plain_key(res_key(leaf, i - 1)))
-        errors.add("reserved key " + std::to_string(k) + " out of order");
-      keys.push_back(k);
-      if (!codec_.filler_intact(res_key(leaf, i)))
-        errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-    }
-    for (uint32_t s = 0; s < leaf_.segments; ++s) {
-      uint8_t *seg = segment(direct, leaf, s);
-      uint32_t c = seg_count(direct, leaf, seg, s);
-      for (uint32_t i = 0; i < c; ++i) {
-        Key k = htm::KeyCodec::plain_key(seg_key(seg, i));
-        if (i && k <= htm::KeyCodec::plain_key(seg_key(seg, i - 1)))
-          errors.add("segment key " + std::to_string(k) + " out of order");
-        if (k < kMinKey)
-          errors.add("segment slot " + std::to_string(i) + " below its count holds no key");
-        keys.push_back(k);
-        if (!codec_.filler_intact(seg_key(seg, i)))
-          errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-      }
-      if (fixed_)
-        for (uint32_t i = c; i < leaf_.seg_slots; ++i)
-          if (htm::KeyCodec::plain_key(seg_key(seg, i)) != 0)
-            errors.add("a key after a free segment slot");
-    }
-    std::sort(keys.begin(), keys.end());
-    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
-      errors.add("a key held twice in one leaf");
-    if (keys.size() > leaf_.fanout)
-      errors.add("leaf holds " + std::to_string(keys.size()) + " keys, over the fanout");
-    if (!fixed_ && *at<uint32_t>(leaf, leaf_.count_off) != keys.size())
-      errors.add("leaf count " + std::to_string(*at<uint32_t>(leaf, leaf_.count_off)) +
-                 " but it holds " + std::to_string(keys.size()) + " keys");
-    for (Key k : keys) {
-      if (!in_range(k))
-        errors.add("leaf key " + std::to_string(k) + " outside its range");
-      uint32_t slot = slot_of(k);
-      if (!(*at<uint32_t>(leaf, leaf_.mark_bits_off + 4 * (slot / 32)) & (1u << (slot % 32))))
-        errors.add("key " + std::to_string(k) + " has no mark bit: lookups would miss it");
-    }
-    for (uint32_t w = 0; w < leaf_.bit_words; ++w)
-      if (*at<uint32_t>(leaf, leaf_.lock_bits_off + 4 * w))
-        errors.add("a lock bit is still held");
-    if (*at<uint32_t>(leaf, leaf_.split_lock_off))
-      errors.add("a split lock is still held");
-  }, inner_errors);
+  inner_.walk(
+      hdr_.root, hdr_.height,
+      [&](uint8_t *leaf, Key lo, Key hi) {
+        leaves.push_back(leaf);
+        std::vector<Key> keys;
+        auto in_range = [&](Key k) { return k >= lo && (!hi || k < hi); };
+        uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
+        if (rc > leaf_.fanout) {
+          errors.add("leaf with " + std::to_string(rc) + " reserved keys, over the fanout");
+          return;
+        }
+        for (uint32_t i = 0; i < rc; ++i) {
+          Key k = htm::KeyCodec::plain_key(res_key(leaf, i));
+          if (i && k <= htm::KeyCodec::plain_key(res_key(leaf, i - 1)))
+            errors.add("reserved key " + std::to_string(k) + " out of order");
+          keys.push_back(k);
+          if (!codec_.filler_intact(res_key(leaf, i)))
+            errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+        }
+        for (uint32_t s = 0; s < leaf_.segments; ++s) {
+          uint8_t *seg = segment(direct, leaf, s);
+          uint32_t c = seg_count(direct, leaf, seg, s);
+          for (uint32_t i = 0; i < c; ++i) {
+            Key k = htm::KeyCodec::plain_key(seg_key(seg, i));
+            if (i && k <= htm::KeyCodec::plain_key(seg_key(seg, i - 1)))
+              errors.add("segment key " + std::to_string(k) + " out of order");
+            if (k < kMinKey)
+              errors.add("segment slot " + std::to_string(i) + " below its count holds no key");
+            keys.push_back(k);
+            if (!codec_.filler_intact(seg_key(seg, i)))
+              errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+          }
+          if (fixed_)
+            for (uint32_t i = c; i < leaf_.seg_slots; ++i)
+              if (htm::KeyCodec::plain_key(seg_key(seg, i)) != 0)
+                errors.add("a key after a free segment slot");
+        }
+        std::sort(keys.begin(), keys.end());
+        if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
+          errors.add("a key held twice in one leaf");
+        if (keys.size() > leaf_.fanout)
+          errors.add("leaf holds " + std::to_string(keys.size()) + " keys, over the fanout");
+        if (!fixed_ && *at<uint32_t>(leaf, leaf_.count_off) != keys.size())
+          errors.add("leaf count " + std::to_string(*at<uint32_t>(leaf, leaf_.count_off)) +
+                     " but it holds " + std::to_string(keys.size()) + " keys");
+        for (Key k : keys) {
+          if (!in_range(k))
+            errors.add("leaf key " + std::to_string(k) + " outside its range");
+          uint32_t slot = slot_of(k);
+          if (!(*at<uint32_t>(leaf, leaf_.mark_bits_off + 4 * (slot / 32)) & (1u << (slot % 32))))
+            errors.add("key " + std::to_string(k) + " has no mark bit: lookups would miss it");
+        }
+        for (uint32_t w = 0; w < leaf_.bit_words; ++w)
+          if (*at<uint32_t>(leaf, leaf_.lock_bits_off + 4 * w))
+            errors.add("a lock bit is still held");
+        if (*at<uint32_t>(leaf, leaf_.split_lock_off))
+          errors.add("a split lock is still held");
+      },
+      inner_errors);
   if (!inner_errors.empty())
     errors.add(inner_errors);
-  htm::check_leaf_chain(leaves, [&](uint8_t *n) { return *at<uint8_t *>(n, leaf_.next_off); },
-                        errors);
+  htm::check_leaf_chain(
+      leaves, [&](uint8_t *n) { return *at<uint8_t *>(n, leaf_.next_off); }, errors);
   if (lock_.held())
     errors.add("the fallback lock is held");
   return errors.report();

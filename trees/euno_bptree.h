@@ -53,8 +53,8 @@ public:
   // Where a leaf's fields are (bytes from its start); seg_ptrs_off is used by
   // the baseline layout (separate segment arrays), segments_off by fixed.
   struct LeafShape {
-    uint32_t fanout = 0;   // keys a leaf holds: reserved + segments
-    uint32_t segments = 0; // S
+    uint32_t fanout = 0;    // keys a leaf holds: reserved + segments
+    uint32_t segments = 0;  // S
     uint32_t seg_slots = 0; // E, slots per segment
     uint32_t seqno_off = 0, next_off = 0, reserved_count_off = 0;
     uint32_t count_off = 0;      // baseline: total keys (fixed: none)

@@ -36,8 +36,8 @@ HtmBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t k
 } // namespace
 
 HtmBptree::HtmBptree(const TreeConfig &config)
-    : HtmMap("htm-bptree", config.alloc), fixed_(config.layout == Layout::kFixed),
-      codec_{config.htm.key_bytes, config.htm.value_bytes},
+    : HtmMap("htm-bptree", config.alloc),
+      fixed_(config.layout == Layout::kFixed), codec_{config.htm.key_bytes, config.htm.value_bytes},
       inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
   htm::check_tree_options(config.htm);
   leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
@@ -56,9 +56,8 @@ HtmBptree::HtmBptree(const TreeConfig &config)
 HtmBptree::~HtmBptree() { free_all(); }
 
 HtmBptree::LeafRecord *HtmBptree::new_leaf() {
-  auto *p = static_cast<uint8_t *>(
-      fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
-             : records_.allocate(leaf_kind_, leaf_.bytes));
+  auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                                          : records_.allocate(leaf_kind_, leaf_.bytes));
   htm::zero_record(p, leaf_.bytes);
   map_.add(p, leaf_.bytes, leaf_kind_);
   return reinterpret_cast<LeafRecord *>(p);
@@ -277,7 +276,8 @@ std::string HtmBptree::check_structure() const {
       inner_errors);
   if (!inner_errors.empty())
     errors.add(inner_errors);
-  htm::check_leaf_chain(leaves, [&](uint8_t *n) { return *self->next_of(n); }, errors);
+  htm::check_leaf_chain(
+      leaves, [&](uint8_t *n) { return *self->next_of(n); }, errors);
   if (lock_.held())
     errors.add("the fallback lock is held");
   return errors.report();

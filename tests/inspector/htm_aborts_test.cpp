@@ -79,8 +79,7 @@ std::vector<uint8_t> trace_with(const std::vector<Entry> &entries, bool compress
   Payload p;
   for (const Entry &e : entries)
     encode(p, e);
-  t.record(trace::RecordType::kHtmAborts, 77, static_cast<uint32_t>(entries.size()), p.b,
-           compress);
+  t.record(trace::RecordType::kHtmAborts, 77, static_cast<uint32_t>(entries.size()), p.b, compress);
   t.end(2000, 6000);
   return t.bytes();
 }
@@ -111,8 +110,7 @@ constexpr uint8_t kOverlap = trace::kHtmOverlap, kWrites = trace::kHtmOtherWrite
 
 } // namespace
 
-TEST_CASE("htm aborts: the reader decodes conflicts, capacity aborts and commit counts",
-          "[htm]") {
+TEST_CASE("htm aborts: the reader decodes conflicts, capacity aborts and commit counts", "[htm]") {
   std::vector<Entry> in = {
       conflict(0x10040, 0xff, 0xff00, kWrites),
       capacity(trace::kHtmWriteCapacity, 3, 40, 9, 20, {0x100c0, 0x200c0}),

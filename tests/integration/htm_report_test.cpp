@@ -19,10 +19,27 @@ std::string record_tree(const std::string &dir, const std::string &tree) {
   RunOptions opts;
   opts.timeout_s = 100;
   RunResult r = record({"-o", path},
-                       {MLT_BENCH, "--tree", tree, "--layout", "fixed", "--threads", "4",
-                        "--duration", "3", "--key-range", "20000", "--prefill", "1.0", "--ops",
-                        "50/0/0/50", "--dist", "zipf-adjacent:0.99", "--htm", "emulate",
-                        "--htm-schedule", "lockstep"},
+                       {MLT_BENCH,
+                        "--tree",
+                        tree,
+                        "--layout",
+                        "fixed",
+                        "--threads",
+                        "4",
+                        "--duration",
+                        "3",
+                        "--key-range",
+                        "20000",
+                        "--prefill",
+                        "1.0",
+                        "--ops",
+                        "50/0/0/50",
+                        "--dist",
+                        "zipf-adjacent:0.99",
+                        "--htm",
+                        "emulate",
+                        "--htm-schedule",
+                        "lockstep"},
                        opts);
   INFO(r.err);
   REQUIRE(r.exit_code() == 0);
@@ -67,8 +84,8 @@ TEST_CASE("htm report: htm-bptree's leaf has false conflicts, Euno-B+Tree's not;
   std::string htm = record_tree(dir, "htm-bptree");
   std::string euno = record_tree(dir, "euno-bptree");
 
-  llvm::json::Value a = json_of(
-      {memlayout_bin(), "report", htm, "--at", "mark:measured", "--format", "json"});
+  llvm::json::Value a =
+      json_of({memlayout_bin(), "report", htm, "--at", "mark:measured", "--format", "json"});
   const llvm::json::Object &ra = *a.getAsObject();
   const llvm::json::Object *h = ra.getObject("htm");
   REQUIRE(h);
@@ -84,8 +101,8 @@ TEST_CASE("htm report: htm-bptree's leaf has false conflicts, Euno-B+Tree's not;
   CHECK(metric->getNumber("hot_offset").getValueOr(0) >= 192);
   CHECK(f->getString("message").getValueOr("").contains("offsets"));
 
-  llvm::json::Value b = json_of(
-      {memlayout_bin(), "report", euno, "--at", "mark:measured", "--format", "json"});
+  llvm::json::Value b =
+      json_of({memlayout_bin(), "report", euno, "--at", "mark:measured", "--format", "json"});
   const llvm::json::Object &rb = *b.getAsObject();
   REQUIRE(rb.getObject("htm"));
   // Gone, or much smaller: the updates of neighbouring keys sorted into the
@@ -95,8 +112,8 @@ TEST_CASE("htm report: htm-bptree's leaf has false conflicts, Euno-B+Tree's not;
     CHECK(g->getObject("metric")->getNumber("false_per_1000_transactions").getValueOr(1e9) <=
           rate_htm / 2);
 
-  llvm::json::Value d = json_of({memlayout_bin(), "diff", htm, euno, "--at", "mark:measured",
-                                 "--format", "json"});
+  llvm::json::Value d =
+      json_of({memlayout_bin(), "diff", htm, euno, "--at", "mark:measured", "--format", "json"});
   const llvm::json::Object &diff = *d.getAsObject();
   bool resolved = false;
   for (const auto &r : *diff.getObject("findings")->getArray("resolved"))

@@ -116,8 +116,8 @@ TEST_CASE("htm emulator: two writers of different words of one line: a false con
 TEST_CASE("htm emulator: two writers of the same word: a true conflict", "[htm][emulator]") {
   use_model(64, 8, 0);
   Lines l(1);
-  Outcome o = race([&] { write_word(&l[0].word[3], 1); }, [&] { write_word(&l[0].word[3], 2); },
-                   7, 7);
+  Outcome o =
+      race([&] { write_word(&l[0].word[3], 1); }, [&] { write_word(&l[0].word[3], 2); }, 7, 7);
   REQUIRE_FALSE(o.a_committed);
   CHECK(o.a_abort.cause == AbortCause::kConflict);
   CHECK(o.a_abort.overlap);
@@ -126,13 +126,12 @@ TEST_CASE("htm emulator: two writers of the same word: a true conflict", "[htm][
   CHECK(l[0].word[3] == 2);
 }
 
-TEST_CASE("htm emulator: a writer dooms a reader, true or false by the bytes",
-          "[htm][emulator]") {
+TEST_CASE("htm emulator: a writer dooms a reader, true or false by the bytes", "[htm][emulator]") {
   use_model(64, 8, 0);
   Lines l(1);
   SECTION("disjoint bytes") {
-    Outcome o = race([&] { (void)read_word(&l[0].word[0]); },
-                     [&] { write_word(&l[0].word[7], 9); });
+    Outcome o =
+        race([&] { (void)read_word(&l[0].word[0]); }, [&] { write_word(&l[0].word[7], 9); });
     REQUIRE_FALSE(o.a_committed);
     CHECK_FALSE(o.a_abort.overlap);
     CHECK(o.a_abort.victim_read_mask == 0xffull);
@@ -164,8 +163,7 @@ TEST_CASE("htm emulator: readers of one line do not conflict; other lines do not
   CHECK(o.b_committed);
 }
 
-TEST_CASE("htm emulator: a reader requesting a written line dooms the writer",
-          "[htm][emulator]") {
+TEST_CASE("htm emulator: a reader requesting a written line dooms the writer", "[htm][emulator]") {
   use_model(64, 8, 0);
   Lines l(1);
   Outcome o = race([&] { write_word(&l[0].word[2], 4); },

@@ -22,7 +22,9 @@ using CC = htm::HtmTreeOptions::ConflictControl;
 
 namespace {
 
-Value value_of(Key k) { return static_cast<Value>(static_cast<uint64_t>(k) * 0x2545F4914F6CDD1DULL); }
+Value value_of(Key k) {
+  return static_cast<Value>(static_cast<uint64_t>(k) * 0x2545F4914F6CDD1DULL);
+}
 
 TreeConfig config(Layout layout, uint32_t key_bytes = 8, uint32_t value_bytes = 8,
                   CC control = CC::kAdaptive, uint32_t node_bytes = 256) {
@@ -207,8 +209,7 @@ TEST_CASE("htm trees: per-key accounting with puts on 8 threads, a small hot ran
   }
 }
 
-TEST_CASE("htm trees: scans see the stable keys while writers churn the others",
-          "[htm][trees]") {
+TEST_CASE("htm trees: scans see the stable keys while writers churn the others", "[htm][trees]") {
   for (const char *tree : {"htm-bptree", "euno-bptree"}) {
     INFO(tree);
     auto m = make(tree, config(Layout::kFixed, 8, 8, CC::kAlways));

@@ -103,34 +103,34 @@ void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out) {
   char line[512];
   uint64_t aborts = c.total_aborts();
   uint64_t conflicts = c.aborts[static_cast<int>(htm::AbortCause::kConflict)];
-  std::snprintf(line, sizeof line,
-                "  htm (%s%s%s): %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
-                "%llu, explicit %llu, other %llu; %llu fallbacks (%.2f%% of executions)\n",
-                r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(),
-                static_cast<unsigned long long>(c.commits), static_cast<unsigned long long>(aborts),
-                ratio(aborts, ops), static_cast<unsigned long long>(conflicts),
-                static_cast<unsigned long long>(c.aborts[1]),
-                static_cast<unsigned long long>(c.aborts[2]),
-                static_cast<unsigned long long>(c.aborts[3]),
-                static_cast<unsigned long long>(c.fallbacks),
-                100 * ratio(c.fallbacks, c.commits + c.fallbacks));
+  std::snprintf(
+      line, sizeof line,
+      "  htm (%s%s%s): %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
+      "%llu, explicit %llu, other %llu; %llu fallbacks (%.2f%% of executions)\n",
+      r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(),
+      static_cast<unsigned long long>(c.commits), static_cast<unsigned long long>(aborts),
+      ratio(aborts, ops), static_cast<unsigned long long>(conflicts),
+      static_cast<unsigned long long>(c.aborts[1]), static_cast<unsigned long long>(c.aborts[2]),
+      static_cast<unsigned long long>(c.aborts[3]), static_cast<unsigned long long>(c.fallbacks),
+      100 * ratio(c.fallbacks, c.commits + c.fallbacks));
   out << line;
   if (r.backend == "emulate" && conflicts) {
-    std::snprintf(line, sizeof line,
-                  "  conflicts: %.1f%% false (same line, disjoint bytes), %.1f%% true; by key: "
-                  "%.1f%% other keys sharing a line, %.1f%% other keys on shared bytes "
-                  "(metadata), %.1f%% same key, %.1f%% the fallback lock\n",
-                  100 * ratio(c.conflicts_false, conflicts), 100 * ratio(c.conflicts_true, conflicts),
-                  100 * ratio(c.conflicts_other_key_false, conflicts),
-                  100 * ratio(c.conflicts_other_key_true, conflicts),
-                  100 * ratio(c.conflicts_same_key, conflicts),
-                  100 * ratio(c.conflicts_lock, conflicts));
+    std::snprintf(
+        line, sizeof line,
+        "  conflicts: %.1f%% false (same line, disjoint bytes), %.1f%% true; by key: "
+        "%.1f%% other keys sharing a line, %.1f%% other keys on shared bytes "
+        "(metadata), %.1f%% same key, %.1f%% the fallback lock\n",
+        100 * ratio(c.conflicts_false, conflicts), 100 * ratio(c.conflicts_true, conflicts),
+        100 * ratio(c.conflicts_other_key_false, conflicts),
+        100 * ratio(c.conflicts_other_key_true, conflicts),
+        100 * ratio(c.conflicts_same_key, conflicts), 100 * ratio(c.conflicts_lock, conflicts));
     out << line;
   }
   if (r.regions.size() > 1)
     for (const auto &[name, rc] : r.regions) {
-      std::snprintf(line, sizeof line, "    region %-6s %llu commits, %llu aborts, %llu fallbacks\n",
-                    name.c_str(), static_cast<unsigned long long>(rc.commits),
+      std::snprintf(line, sizeof line,
+                    "    region %-6s %llu commits, %llu aborts, %llu fallbacks\n", name.c_str(),
+                    static_cast<unsigned long long>(rc.commits),
                     static_cast<unsigned long long>(rc.total_aborts()),
                     static_cast<unsigned long long>(rc.fallbacks));
       out << line;

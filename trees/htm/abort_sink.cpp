@@ -62,7 +62,8 @@ void trace_abort(const AbortInfo &a, const char *region, const L1Model &l1) {
     e.write_mask = a.victim_write_mask;
     e.other_mask = a.requester_mask;
     e.flags = static_cast<uint8_t>(
-        (a.overlap ? MEMLAYOUT_HTM_OVERLAP : 0) | (a.requester_writes ? MEMLAYOUT_HTM_OTHER_WRITES : 0) |
+        (a.overlap ? MEMLAYOUT_HTM_OVERLAP : 0) |
+        (a.requester_writes ? MEMLAYOUT_HTM_OTHER_WRITES : 0) |
         (a.same_key ? MEMLAYOUT_HTM_SAME_KEY : 0) | (a.keys_known ? MEMLAYOUT_HTM_KEYS_KNOWN : 0) |
         (a.requester == Requester::kPlain ? MEMLAYOUT_HTM_BY_PLAIN : 0) |
         (a.requester == Requester::kFallbackLock ? MEMLAYOUT_HTM_BY_LOCK : 0));
@@ -191,7 +192,8 @@ void AbortSink::reset() {
 
 const char *intern_region_name(const std::string &name) {
   static std::mutex m;
-  static std::set<std::string> *names = new std::set<std::string>; // never freed: threads outlive trees
+  static std::set<std::string> *names =
+      new std::set<std::string>; // never freed: threads outlive trees
   std::lock_guard<std::mutex> g(m);
   return names->insert(name).first->c_str();
 }

@@ -131,8 +131,7 @@ void InnerLevels::insert_at(const Tx &tx, uint8_t *node, uint32_t pos, Key sep,
 }
 
 void InnerLevels::insert_separator(const Tx &tx, Path &path, int level, Key sep, uint8_t *right,
-                                   uint8_t **root, uint32_t *height,
-                                   SpareCursor &spares) const {
+                                   uint8_t **root, uint32_t *height, SpareCursor &spares) const {
   for (;; --level) {
     if (level < 0) { // the root split: a new root above it
       uint8_t *nr = spares.take();
@@ -251,8 +250,8 @@ void check_tree_options(const HtmTreeOptions &o) {
 void InnerLevels::check(const uint8_t *node, Key lo, Key hi, std::string &errors) const {
   uint32_t c = *s_.count(node);
   auto fail = [&](const std::string &what) {
-    errors += "inner node " + std::to_string(reinterpret_cast<uintptr_t>(node)) + ": " + what +
-              "; ";
+    errors +=
+        "inner node " + std::to_string(reinterpret_cast<uintptr_t>(node)) + ": " + what + "; ";
   };
   if (c == 0 || c > s_.fanout) {
     fail("count " + std::to_string(c) + " outside 1.." + std::to_string(s_.fanout));

@@ -12,18 +12,18 @@
 namespace memlayout::trees::htm {
 
 struct HtmCounts {
-  uint64_t commits = 0;   // transactions that committed
-  uint64_t fallbacks = 0; // executions on the fallback lock
+  uint64_t commits = 0;                        // transactions that committed
+  uint64_t fallbacks = 0;                      // executions on the fallback lock
   std::array<uint64_t, kAbortCauses> aborts{}; // by AbortCause
   // Conflict aborts the emulator classified (RTM gives no detail):
   uint64_t conflicts_true = 0;  // the two sides touched overlapping bytes
   uint64_t conflicts_false = 0; // same line, disjoint bytes
   // The same conflicts by who and which keys (Eunomia's breakdown):
-  uint64_t conflicts_same_key = 0;      // operations on the same key
+  uint64_t conflicts_same_key = 0;        // operations on the same key
   uint64_t conflicts_other_key_false = 0; // other keys, disjoint bytes: records sharing a line
   uint64_t conflicts_other_key_true = 0;  // other keys, same bytes: shared metadata
-  uint64_t conflicts_lock = 0;  // the fallback lock taken (the lemming effect)
-  uint64_t conflicts_plain = 0; // another plain access (lock bits, advisory locks)
+  uint64_t conflicts_lock = 0;            // the fallback lock taken (the lemming effect)
+  uint64_t conflicts_plain = 0;           // another plain access (lock bits, advisory locks)
   uint64_t capacity_write = 0, capacity_read = 0;
   uint64_t lock_held = 0;    // explicit aborts: the fallback lock was held at begin
   uint64_t need_records = 0; // explicit aborts: spare records ran out

@@ -21,10 +21,10 @@ inline constexpr unsigned kRtmStarted = ~0u; // what rtm_begin returns inside th
 // xbegin: kRtmStarted inside the transaction, else the abort status (after
 // the hardware rolled the transaction back and jumped here).
 unsigned rtm_begin();
-void rtm_end();                     // xend
+void rtm_end();                             // xend
 [[noreturn]] void rtm_abort_lock_held();    // xabort kAbortLockHeld
 [[noreturn]] void rtm_abort_need_records(); // xabort kAbortNeedRecords
-bool rtm_in_transaction();          // xtest
+bool rtm_in_transaction();                  // xtest
 
 // An RTM abort status as the layer counts it.
 AbortInfo rtm_abort_info(unsigned status);

@@ -35,7 +35,7 @@ enum class Mode : uint8_t {
 
 template <class T>
 concept Word = std::is_trivially_copyable_v<T> &&
-               (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+    (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
 
 namespace detail {
 template <Word T> T load_acquire(const T *p) {

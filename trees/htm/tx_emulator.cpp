@@ -527,9 +527,9 @@ void TxEmulator::begin(uint64_t key, bool key_known, uint64_t descheduled_ns) {
   me.used = me.written = me.evicted = 0;
   me.key = key;
   me.key_known = key_known;
-  me.gap_ticks = descheduled_ns ? static_cast<uint64_t>(static_cast<double>(descheduled_ns) *
-                                                        ticks_per_ns())
-                                 : 0;
+  me.gap_ticks = descheduled_ns
+                     ? static_cast<uint64_t>(static_cast<double>(descheduled_ns) * ticks_per_ns())
+                     : 0;
   me.last_tick = me.gap_ticks ? ticks() : 0;
   ++me.gen;
   me.state.store(make_state(me.gen, kActive), std::memory_order_seq_cst);
@@ -616,8 +616,13 @@ TxEmulator::PlainLock TxEmulator::lock_for_plain(const void *addr, size_t n, boo
   lockstep_step();
   uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
   size_t off = reinterpret_cast<uintptr_t>(addr) - line;
-  Access a{line, mask_of(off, std::min(n, kLine - off)), writes, who, kMaxThreads,
-           t_plain_key, t_plain_key_known};
+  Access a{line,
+           mask_of(off, std::min(n, kLine - off)),
+           writes,
+           who,
+           kMaxThreads,
+           t_plain_key,
+           t_plain_key_known};
   // The access itself stores with release: a reader that sees it sees its doom.
   return PlainLock{&lock_and_doom(a)};
 }

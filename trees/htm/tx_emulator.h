@@ -49,7 +49,7 @@ public:
   // between two of its accesses (its thread lost the CPU) aborts it as an
   // interrupt would abort a hardware transaction (0: never).
   void begin(uint64_t key, bool key_known, uint64_t descheduled_ns);
-  void commit();                             // throws TxAborted when it cannot
+  void commit(); // throws TxAborted when it cannot
   [[noreturn]] void abort_explicit(uint8_t code);
   bool in_transaction() const;
 
