@@ -3,6 +3,7 @@
 // annotation interface), `memlayout report` naming the B+tree leaf and the
 // offsets its false conflicts strike, Euno-B+Tree's scattered leaves without
 // that finding, and `memlayout diff` listing it as resolved.
+#include "report_json_support.h"
 #include "support.h"
 
 #include <catch2/catch.hpp>
@@ -44,15 +45,6 @@ std::string record_tree(const std::string &dir, const std::string &tree) {
   INFO(r.err);
   REQUIRE(r.exit_code() == 0);
   return path;
-}
-
-llvm::json::Value json_of(const std::vector<std::string> &argv) {
-  RunResult r = run(argv);
-  INFO("stderr: " << r.err);
-  REQUIRE(r.exit_code() == 0);
-  auto parsed = llvm::json::parse(r.out);
-  REQUIRE(static_cast<bool>(parsed));
-  return std::move(*parsed);
 }
 
 std::string group_name(const llvm::json::Object &report, int64_t id) {

@@ -425,12 +425,36 @@ Access access_of(const Slot &me, uint64_t line, uint64_t mask, bool writes) {
   return Access{line, mask, writes, Requester::kTransaction, thread_index(), me.key, me.key_known};
 }
 
-void read_part(Slot &me, const uint8_t *addr, size_t n, uint8_t *out) {
+// An access to bytes [addr, addr + n) of one line.
+struct Part {
+  uint64_t line;
+  size_t off;
+  uint64_t mask;
+};
+Part begin_part(Slot &me, const void *addr, size_t n) {
   check_descheduled(me);
   check_doomed(me);
   uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
   size_t off = reinterpret_cast<uintptr_t>(addr) - line;
-  uint64_t m = mask_of(off, n);
+  return Part{line, off, mask_of(off, n)};
+}
+void end_part(Slot &me) {
+  if (me.gap_ticks)
+    me.last_tick = ticks();
+}
+
+// Calls part(address, bytes) for the pieces of [addr, addr + n) on each line.
+template <class F> void by_line(const void *addr, size_t n, F &&part) {
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  for (size_t done = 0; done < n;) {
+    size_t len = std::min(n - done, kLine - ((a + done) & (kLine - 1)));
+    part(done, len);
+    done += len;
+  }
+}
+
+void read_part(Slot &me, const uint8_t *addr, size_t n, uint8_t *out) {
+  auto [line, off, m] = begin_part(me, addr, n);
   int32_t idx = me.find(line);
   Entry *e;
   if (idx < 0) {
@@ -455,16 +479,11 @@ void read_part(Slot &me, const uint8_t *addr, size_t n, uint8_t *out) {
   for (size_t i = 0; i < n; ++i)
     if (w >> (off + i) & 1)
       out[i] = buf[off + i];
-  if (me.gap_ticks)
-    me.last_tick = ticks();
+  end_part(me);
 }
 
 void write_part(Slot &me, uint8_t *addr, size_t n, const uint8_t *in) {
-  check_descheduled(me);
-  check_doomed(me);
-  uint64_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLine - 1);
-  size_t off = reinterpret_cast<uintptr_t>(addr) - line;
-  uint64_t m = mask_of(off, n);
+  auto [line, off, m] = begin_part(me, addr, n);
   int32_t idx = me.find(line);
   Entry *e = idx < 0 ? nullptr : &me.entries[idx];
   if (!e || e->wmask.load(std::memory_order_relaxed) == 0) {
@@ -484,8 +503,7 @@ void write_part(Slot &me, uint8_t *addr, size_t n, const uint8_t *in) {
     e->wmask.fetch_or(m, std::memory_order_relaxed);
   }
   std::memcpy(&me.data[static_cast<size_t>(e - me.entries.get()) * kLine + off], in, n);
-  if (me.gap_ticks)
-    me.last_tick = ticks();
+  end_part(me);
 }
 
 } // namespace
@@ -577,29 +595,17 @@ bool TxEmulator::in_transaction() const {
 void TxEmulator::read(const void *addr, size_t n, void *out) {
   lockstep_step();
   Slot &me = my_slot();
-  auto *a = static_cast<const uint8_t *>(addr);
-  auto *o = static_cast<uint8_t *>(out);
-  while (n) {
-    size_t part = std::min(n, kLine - (reinterpret_cast<uintptr_t>(a) & (kLine - 1)));
-    read_part(me, a, part, o);
-    a += part;
-    o += part;
-    n -= part;
-  }
+  by_line(addr, n, [&](size_t at, size_t len) {
+    read_part(me, static_cast<const uint8_t *>(addr) + at, len, static_cast<uint8_t *>(out) + at);
+  });
 }
 
 void TxEmulator::write(void *addr, size_t n, const void *in) {
   lockstep_step();
   Slot &me = my_slot();
-  auto *a = static_cast<uint8_t *>(addr);
-  auto *i = static_cast<const uint8_t *>(in);
-  while (n) {
-    size_t part = std::min(n, kLine - (reinterpret_cast<uintptr_t>(a) & (kLine - 1)));
-    write_part(me, a, part, i);
-    a += part;
-    i += part;
-    n -= part;
-  }
+  by_line(addr, n, [&](size_t at, size_t len) {
+    write_part(me, static_cast<uint8_t *>(addr) + at, len, static_cast<const uint8_t *>(in) + at);
+  });
 }
 
 const AbortInfo &TxEmulator::last_abort() const { return my_slot().last; }
