@@ -254,6 +254,151 @@ void page_spread(const GroupReport &g, const FindingThresholds &t, std::vector<F
   out.push_back(std::move(f));
 }
 
+std::string offsets_text(const std::vector<std::pair<uint64_t, uint64_t>> &offsets, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < offsets.size() && i < n; ++i)
+    s += (i ? ", " : "") + std::to_string(offsets[i].first);
+  if (offsets.size() > n)
+    s += " (+" + std::to_string(offsets.size() - n) + " more)";
+  return s;
+}
+
+// Transactions aborted by false conflicts on a group's lines: two of them
+// touched different bytes of one line, which the hardware cannot tell apart.
+void htm_false_conflict(const Report &r, const HtmGroupAborts &h, const FindingThresholds &t,
+                        std::vector<Finding> &out) {
+  const HtmAbortReport &hr = *r.htm;
+  uint64_t conflicts = hr.by_cause[0];
+  const GroupReport *g = by_id(r, h.group);
+  if (!g || !conflicts || h.conflicts_false < t.htm_min_false)
+    return;
+  double share = static_cast<double>(h.conflicts_false) / static_cast<double>(conflicts);
+  // Per 1000 completed transactions; without their count, the share decides.
+  double rate = hr.transactions ? 1000.0 * static_cast<double>(h.conflicts_false) /
+                                      static_cast<double>(hr.transactions)
+                                : -1;
+  if (share < t.htm_false_share || (rate >= 0 && rate < t.htm_false_rate_medium))
+    return;
+  Finding f;
+  f.kind = "htm_false_conflict";
+  f.severity = rate >= t.htm_false_rate_high || (rate < 0 && share >= 0.3) ? "high" : "medium";
+  if (rate >= 0) {
+    f.metric["false_per_1000_transactions"] = rate;
+    f.metric["transactions"] = static_cast<double>(hr.transactions);
+  }
+  f.groups = {h.group};
+  f.metric["false_conflicts"] = static_cast<double>(h.conflicts_false);
+  f.metric["true_conflicts"] = static_cast<double>(h.conflicts_true);
+  f.metric["conflict_aborts"] = static_cast<double>(conflicts);
+  f.metric["false_share"] = share;
+  if (!h.false_offsets.empty())
+    f.metric["hot_offset"] = static_cast<double>(h.false_offsets[0].first);
+  f.message = pct(share) + " of the transactions' conflict aborts (" +
+              std::to_string(h.conflicts_false) + " of " + std::to_string(conflicts) +
+              (rate >= 0 ? ", " + num(rate) + " per 1000 transactions" : std::string()) +
+              ") are false conflicts on lines of " + g->group.name +
+              ": the two sides touched different bytes of one line; the aborted side's at "
+              "offsets " +
+              offsets_text(h.false_offsets, 4) + " of the object";
+  if (!h.other_offsets.empty())
+    f.message += ", the other side's at " + offsets_text(h.other_offsets, 4);
+  // Another group counts as sharing the lines when the other side touched it
+  // in at least a quarter of the false conflicts.
+  const GroupReport *sharer = !h.sharers.empty() && h.sharers[0].second * 4 >= h.conflicts_false
+                                  ? by_id(r, h.sharers[0].first)
+                                  : nullptr;
+  if (sharer)
+    f.message += " of " + sharer->group.name + " (" + std::to_string(h.sharers[0].second) +
+                 " times), which shares those lines";
+  if (sharer) {
+    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name +
+            ": --segregate " + rule_match(g->group) + ",pool=" + pool_name(g->group);
+  } else if (h.neighbour_object_conflicts * 2 >= h.conflicts_false &&
+             g->group.requested_size <= 64) {
+    f.fix = "the other side touched a neighbouring object of the group: give each its own "
+            "line: --segregate " +
+            rule_match(g->group) + ",pad=64,align=64";
+  } else if (g->straddle_fraction >= t.straddle_medium) {
+    // Objects starting mid-line: fields laid out a line apart share one.
+    f.fix = "align the objects to lines, so that fields laid out on different lines stay "
+            "there: --segregate " +
+            rule_match(g->group) +
+            ",align=64; where conflicts remain, put the fields that different transactions "
+            "write on lines of their own";
+  } else {
+    f.fix = "put the fields that different transactions write on lines of their own: split or "
+            "pad the record at offsets " +
+            offsets_text(h.false_offsets, 4) +
+            ", or scatter entries written together over separate lines, as Euno-B+Tree's "
+            "segmented leaves do";
+  }
+  out.push_back(std::move(f));
+}
+
+// Capacity aborts: a transaction's lines overflowed an L1 set. With a small
+// footprint that is uneven set use (Karnagel et al.): lines of many objects
+// at the same place in their pages pile onto one set.
+void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresholds &t,
+                  std::vector<Finding> &out) {
+  const HtmAbortReport &hr = *r.htm;
+  uint64_t capacity = hr.by_cause[1];
+  const GroupReport *g = by_id(r, h.group);
+  if (!g || !hr.aborts || capacity < t.htm_min_capacity || !h.capacity_aborts)
+    return;
+  double share = static_cast<double>(capacity) / static_cast<double>(hr.aborts);
+  uint64_t all_lines = 0;
+  for (const auto &other : hr.groups)
+    all_lines += other.capacity_lines;
+  double group_share =
+      all_lines ? static_cast<double>(h.capacity_lines) / static_cast<double>(all_lines) : 0;
+  if (share < t.htm_capacity_share_medium || group_share < t.htm_capacity_group_share)
+    return;
+  uint64_t l1_lines = uint64_t{hr.l1_sets} * hr.l1_ways;
+  bool uneven = l1_lines && hr.capacity_mean_lines < t.htm_uneven_footprint * l1_lines;
+  double same_offset = h.capacity_lines ? static_cast<double>(h.capacity_same_page_offset) /
+                                              static_cast<double>(h.capacity_lines)
+                                        : 0;
+  Finding f;
+  f.kind = "htm_capacity";
+  f.severity = share >= t.htm_capacity_share_high ? "high" : "medium";
+  f.groups = {h.group};
+  f.metric["capacity_aborts"] = static_cast<double>(capacity);
+  f.metric["capacity_share"] = share;
+  f.metric["group_lines_share"] = group_share;
+  f.metric["mean_transaction_lines"] = hr.capacity_mean_lines;
+  f.metric["mean_transaction_sets"] = hr.capacity_mean_sets;
+  f.metric["l1_lines"] = static_cast<double>(l1_lines);
+  f.metric["same_page_offset_share"] = same_offset;
+  f.message = pct(share) + " of the aborts (" + std::to_string(capacity) +
+              ") are capacity aborts, and " + pct(group_share) +
+              " of the lines in the overflowing L1 sets are " + g->group.name +
+              "'s (offsets " + offsets_text(h.capacity_offsets, 4) + " of its objects)";
+  if (uneven)
+    f.message += "; the transactions held only " + num(hr.capacity_mean_lines) + " lines over " +
+                 num(hr.capacity_mean_sets) + " sets of the " + std::to_string(l1_lines) +
+                 "-line L1: a few sets overflowed while the others had room (uneven set use)";
+  else
+    f.message += "; the transactions held " + num(hr.capacity_mean_lines) + " lines of the " +
+                 std::to_string(l1_lines) + "-line L1: the footprint itself is too big";
+  if (same_offset >= 0.5)
+    f.message += "; " + pct(same_offset) +
+                 " of those lines sit at one offset within their 4 KiB pages: the objects start "
+                 "alike, so the same field of each maps to the same set";
+  if (uneven && same_offset >= 0.5)
+    f.fix = "stagger the objects so that they do not start at the same place in a page: start "
+            "each a few lines further in (cache colouring), or size them so that their stride "
+            "is not a multiple of 4 KiB (allocator size classes of 4 KiB and more are page "
+            "multiples; padding within one of them changes nothing)";
+  else if (uneven)
+    f.fix = "spread the lines a transaction touches over more sets: fewer lines per object on "
+            "the search path (a binary search, hot fields first), or objects placed at varied "
+            "offsets";
+  else
+    f.fix = "touch fewer lines per transaction: smaller keys, payloads or nodes, or split the "
+            "transaction (Eunomia's upper and lower regions)";
+  out.push_back(std::move(f));
+}
+
 int rank(const std::string &severity) {
   return severity == "high" ? 0 : severity == "medium" ? 1 : 2;
 }
@@ -312,6 +457,11 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     thread_sharing(g, t, out);
     page_spread(g, t, out);
   }
+  if (r.htm)
+    for (const HtmGroupAborts &h : r.htm->groups) {
+      htm_false_conflict(r, h, t, out);
+      htm_capacity(r, h, t, out);
+    }
   // Most severe first, so a merged finding keeps its worst case's words.
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {
     return rank(a.severity) < rank(b.severity);

@@ -29,6 +29,21 @@ struct FindingThresholds {
   // Pages touched against the minimum the group's bytes need.
   double page_spread_medium = 2.0, page_spread_high = 4.0;
   uint64_t page_spread_min_pages = 16;
+  // Aborted transactions (htm_false_conflict, htm_capacity): false conflicts
+  // on a group's lines as a share of all conflict aborts; capacity aborts as
+  // a share of all aborts; below the counts, too few to say anything.
+  uint64_t htm_min_false = 20;
+  double htm_false_share = 0.10;
+  // False conflict aborts per 1000 completed transactions (when the trace
+  // counts them): what the false sharing costs.
+  double htm_false_rate_medium = 1.0, htm_false_rate_high = 10.0;
+  uint64_t htm_min_capacity = 10;
+  double htm_capacity_share_medium = 0.02, htm_capacity_share_high = 0.10;
+  // A group whose lines were at least this share of the overflowing sets' lines.
+  double htm_capacity_group_share = 0.25;
+  // Transactions holding less than this share of the L1's lines when a set
+  // overflowed: uneven set use rather than a footprint too big.
+  double htm_uneven_footprint = 0.5;
 };
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t = {});

@@ -105,6 +105,45 @@ struct ReportPlots {
   std::vector<double> same_line, adjacent_line, same_page;
 };
 
+// What the trace's aborted transactions (kHtmAborts records) say about the
+// groups: which groups' lines the conflicts and capacity overflows struck,
+// at which offsets in their objects, and which other groups shared them.
+struct HtmGroupAborts {
+  uint32_t group = 0;
+  uint64_t conflicts_false = 0, conflicts_true = 0;
+  uint64_t capacity_aborts = 0; // capacity aborts with a line of this group in the overflowing set
+  uint64_t capacity_lines = 0;  // its lines in those sets
+  // (offset in the object of the first byte the aborted transaction had
+  // touched on the line, false conflicts), most first
+  std::vector<std::pair<uint64_t, uint64_t>> false_offsets;
+  // (offset of the first byte the conflicting access touched, in its object)
+  std::vector<std::pair<uint64_t, uint64_t>> other_offsets;
+  // Other groups whose objects the conflicting access touched on these lines.
+  std::vector<std::pair<uint32_t, uint64_t>> sharers;
+  // False conflicts where the other side touched another object of this
+  // group sharing the line (small records back to back).
+  uint64_t neighbour_object_conflicts = 0;
+  // (offset of the line in the object, capacity aborts), most first
+  std::vector<std::pair<uint64_t, uint64_t>> capacity_offsets;
+  // Of its lines in overflowing sets, how many sit at the most common offset
+  // within a 4 KiB page: objects that start alike pile one field onto one set.
+  uint64_t capacity_same_page_offset = 0;
+};
+
+struct HtmAbortReport {
+  uint64_t transactions = 0; // completed: committed or run on the fallback path
+  uint64_t aborts = 0;
+  std::array<uint64_t, 4> by_cause{}; // conflict, capacity, explicit, other
+  uint64_t conflicts_true = 0, conflicts_false = 0;
+  uint64_t same_key = 0, by_fallback_lock = 0, by_plain = 0;
+  uint64_t capacity_write = 0, capacity_read = 0;
+  uint64_t unresolved = 0; // lines no object live at the report's moment held
+  uint32_t l1_sets = 0, l1_ways = 0;
+  double capacity_mean_lines = 0, capacity_mean_sets = 0; // footprint at a capacity abort
+  std::vector<std::string> regions;
+  std::vector<HtmGroupAborts> groups; // groups the aborts struck, most first
+};
+
 // A rule the trace was recorded under, and what it routed.
 struct RuleStat {
   std::string rule; // canonical text
@@ -123,6 +162,7 @@ struct Report {
   std::vector<Finding> findings;    // by descending severity, then groups
   std::vector<std::string> notes;   // caveats the reader must know
   std::vector<RuleStat> rules;      // when recorded under rules
+  std::optional<HtmAbortReport> htm; // when the trace records aborted transactions
   std::optional<ReportPlots> plots; // only when asked for (HTML)
 };
 

@@ -5,6 +5,7 @@
 #include "colocation.h"
 #include "grouping.h"
 #include "heap_snapshot.h"
+#include "htm_aborts.h"
 #include "line_layout.h"
 #include "page_spread.h"
 #include "set_occupancy.h"
@@ -357,6 +358,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (o.plots.enabled)
     colocation_corner(colocation, std::min(o.plots.groups, colocation.group_ids.size()),
                       *out.plots);
+  out.htm = analyse_htm_aborts(r, snap, groups);
+  if (out.htm && out.htm->unresolved)
+    out.notes.push_back(std::to_string(out.htm->unresolved) +
+                        " aborted transactions' lines hold no object live at " + out.at +
+                        ": report at the moment the transactions ran (--at mark:NAME) to "
+                        "resolve them");
   out.findings = find_problems(out, o.thresholds);
   if (o.progress)
     std::fprintf(stderr, "\r\033[K");

@@ -36,6 +36,13 @@ constexpr MetricSpec kMetrics[] = {
     {"page_spread", "pages/needed", Better::kLower, Scale::kRelative, 0.005},
     {"live_objects", "live objects", Better::kNeither, Scale::kRelative, 0},
     {"live_bytes", "live bytes", Better::kNeither, Scale::kRelative, 0},
+    {"htm_aborts_per_1000", "HTM aborts / 1000 transactions", Better::kLower, Scale::kRelative,
+     0.005},
+    {"htm_false_conflicts_per_1000", "false conflicts / 1000 transactions", Better::kLower,
+     Scale::kRelative, 0.005},
+    {"htm_false_share", "false share of conflict aborts", Better::kLower, Scale::kAbsolute, 0.005},
+    {"htm_capacity_per_1000", "capacity aborts / 1000 transactions", Better::kLower,
+     Scale::kRelative, 0.005},
 };
 
 const MetricSpec &spec(const std::string &name) {
@@ -71,6 +78,35 @@ MetricDelta measure(const char *name, std::optional<double> a, std::optional<dou
     m.verdict = (d > 0) == (s.better == Better::kHigher) ? Verdict::kBetter : Verdict::kWorse;
   }
   return m;
+}
+
+// Per 1000 completed transactions of the report's trace; empty without them.
+std::optional<double> per_1000(const Report &r, uint64_t count) {
+  if (!r.htm || !r.htm->transactions)
+    return std::nullopt;
+  return 1000.0 * static_cast<double>(count) / static_cast<double>(r.htm->transactions);
+}
+
+std::vector<MetricDelta> htm_deltas(const Report &a, const Report &b) {
+  if (!a.htm && !b.htm)
+    return {};
+  auto false_share = [](const Report &r) -> std::optional<double> {
+    if (!r.htm || !r.htm->by_cause[0])
+      return std::nullopt;
+    return static_cast<double>(r.htm->conflicts_false) / static_cast<double>(r.htm->by_cause[0]);
+  };
+  auto count = [](const Report &r, auto field) -> uint64_t { return r.htm ? field(*r.htm) : 0; };
+  auto aborts = [](const HtmAbortReport &h) { return h.aborts; };
+  auto falses = [](const HtmAbortReport &h) { return h.conflicts_false; };
+  auto capacity = [](const HtmAbortReport &h) { return h.by_cause[1]; };
+  return {
+      measure("htm_aborts_per_1000", per_1000(a, count(a, aborts)), per_1000(b, count(b, aborts))),
+      measure("htm_false_conflicts_per_1000", per_1000(a, count(a, falses)),
+              per_1000(b, count(b, falses))),
+      measure("htm_false_share", false_share(a), false_share(b)),
+      measure("htm_capacity_per_1000", per_1000(a, count(a, capacity)),
+              per_1000(b, count(b, capacity))),
+  };
 }
 
 std::optional<double> page_spread(const GroupReport &g) {
@@ -198,6 +234,7 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
                              static_cast<double>(b.live_objects));
   out.live_bytes =
       measure("live_bytes", static_cast<double>(a.live_bytes), static_cast<double>(b.live_bytes));
+  out.htm = htm_deltas(a, b);
 
   std::vector<int> pair_of_a(a.groups.size(), -1);
   std::vector<bool> taken_b(b.groups.size(), false);

@@ -54,6 +54,9 @@ struct FindingRef {
 struct ReportDiff {
   const Report *a = nullptr, *b = nullptr;
   MetricDelta live_objects, live_bytes;
+  // Aborted transactions, when either side recorded them: aborts, false
+  // conflicts and capacity aborts per 1000 transactions, false share.
+  std::vector<MetricDelta> htm;
   std::vector<GroupDelta> groups; // matched, by descending magnitude
   std::vector<const GroupReport *> only_a, only_b;
   std::vector<FindingRef> resolved; // in A, not in B

@@ -284,6 +284,71 @@ void read_finding(Fields &f, std::string &error, Finding &out) {
 
 } // namespace
 
+void read_offsets(Fields &f, const char *key, std::string &error,
+                  std::vector<std::pair<uint64_t, uint64_t>> &out) {
+  objects(f, key, error, [&](Fields &o) {
+    std::pair<uint64_t, uint64_t> p;
+    o.uint("offset", p.first);
+    o.uint("aborts", p.second);
+    out.push_back(p);
+  });
+}
+
+// The optional `htm` object (aborted transactions).
+void read_htm(Fields &f, std::string &error, HtmAbortReport &h) {
+  f.uint("transactions", h.transactions);
+  f.uint("aborts", h.aborts);
+  if (const json::Object *c = f.object("by_cause")) {
+    Fields b(c, "htm.by_cause", error);
+    b.uint("conflict", h.by_cause[0]);
+    b.uint("capacity", h.by_cause[1]);
+    b.uint("explicit", h.by_cause[2]);
+    b.uint("other", h.by_cause[3]);
+  }
+  if (const json::Object *c = f.object("conflicts")) {
+    Fields b(c, "htm.conflicts", error);
+    b.uint("true", h.conflicts_true);
+    b.uint("false", h.conflicts_false);
+    b.uint("same_key", h.same_key);
+    b.uint("fallback_lock", h.by_fallback_lock);
+    b.uint("plain", h.by_plain);
+  }
+  if (const json::Object *c = f.object("capacity")) {
+    Fields b(c, "htm.capacity", error);
+    b.uint("write", h.capacity_write);
+    b.uint("read", h.capacity_read);
+    b.number("mean_lines", h.capacity_mean_lines);
+    b.number("mean_sets", h.capacity_mean_sets);
+  }
+  if (const json::Object *c = f.object("l1")) {
+    Fields b(c, "htm.l1", error);
+    b.uint("sets", h.l1_sets);
+    b.uint("ways", h.l1_ways);
+  }
+  f.uint("unresolved", h.unresolved);
+  if (f.ok())
+    objects(f, "groups", error, [&](Fields &g) {
+      HtmGroupAborts ga;
+      g.uint("group", ga.group);
+      g.uint("conflicts_false", ga.conflicts_false);
+      g.uint("conflicts_true", ga.conflicts_true);
+      g.uint("neighbour_object_conflicts", ga.neighbour_object_conflicts);
+      g.uint("capacity_aborts", ga.capacity_aborts);
+      g.uint("capacity_lines", ga.capacity_lines);
+      g.uint("capacity_same_page_offset", ga.capacity_same_page_offset);
+      read_offsets(g, "false_offsets", error, ga.false_offsets);
+      read_offsets(g, "other_offsets", error, ga.other_offsets);
+      read_offsets(g, "capacity_offsets", error, ga.capacity_offsets);
+      objects(g, "sharers", error, [&](Fields &sh) {
+        std::pair<uint32_t, uint64_t> p;
+        sh.uint("group", p.first);
+        sh.uint("aborts", p.second);
+        ga.sharers.push_back(p);
+      });
+      h.groups.push_back(std::move(ga));
+    });
+}
+
 bool parse_report_json(const std::string &text, const std::string &name, Report &out,
                        std::string &error) {
   error.clear();
@@ -339,6 +404,11 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
       read_finding(fi, error, finding);
       r.findings.push_back(std::move(finding));
     });
+  if (f.ok() && f.has("htm"))
+    if (const json::Object *h = f.object("htm")) {
+      Fields hf(h, "htm", error);
+      read_htm(hf, error, r.htm.emplace());
+    }
   if (f.ok() && f.has("rules"))
     objects(f, "rules", error, [&](Fields &ru) {
       RuleStat rule;

@@ -58,13 +58,15 @@ const char *record_type_name(uint8_t t) {
     return "end";
   case RecordType::kRules:
     return "rules";
+  case RecordType::kHtmAborts:
+    return "htm aborts";
   }
   return "unknown";
 }
 
 bool known_record_type(uint8_t t) {
   return t >= static_cast<uint8_t>(RecordType::kEvents) &&
-         t <= static_cast<uint8_t>(RecordType::kRules);
+         t <= static_cast<uint8_t>(RecordType::kHtmAborts);
 }
 
 std::string cut_nuls(const uint8_t *p, size_t n) {
@@ -139,6 +141,10 @@ void TraceReader::reset() {
   strings_.clear();
   thread_names_.clear();
   modules_.clear();
+  htm_aborts_.clear();
+  htm_lines_.clear();
+  htm_record_offsets_.clear();
+  rec_htm_first_ = rec_htm_end_ = 0;
   clock_lo_.reset();
   clock_hi_.reset();
   origin_tsc_ = 0;
@@ -588,6 +594,10 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
     item = Item::kRules;
     ok = decode_rules(c, add);
     break;
+  case RecordType::kHtmAborts:
+    item = Item::kHtmAborts;
+    ok = decode_htm_aborts(c, offset, h.tid, add);
+    break;
   case RecordType::kEnd:
     item = Item::kEnd;
     ok = decode_end(c);
@@ -879,6 +889,69 @@ bool TraceReader::decode_rules(Cursor c, bool add) {
     return false;
   (void)add; // the same record whether prescanned or reached by next()
   rules_ = std::move(r);
+  return true;
+}
+
+// Kept whole-file, like the tables: the prescan gathers them (add), next()
+// points at the ones it already has.
+bool TraceReader::decode_htm_aborts(Cursor c, uint64_t offset, uint32_t tid, bool add) {
+  if (!add) {
+    // Reached again by next() after the prescan: find this record's entries.
+    rec_htm_first_ = rec_htm_end_ = htm_aborts_.size();
+    for (size_t i = 0; i < htm_record_offsets_.size(); ++i)
+      if (htm_record_offsets_[i].first == offset) {
+        rec_htm_first_ = htm_record_offsets_[i].second;
+        rec_htm_end_ = i + 1 < htm_record_offsets_.size() ? htm_record_offsets_[i + 1].second
+                                                          : htm_aborts_.size();
+      }
+    return true;
+  }
+  size_t first = htm_aborts_.size(), first_line = htm_lines_.size();
+  while (!c.at_end()) {
+    HtmAbort a;
+    uint8_t cause = c.u8();
+    if (cause > static_cast<uint8_t>(trace::HtmCause::kCommits))
+      c.bad = true;
+    a.cause = static_cast<trace::HtmCause>(cause);
+    a.flags = c.u8();
+    a.tid = tid;
+    a.region_id = c.varint();
+    a.line = c.varint();
+    a.read_mask = c.varint();
+    a.write_mask = c.varint();
+    a.other_mask = c.varint();
+    auto u32 = [&] {
+      uint64_t v = c.varint();
+      if (v > UINT32_MAX)
+        c.bad = true;
+      return static_cast<uint32_t>(v);
+    };
+    a.set = u32();
+    a.l1_sets = u32();
+    a.l1_ways = u32();
+    a.tx_lines = u32();
+    a.tx_written_lines = u32();
+    a.tx_sets = u32();
+    a.lines_count = u32();
+    if (a.lines_count > trace::kMaxHtmSetLines || a.lines_count > c.left())
+      c.bad = true;
+    if (c.bad)
+      break;
+    a.lines_first = static_cast<uint32_t>(htm_lines_.size());
+    for (uint32_t i = 0; i < a.lines_count; ++i)
+      htm_lines_.push_back(c.varint());
+    if (c.bad)
+      break;
+    htm_aborts_.push_back(a);
+  }
+  if (c.bad) {
+    htm_aborts_.resize(first);
+    htm_lines_.resize(first_line);
+    return false;
+  }
+  htm_record_offsets_.emplace_back(offset, first);
+  rec_htm_first_ = first;
+  rec_htm_end_ = htm_aborts_.size();
   return true;
 }
 

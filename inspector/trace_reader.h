@@ -144,6 +144,20 @@ struct RulesRecord {
   std::vector<Wrapper> wrappers;
 };
 
+// One aborted transaction of a kHtmAborts record (trace_format.h): a
+// conflict's line and bytes, or a capacity abort's overflowing set and its
+// lines there (lines_first, lines_count: into TraceReader::htm_lines()).
+struct HtmAbort {
+  trace::HtmCause cause = trace::HtmCause::kOther;
+  uint8_t flags = 0; // trace::HtmFlags
+  uint32_t tid = 0;
+  uint64_t region_id = 0; // string id, 0 = none
+  uint64_t line = 0, read_mask = 0, write_mask = 0, other_mask = 0;
+  uint32_t set = 0, l1_sets = 0, l1_ways = 0;
+  uint32_t tx_lines = 0, tx_written_lines = 0, tx_sets = 0;
+  uint32_t lines_first = 0, lines_count = 0;
+};
+
 // What next() produced. Table records are yielded whole; stacks and strings
 // are also folded into the reader's tables.
 enum class Item : uint8_t {
@@ -155,6 +169,7 @@ enum class Item : uint8_t {
   kMemoryMap,
   kEnd,
   kRules,
+  kHtmAborts, // record_htm_aborts(); also gathered whole-file in htm_aborts()
   kDone, // check status()
 };
 
@@ -207,6 +222,16 @@ public:
   const std::optional<EndRecord> &final_end() const { return final_end_; }
   // The rules record, when the trace was recorded under rules (prescan).
   const std::optional<RulesRecord> &rules() const { return rules_; }
+  // Every aborted transaction the trace records (prescan), and the lines
+  // capacity aborts list; the current kHtmAborts record's entries.
+  const std::vector<HtmAbort> &htm_aborts() const { return htm_aborts_; }
+  std::span<const uint64_t> htm_lines(const HtmAbort &a) const {
+    return std::span<const uint64_t>(htm_lines_).subspan(a.lines_first, a.lines_count);
+  }
+  std::span<const HtmAbort> record_htm_aborts() const {
+    return std::span<const HtmAbort>(htm_aborts_)
+        .subspan(rec_htm_first_, rec_htm_end_ - rec_htm_first_);
+  }
   uint64_t block_event_count() const { return block_events_; }
 
   // Tables (the whole file's after a prescan).
@@ -269,6 +294,7 @@ private:
   bool decode_memory_map(trace::Cursor c);
   bool decode_end(trace::Cursor c);
   bool decode_rules(trace::Cursor c, bool add);
+  bool decode_htm_aborts(trace::Cursor c, uint64_t offset, uint32_t tid, bool add);
   void prescan();
   void add_clock_pair(uint64_t tsc, uint64_t ns);
   void calibrate(bool final);
@@ -309,6 +335,12 @@ private:
   EndRecord end_;
   std::optional<EndRecord> final_end_;
   std::optional<RulesRecord> rules_;
+  std::vector<HtmAbort> htm_aborts_;
+  std::vector<uint64_t> htm_lines_;
+  // Each kHtmAborts record's offset and its first entry in htm_aborts_; the
+  // current record's entries.
+  std::vector<std::pair<uint64_t, size_t>> htm_record_offsets_;
+  size_t rec_htm_first_ = 0, rec_htm_end_ = 0;
   uint64_t block_events_ = 0;
 
   std::vector<uint64_t> frames_;

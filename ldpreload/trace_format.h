@@ -86,6 +86,7 @@ enum class RecordType : uint8_t {
   kThread = 6,    // thread start / exit / name
   kEnd = 7,       // the process ended cleanly; totals
   kRules = 8,     // segregation rules in force and what each routed (below)
+  kHtmAborts = 9, // aborted hardware (or emulated) transactions (below)
 };
 
 // ---- Rules (payload of kRules, written once before kEnd) --------------------
@@ -95,6 +96,40 @@ enum class RecordType : uint8_t {
 //            varint allocations routed, varint bytes routed (requested)
 // wrapper := u8 not_wrapper, varint length, function name
 // A process that forks writes its own counts (the child starts from zero).
+
+// ---- HTM aborts (payload of kHtmAborts) -------------------------------------
+//
+// Written by memlayout_htm_aborts (<memlayout/memlayout.h>) in batches; tid is
+// the thread whose transactions aborted.
+// payload := entry*
+// entry   := u8 cause (HtmCause), u8 flags (HtmFlags), varint region string id
+//            (0: none), varint line, varint read_mask, varint write_mask,
+//            varint other_mask, varint set, varint l1_sets, varint l1_ways,
+//            varint tx_lines, varint tx_written_lines, varint tx_sets,
+//            varint nlines, nlines x varint line
+// A conflict names its line and the bytes of it (bit i = byte i) the aborted
+// transaction read and wrote and the conflicting access touched; a capacity
+// abort names the L1 set that overflowed, the transaction's footprint and its
+// lines in that set. Fields a cause does not use are 0. A kCommits entry is
+// not an abort: its `line` field counts the region's transactions that
+// completed (committed, or ran on the fallback path) since the last one.
+enum class HtmCause : uint8_t {
+  kConflict = 0,
+  kCapacity = 1,
+  kExplicit = 2,
+  kOther = 3,
+  kCommits = 4
+};
+enum HtmFlags : uint8_t {
+  kHtmOverlap = 1,       // true conflict: the two sides' bytes overlap
+  kHtmOtherWrites = 2,   // the conflicting access wrote
+  kHtmSameKey = 4,       // both sides were operations on the same key
+  kHtmKeysKnown = 8,     // both announced their key
+  kHtmByPlain = 16,      // the other side was a plain (non-transactional) access
+  kHtmByLock = 32,       // ... taking the fallback lock
+  kHtmWriteCapacity = 64 // capacity: written lines overflowed their set
+};
+inline constexpr uint32_t kMaxHtmSetLines = 64; // lines a capacity entry may list
 
 inline constexpr uint8_t kRecordCompressed = 1; // payload is one zstd frame
 

@@ -474,6 +474,134 @@ public:
     }
   }
 
+  // One line per aborted transaction of a kHtmAborts record.
+  void htm_aborts() {
+    static constexpr const char *kCauses[] = {"conflict", "capacity", "explicit", "other",
+                                              "commits"};
+    for (const inspector::HtmAbort &a : r_.record_htm_aborts()) {
+      const char *cause = kCauses[std::min(static_cast<int>(a.cause), 4)];
+      const std::string *region_name = a.region_id ? r_.string(a.region_id) : nullptr;
+      if (a.cause == trace::HtmCause::kCommits) {
+        if (!jsonl_) {
+          o_.put("htm commits tid ");
+          o_.u64(a.tid);
+          o_.put(": ");
+          o_.u64(a.line);
+          if (region_name) {
+            o_.put(" in ");
+            o_.put(*region_name);
+          }
+          o_.put('\n');
+        } else {
+          o_.put("{\"ev\":\"htm_commits\",\"tid\":");
+          o_.u64(a.tid);
+          if (region_name)
+            str("region", *region_name);
+          num("count", a.line);
+          o_.put("}\n");
+        }
+        continue;
+      }
+      const char *by = a.flags & trace::kHtmByLock    ? "fallback_lock"
+                       : a.flags & trace::kHtmByPlain ? "plain"
+                                                      : "transaction";
+      const std::string *region = region_name;
+      bool conflict = a.cause == trace::HtmCause::kConflict;
+      bool capacity = a.cause == trace::HtmCause::kCapacity;
+      if (!jsonl_) {
+        o_.put("htm abort tid ");
+        o_.u64(a.tid);
+        o_.put(": ");
+        o_.put(cause);
+        if (region) {
+          o_.put(" in ");
+          o_.put(*region);
+        }
+        if (conflict) {
+          o_.put(", line ");
+          o_.hex(a.line);
+          o_.put(a.flags & trace::kHtmOverlap ? " (true: " : " (false: ");
+          o_.put("read ");
+          o_.hex(a.read_mask);
+          o_.put(" written ");
+          o_.hex(a.write_mask);
+          o_.put(a.flags & trace::kHtmOtherWrites ? ", other side wrote " : ", other side read ");
+          o_.hex(a.other_mask);
+          o_.put(", by ");
+          o_.put(by);
+          if (a.flags & trace::kHtmKeysKnown)
+            o_.put(a.flags & trace::kHtmSameKey ? ", same key)" : ", other key)");
+          else
+            o_.put(")");
+        } else if (capacity) {
+          o_.put(a.flags & trace::kHtmWriteCapacity ? ", written lines" : ", read lines");
+          o_.put(" overflowed L1 set ");
+          o_.u64(a.set);
+          o_.put(" (");
+          o_.u64(a.l1_sets);
+          o_.put('x');
+          o_.u64(a.l1_ways);
+          o_.put("); transaction: ");
+          o_.u64(a.tx_lines);
+          o_.put(" lines, ");
+          o_.u64(a.tx_written_lines);
+          o_.put(" written, ");
+          o_.u64(a.tx_sets);
+          o_.put(" sets; lines of that set:");
+          for (uint64_t l : r_.htm_lines(a)) {
+            o_.put(' ');
+            o_.hex(l);
+          }
+        }
+        o_.put('\n');
+        continue;
+      }
+      o_.put("{\"ev\":\"htm_abort\",\"tid\":");
+      o_.u64(a.tid);
+      o_.put(",\"cause\":\"");
+      o_.put(cause);
+      o_.put('"');
+      if (region)
+        str("region", *region);
+      if (conflict) {
+        o_.put(",\"line\":\"");
+        o_.hex(a.line);
+        o_.put("\",\"read_mask\":\"");
+        o_.hex(a.read_mask);
+        o_.put("\",\"write_mask\":\"");
+        o_.hex(a.write_mask);
+        o_.put("\",\"other_mask\":\"");
+        o_.hex(a.other_mask);
+        o_.put(a.flags & trace::kHtmOverlap ? "\",\"true\":true" : "\",\"true\":false");
+        o_.put(a.flags & trace::kHtmOtherWrites ? ",\"other_writes\":true"
+                                                : ",\"other_writes\":false");
+        o_.put(",\"by\":\"");
+        o_.put(by);
+        o_.put('"');
+        if (a.flags & trace::kHtmKeysKnown)
+          o_.put(a.flags & trace::kHtmSameKey ? ",\"same_key\":true" : ",\"same_key\":false");
+      } else if (capacity) {
+        num("set", a.set);
+        num("l1_sets", a.l1_sets);
+        num("l1_ways", a.l1_ways);
+        num("tx_lines", a.tx_lines);
+        num("tx_written_lines", a.tx_written_lines);
+        num("tx_sets", a.tx_sets);
+        o_.put(a.flags & trace::kHtmWriteCapacity ? ",\"written\":true" : ",\"written\":false");
+        o_.put(",\"lines\":[");
+        bool first = true;
+        for (uint64_t l : r_.htm_lines(a)) {
+          o_.put(first ? "\"" : ",\"");
+          o_.hex(l);
+          o_.put('"');
+          first = false;
+        }
+        o_.put(']');
+      }
+      o_.put("}\n");
+    }
+  }
+
 private:
   void num(const char *key, uint64_t v) {
     o_.put(",\"");
@@ -823,6 +951,9 @@ int dump_main(int argc, char **argv) {
       break;
     case Item::kRules:
       d.rules();
+      break;
+    case Item::kHtmAborts:
+      d.htm_aborts();
       break;
     case Item::kStacks:
     case Item::kStrings:

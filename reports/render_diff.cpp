@@ -123,6 +123,9 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
   for (const auto *m : {&d.live_objects, &d.live_bytes})
     out << "  " << inspector::metric_label(m->metric) << " " << value(m->metric, m->a) << " -> "
         << value(m->metric, m->b) << " (" << delta(*m) << ")\n";
+  for (const auto &m : d.htm)
+    out << "  " << inspector::metric_label(m.metric) << " " << value(m.metric, m.a) << " -> "
+        << value(m.metric, m.b) << " (" << delta(m) << ")\n";
   out << "\n";
 
   struct Row {
@@ -269,6 +272,8 @@ void render_diff_json(const inspector::ReportDiff &d, const DiffSources &s, std:
     j.attributeObject("totals", [&] {
       metric_json(j, d.live_objects);
       metric_json(j, d.live_bytes);
+      for (const auto &m : d.htm)
+        metric_json(j, m);
     });
     j.attributeArray("groups", [&] {
       for (const auto &g : d.groups)

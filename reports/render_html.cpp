@@ -206,6 +206,37 @@ void groups(const Report &r, std::ostream &h, size_t top) {
       << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "</p>\n";
 }
 
+std::string offsets_html(const std::vector<std::pair<uint64_t, uint64_t>> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < 6; ++i)
+    s += (i ? ", " : "") + std::to_string(v[i].first) + " (" + std::to_string(v[i].second) + ")";
+  return s.empty() ? "-" : s;
+}
+
+// The trace's aborted transactions and the groups whose lines they struck.
+void htm_aborts(const Report &r, std::ostream &h) {
+  if (!r.htm)
+    return;
+  const inspector::HtmAbortReport &a = *r.htm;
+  h << "<h2>HTM aborts</h2>\n<p>" << a.transactions << " transactions completed, " << a.aborts
+    << " aborted: conflict " << a.by_cause[0] << " (" << a.conflicts_false << " false, "
+    << a.conflicts_true << " true; " << a.same_key << " same key, " << a.by_fallback_lock
+    << " the fallback lock), capacity " << a.by_cause[1] << ", explicit " << a.by_cause[2]
+    << ", other " << a.by_cause[3];
+  if (a.l1_sets)
+    h << "; L1 model " << a.l1_sets << " sets x " << a.l1_ways << " ways";
+  h << ".</p>\n<table>\n<tr><th>id</th><th class=\"name\">group</th><th>false conflicts</th>"
+       "<th>true conflicts</th><th>capacity aborts</th><th>false at offsets (aborts)</th>"
+       "<th>other side at</th><th>capacity lines at</th></tr>\n";
+  for (const auto &g : a.groups)
+    h << "<tr><td>" << g.group << "</td><td class=\"name\">"
+      << esc(display_name(group_name(r, g.group))) << "</td><td>" << g.conflicts_false
+      << "</td><td>" << g.conflicts_true << "</td><td>" << g.capacity_aborts << "</td><td>"
+      << offsets_html(g.false_offsets) << "</td><td>" << offsets_html(g.other_offsets)
+      << "</td><td>" << offsets_html(g.capacity_offsets) << "</td></tr>\n";
+  h << "</table>\n";
+}
+
 void rules_in_force(const Report &r, std::ostream &h) {
   if (r.rules.empty())
     return;
@@ -287,6 +318,7 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
   findings(r, h);
   levels(r, h);
   groups(r, h, o.top);
+  htm_aborts(r, h);
   rules_in_force(r, h);
   plots(r, drawn, h);
   notes(all_notes, h);

@@ -76,6 +76,74 @@ void group(OStream &j, const inspector::Report &r, const inspector::GroupReport 
   });
 }
 
+void offsets(OStream &j, const char *key, const std::vector<std::pair<uint64_t, uint64_t>> &v) {
+  j.attributeArray(key, [&] {
+    for (const auto &[off, n] : v)
+      j.object([&] {
+        j.attribute("offset", off);
+        j.attribute("aborts", n);
+      });
+  });
+}
+
+// The trace's aborted transactions against the groups (docs/report.md).
+void htm(OStream &j, const inspector::HtmAbortReport &h) {
+  j.attributeObject("htm", [&] {
+    j.attribute("transactions", h.transactions);
+    j.attribute("aborts", h.aborts);
+    j.attributeObject("by_cause", [&] {
+      j.attribute("conflict", h.by_cause[0]);
+      j.attribute("capacity", h.by_cause[1]);
+      j.attribute("explicit", h.by_cause[2]);
+      j.attribute("other", h.by_cause[3]);
+    });
+    j.attributeObject("conflicts", [&] {
+      j.attribute("true", h.conflicts_true);
+      j.attribute("false", h.conflicts_false);
+      j.attribute("same_key", h.same_key);
+      j.attribute("fallback_lock", h.by_fallback_lock);
+      j.attribute("plain", h.by_plain);
+    });
+    j.attributeObject("capacity", [&] {
+      j.attribute("write", h.capacity_write);
+      j.attribute("read", h.capacity_read);
+      j.attribute("mean_lines", h.capacity_mean_lines);
+      j.attribute("mean_sets", h.capacity_mean_sets);
+    });
+    j.attributeObject("l1", [&] {
+      j.attribute("sets", h.l1_sets);
+      j.attribute("ways", h.l1_ways);
+    });
+    j.attribute("unresolved", h.unresolved);
+    j.attributeArray("regions", [&] {
+      for (const auto &name : h.regions)
+        j.value(name);
+    });
+    j.attributeArray("groups", [&] {
+      for (const auto &g : h.groups)
+        j.object([&] {
+          j.attribute("group", g.group);
+          j.attribute("conflicts_false", g.conflicts_false);
+          j.attribute("conflicts_true", g.conflicts_true);
+          j.attribute("neighbour_object_conflicts", g.neighbour_object_conflicts);
+          j.attribute("capacity_aborts", g.capacity_aborts);
+          j.attribute("capacity_lines", g.capacity_lines);
+          j.attribute("capacity_same_page_offset", g.capacity_same_page_offset);
+          offsets(j, "false_offsets", g.false_offsets);
+          offsets(j, "other_offsets", g.other_offsets);
+          offsets(j, "capacity_offsets", g.capacity_offsets);
+          j.attributeArray("sharers", [&] {
+            for (const auto &[id, n] : g.sharers)
+              j.object([&] {
+                j.attribute("group", id);
+                j.attribute("aborts", n);
+              });
+          });
+        });
+    });
+  });
+}
+
 } // namespace
 
 void render_json(const inspector::Report &r, std::ostream &out) {
@@ -129,6 +197,8 @@ void render_json(const inspector::Report &r, std::ostream &out) {
             j.attribute("rule", f.rule);
         });
     });
+    if (r.htm)
+      htm(j, *r.htm);
     if (!r.rules.empty())
       j.attributeArray("rules", [&] {
         for (const auto &rule : r.rules)

@@ -22,6 +22,60 @@ struct Paint {
   }
 };
 
+std::string group_name(const inspector::Report &r, uint32_t id) {
+  for (const auto &g : r.groups)
+    if (g.group.id == id)
+      return g.group.name;
+  return "group " + std::to_string(id);
+}
+
+std::string offsets(const std::vector<std::pair<uint64_t, uint64_t>> &v, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < n; ++i)
+    s += (i ? " " : "") + std::to_string(v[i].first) + "(" + std::to_string(v[i].second) + ")";
+  return s.empty() ? "-" : s;
+}
+
+// The trace's aborted transactions and the groups whose lines they struck.
+void htm_section(const inspector::Report &r, std::ostream &out, const Paint &paint, size_t top) {
+  const inspector::HtmAbortReport &h = *r.htm;
+  auto pct = [](uint64_t part, uint64_t whole) {
+    return whole ? fmt("%.0f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole))
+                 : std::string("-");
+  };
+  out << paint("HTM aborts", "1") << ": " << h.transactions << " transactions completed, "
+      << h.aborts << " aborted";
+  if (h.transactions)
+    out << " (" << fmt("%.2f", 1000.0 * static_cast<double>(h.aborts) /
+                                   static_cast<double>(h.transactions))
+        << " per 1000)";
+  if (h.l1_sets)
+    out << ", L1 " << h.l1_sets << "x" << h.l1_ways;
+  out << "\n  conflict " << h.by_cause[0] << " (" << pct(h.conflicts_false, h.by_cause[0])
+      << " false, " << pct(h.conflicts_true, h.by_cause[0]) << " true; "
+      << pct(h.same_key, h.by_cause[0]) << " same key, "
+      << pct(h.by_fallback_lock, h.by_cause[0]) << " the fallback lock), capacity "
+      << h.by_cause[1] << " (" << h.capacity_write << " write, " << h.capacity_read
+      << " read), explicit " << h.by_cause[2] << ", other " << h.by_cause[3] << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%4s %-40s %7s %6s %8s  %s\n", "id", "group", "false", "true",
+                "capacity", "false at offsets (aborts)");
+  out << paint(line, "1");
+  size_t shown = 0;
+  for (const auto &g : h.groups) {
+    if (shown++ == top)
+      break;
+    std::snprintf(line, sizeof line, "%4u %-40s %7llu %6llu %8llu  %s\n", g.group,
+                  clip(group_name(r, g.group), 40).c_str(),
+                  static_cast<unsigned long long>(g.conflicts_false),
+                  static_cast<unsigned long long>(g.conflicts_true),
+                  static_cast<unsigned long long>(g.capacity_aborts),
+                  offsets(g.false_offsets, 5).c_str());
+    out << line;
+  }
+  out << "\n";
+}
+
 } // namespace
 
 void render_text(const inspector::Report &r, std::ostream &out, const TextOptions &o) {
@@ -86,6 +140,8 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
     }
   }
   out << "\n";
+  if (r.htm)
+    htm_section(r, out, paint, o.top);
   if (!r.rules.empty()) {
     out << paint("Rules in force when recorded", "1") << "\n";
     for (const auto &rule : r.rules)

@@ -3,6 +3,7 @@
 // check it when no operation is running.
 #pragma once
 
+#include "htm/htm_config.h"
 #include "record_alloc.h"
 
 #include <cstdint>
@@ -30,6 +31,7 @@ enum class Layout { kBaseline, kFixed };
 struct TreeConfig {
   Layout layout = Layout::kBaseline;
   AllocPolicy alloc = AllocPolicy::kMalloc;
+  htm::HtmTreeOptions htm; // the HTM trees only (htm-bptree, euno-bptree)
 };
 
 class ConcurrentMap {

@@ -1,6 +1,7 @@
 // The table of trees the harness, ycsb-lite and the tests iterate over.
 // One line per tree, in the design's order:
-//   occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf
+//   occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf,
+//   then the HTM trees htm-bptree euno-bptree
 // A tree's line goes in when its .cpp is part of memlayout_trees.
 #include "map.h"
 #include "tree_factories.h"
@@ -20,6 +21,10 @@ const std::vector<TreeInfo> &all_trees() {
       {"edge-ext-lf", "Natarajan & Mittal lock-free external BST, edge marking", make_edge_ext_lf},
       {"ticket", "David et al. BST-TK: external BST, versioned try-locks", make_ticket},
       {"ext-lf", "Ellen et al. lock-free external BST, info records", make_ext_lf},
+      {"htm-bptree", "B+tree, every operation one HTM transaction over a fallback lock (DBX)",
+       make_htm_bptree},
+      {"euno-bptree", "Eunomia's Euno-B+Tree: split HTM regions, scattered leaves, conflict control",
+       make_euno_bptree},
   };
   return trees;
 }

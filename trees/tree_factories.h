@@ -22,5 +22,7 @@ std::unique_ptr<ConcurrentMap> make_edge_int_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_edge_ext_lf(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ticket(const TreeConfig &);
 std::unique_ptr<ConcurrentMap> make_ext_lf(const TreeConfig &);
+std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &);
+std::unique_ptr<ConcurrentMap> make_euno_bptree(const TreeConfig &);
 
 } // namespace memlayout::trees

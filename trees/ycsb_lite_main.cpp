@@ -1,6 +1,7 @@
 // ycsb-lite: YCSB-style transactions on a table indexed by one of the
 // study's trees (docs/trees.md). Exit status: 0, 1 when --check fails, 2 on
 // bad arguments.
+#include "htm_options.h"
 #include "json_writer.h"
 #include "ycsb_lite_options.h"
 #include "ycsb_lite_run.h"
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <stdexcept>
 
 using namespace memlayout::trees;
 using namespace memlayout::trees::ycsb;
@@ -53,6 +55,8 @@ void print_json(const YcsbOptions &o, const YcsbResult &r) {
     j.end_object();
   }
   j.end_array();
+  if (r.htm)
+    bench::write_htm_json(j, *r.htm, o.config.htm, r.txns);
   j.field("check", check_name(r));
   if (!r.check_error.empty())
     j.field("check_error", r.check_error);
@@ -78,6 +82,11 @@ void print_text(const YcsbOptions &o, const YcsbResult &r) {
   } else {
     std::printf("  duration 0: load only\n");
   }
+  if (r.htm) {
+    std::fflush(stdout);
+    bench::print_htm_text(*r.htm, r.txns * o.txn_rows, std::cout);
+    std::cout.flush();
+  }
   std::printf("  check: %s%s%s%s\n", check_name(r), r.check_error.empty() ? "" : " (",
               r.check_error.c_str(), r.check_error.empty() ? "" : ")");
 }
@@ -92,12 +101,15 @@ int main(int argc, char **argv) {
   }
   const YcsbOptions &o = parsed.options;
   if (o.help) {
-    std::cout << ycsb_usage();
+    std::cout << ycsb_usage() << "\n" << ycsb_usage_htm();
     return 0;
   }
   YcsbResult r;
   try {
     r = run_ycsb(o);
+  } catch (const std::runtime_error &e) { // --htm rtm on a CPU without RTM
+    std::cerr << "ycsb-lite: " << e.what() << "\n";
+    return 2;
   } catch (const std::bad_alloc &) {
     std::cerr << "ycsb-lite: out of memory loading " << o.rows << " rows\n";
     return 1;

@@ -1,5 +1,6 @@
 #include "ycsb_lite_options.h"
 
+#include "htm_options.h"
 #include "option_values.h"
 
 #include <string_view>
@@ -22,6 +23,10 @@ std::string apply(YcsbOptions &o, std::string_view name, std::string_view value)
     return "--" + std::string(name) + ": expected " + expected + ", got '" + std::string(value) +
            "'";
   };
+  if (std::optional<std::string> htm_error = bench::apply_htm_option(name, value, o.config.htm)) {
+    o.htm_given = true;
+    return *htm_error;
+  }
   if (name == "tree") {
     if (!find_tree(value))
       return "--tree: no tree named '" + std::string(value) + "' (known: " + known_tree_names() +
@@ -111,6 +116,8 @@ row wrappers and per-row locks, running YCSB-style transactions.
 )";
 }
 
+const char *ycsb_usage_htm() { return bench::htm_usage(); }
+
 ParsedYcsbOptions parse_ycsb_options(int argc, char **argv) {
   ParsedYcsbOptions r;
   YcsbOptions &o = r.options;
@@ -149,6 +156,10 @@ ParsedYcsbOptions parse_ycsb_options(int argc, char **argv) {
     return r;
   if (o.tree.empty())
     r.error = "--tree is required (known: " + known_tree_names() + ")";
+  else if (o.htm_given && !bench::is_htm_tree(o.tree))
+    r.error = "the HTM options (--htm, --htm-l1, --node-bytes, ...) apply to htm-bptree and "
+              "euno-bptree, not " +
+              o.tree;
   else if (o.txn_rows > o.rows)
     r.error = "--txn-rows: " + std::to_string(o.txn_rows) +
               " rows per transaction, but the table "

@@ -22,6 +22,7 @@ struct YcsbOptions {
   bool json = false;
   uint64_t seed = 1;
   bool help = false;
+  bool htm_given = false; // an HTM tree option was on the command line
 };
 
 struct ParsedYcsbOptions {
@@ -31,5 +32,6 @@ struct ParsedYcsbOptions {
 
 ParsedYcsbOptions parse_ycsb_options(int argc, char **argv);
 const char *ycsb_usage();
+const char *ycsb_usage_htm(); // the HTM trees' options, printed after ycsb_usage()
 
 } // namespace memlayout::trees::ycsb

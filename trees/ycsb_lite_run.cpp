@@ -1,5 +1,8 @@
 #include "ycsb_lite_run.h"
 
+#include "htm/abort_sink.h"
+#include "htm/htm_map.h"
+
 #include "key_permutation.h"
 #include "random.h"
 #include "ycsb_lite_table.h"
@@ -65,14 +68,15 @@ void Run::work(unsigned t) {
     table_.load(static_cast<Key>(load_order_(i) + 1));
   sync_.arrive_and_wait(); // loaded
   sync_.arrive_and_wait(); // marked: go
-  if (o_.duration_s == 0)
-    return;
-  std::vector<Key> keys(o_.txn_rows);
-  std::vector<RowWrapper *> rows(o_.txn_rows);
-  auto t0 = Clock::now();
-  while (!stop_.load(std::memory_order_relaxed))
-    transaction(rng, keys, rows, r);
-  r.seconds = seconds_between(t0, Clock::now());
+  if (o_.duration_s > 0) {
+    std::vector<Key> keys(o_.txn_rows);
+    std::vector<RowWrapper *> rows(o_.txn_rows);
+    auto t0 = Clock::now();
+    while (!stop_.load(std::memory_order_relaxed))
+      transaction(rng, keys, rows, r);
+    r.seconds = seconds_between(t0, Clock::now());
+  }
+  htm::flush_thread_abort_records(); // an HTM index's aborts, into the trace when recorded
 }
 
 // Picks txn_rows distinct Zipf rows, locks them in key order (no deadlock),
@@ -179,6 +183,8 @@ YcsbResult run_ycsb(const YcsbOptions &o) {
     Table table(*index, o.config.alloc, o.pad_locks);
     r = Run(o, table)();
   } // the table frees its rows through the index before the index goes
+  if (auto *h = dynamic_cast<htm::HtmMap *>(index.get()))
+    r.htm = h->htm_report();
   return r;
 }
 

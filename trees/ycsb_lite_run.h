@@ -1,9 +1,11 @@
 // One ycsb-lite run: load the table, run transactions, check.
 #pragma once
 
+#include "htm/htm_stats.h"
 #include "ycsb_lite_options.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,8 @@ struct YcsbResult {
   double txn_per_s = 0;
   std::vector<ThreadTxns> per_thread;
   bool checked = false;
-  std::string check_error; // empty when the check passed
+  std::string check_error;           // empty when the check passed
+  std::optional<htm::HtmReport> htm; // an HTM index's transactions
 };
 
 YcsbResult run_ycsb(const YcsbOptions &o);

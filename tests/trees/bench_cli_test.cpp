@@ -207,3 +207,100 @@ TEST_CASE("ycsb-lite: bad arguments exit 2 naming the option", "[ycsb]") {
   CHECK(d.status == 2);
   CHECK_THAT(d.err, Catch::Contains("--theta"));
 }
+
+TEST_CASE("bench cli: the HTM trees with puts and scans, their htm statistics in JSON",
+          "[bench][htm]") {
+  for (const char *tree : {"htm-bptree", "euno-bptree"})
+    for (const char *variant : {"--layout baseline", "--layout fixed --alloc segregated",
+                                "--htm-schedule lockstep --key-bytes 24 --value-bytes 40"}) {
+      INFO(tree << " " << variant);
+      Outcome o = run_bench(std::string("--tree ") + tree +
+                            " --threads 3 --duration 0.3 --key-range 3000 --ops 40/10/10/35/5 "
+                            "--scan-length 20 --dist zipf-adjacent:0.9 --check --format json " +
+                            variant);
+      REQUIRE(o.status == 0);
+      llvm::json::Object j = parse_object(o.out);
+      CHECK(str(j, "check") == "ok");
+      const llvm::json::Object *mix = j.getObject("ops_mix");
+      REQUIRE(mix);
+      CHECK(integer(*mix, "put") == 35);
+      CHECK(integer(*mix, "scan") == 5);
+      CHECK(str(j, "dist") == "zipf-adjacent:0.9");
+      const llvm::json::Object *h = j.getObject("htm");
+      REQUIRE(h);
+      CHECK((str(*h, "backend") == "emulate" || str(*h, "backend") == "rtm"));
+      CHECK(integer(*h, "commits") > 0);
+      const llvm::json::Object *aborts = h->getObject("aborts");
+      REQUIRE(aborts);
+      for (const char *k : {"conflict", "capacity", "explicit", "other"})
+        CHECK(integer(*aborts, k) >= 0);
+      const llvm::json::Object *conflicts = h->getObject("conflicts");
+      REQUIRE(conflicts);
+      CHECK(integer(*conflicts, "true") >= 0);
+      CHECK(integer(*conflicts, "false") >= 0);
+      CHECK(integer(*h, "fallbacks") >= 0);
+      const llvm::json::Array *regions = h->getArray("regions");
+      REQUIRE(regions);
+      CHECK(regions->size() == (std::string(tree) == "euno-bptree" ? 2u : 1u));
+      const llvm::json::Array *threads = j.getArray("per_thread");
+      REQUIRE(threads);
+      int64_t puts = 0, scans = 0;
+      for (const llvm::json::Value &t : *threads) {
+        puts += integer(*t.getAsObject(), "puts");
+        scans += integer(*t.getAsObject(), "scans");
+      }
+      // Lockstep hands the turn over at every access: on a loaded machine a
+      // short run gets through few operations.
+      if (std::string(variant).find("lockstep") == std::string::npos) {
+        CHECK(puts > 0);
+        CHECK(scans > 0);
+      }
+    }
+}
+
+TEST_CASE("bench cli: HTM options are checked and refused where they do not apply",
+          "[bench][htm]") {
+  Outcome a = run_bench("--tree ticket --ops 50/0/0/50");
+  CHECK(a.status == 2);
+  CHECK_THAT(a.err, Catch::Contains("put and scan need an HTM tree"));
+  Outcome b = run_bench("--tree ticket --htm emulate");
+  CHECK(b.status == 2);
+  CHECK_THAT(b.err, Catch::Contains("apply to htm-bptree and euno-bptree"));
+  Outcome c = run_bench("--tree htm-bptree --htm-l1 63x8");
+  CHECK(c.status == 2);
+  CHECK_THAT(c.err, Catch::Contains("power of two"));
+  Outcome d = run_bench("--tree euno-bptree --key-bytes 12");
+  CHECK(d.status == 2);
+  CHECK_THAT(d.err, Catch::Contains("--key-bytes"));
+  Outcome e = run_bench("--tree euno-bptree --euno-control sometimes");
+  CHECK(e.status == 2);
+  CHECK_THAT(e.err, Catch::Contains("adaptive, always or never"));
+  Outcome f = run_bench("--tree htm-bptree --ops 50/0/0/40/5/5");
+  CHECK(f.status == 2);
+  CHECK_THAT(f.err, Catch::Contains("--ops"));
+  Outcome g = run_bench("--tree htm-bptree --htm rtm --duration 0.1 --key-range 100");
+  if (g.status == 2) // this CPU has no usable RTM: the message says which test failed
+    CHECK_THAT(g.err, Catch::Contains("RTM"));
+  else
+    CHECK(g.status == 0);
+}
+
+TEST_CASE("ycsb-lite: over either HTM tree, with its statistics", "[ycsb][htm]") {
+  for (const char *tree : {"htm-bptree", "euno-bptree"}) {
+    INFO(tree);
+    Outcome o = run_ycsb(std::string("--tree ") + tree +
+                         " --threads 2 --duration 0.3 --rows 20000 --read-pct 50 --check "
+                         "--format json --htm emulate");
+    REQUIRE(o.status == 0);
+    llvm::json::Object j = parse_object(o.out);
+    CHECK(str(j, "check") == "ok");
+    CHECK(integer(j, "txns") > 0);
+    const llvm::json::Object *h = j.getObject("htm");
+    REQUIRE(h);
+    CHECK(str(*h, "backend") == "emulate");
+    CHECK(integer(*h, "commits") > 0);
+  }
+  Outcome bad = run_ycsb("--tree ticket --node-bytes 512");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("apply to htm-bptree"));
+}

@@ -53,7 +53,7 @@ TEST_CASE("ticket: records are 64 bytes in the baseline layout, 40 when fixed", 
 
 TEST_CASE("ticket: removes next to the root and of the last key keep the shape", "[ticket]") {
   for (Layout layout : {Layout::kBaseline, Layout::kFixed}) {
-    auto t = make_ticket(TreeConfig{layout, AllocPolicy::kMalloc});
+    auto t = make_ticket(TreeConfig{layout, AllocPolicy::kMalloc, {}});
     Value v = 0;
     // One key: its leaf sits beside the left sentinel under one routing node.
     REQUIRE(t->insert(5, 50));
@@ -89,7 +89,7 @@ TEST_CASE("ticket: removes next to the root and of the last key keep the shape",
 }
 
 TEST_CASE("ticket: every thread fighting over the same two keys", "[ticket]") {
-  auto t = make_ticket(TreeConfig{Layout::kFixed, AllocPolicy::kMalloc});
+  auto t = make_ticket(TreeConfig{Layout::kFixed, AllocPolicy::kMalloc, {}});
   constexpr int kThreads = 4;
   std::atomic<long> balance[2] = {0, 0};
   std::vector<std::thread> threads;
@@ -120,7 +120,7 @@ TEST_CASE("ticket: every thread fighting over the same two keys", "[ticket]") {
 
 TEST_CASE("ticket: keys nobody touches stay visible while their neighbours churn", "[ticket]") {
   for (Layout layout : {Layout::kBaseline, Layout::kFixed}) {
-    auto t = make_ticket(TreeConfig{layout, AllocPolicy::kMalloc});
+    auto t = make_ticket(TreeConfig{layout, AllocPolicy::kMalloc, {}});
     constexpr Key kRange = 512;
     for (Key k = 2; k <= kRange; k += 2)
       REQUIRE(t->insert(k, k));

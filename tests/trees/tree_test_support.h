@@ -69,7 +69,7 @@ struct RecordKind {
 
 // The record kinds of the tree `make` builds in `layout`, in registration order.
 inline std::vector<RecordKind> record_kinds(TreeFactory make, Layout layout) {
-  std::unique_ptr<ConcurrentMap> tree = make(TreeConfig{layout, AllocPolicy::kMalloc});
+  std::unique_ptr<ConcurrentMap> tree = make(TreeConfig{layout, AllocPolicy::kMalloc, {}});
   const RecordAllocator &r = tree->records();
   std::vector<RecordKind> kinds;
   for (RecordAllocator::Kind k = 0; k < r.kind_count(); ++k)

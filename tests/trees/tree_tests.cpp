@@ -252,7 +252,7 @@ bool register_generic_tests() {
     for (Layout layout : {Layout::kBaseline, Layout::kFixed})
       for (AllocPolicy alloc : policies)
         for (const Check &check : kChecks) {
-          Combo combo{&tree, TreeConfig{layout, alloc}};
+          Combo combo{&tree, TreeConfig{layout, alloc, {}}};
           std::string name = "generic " + combo.label() + ": " + check.name;
           std::string tags = "[generic][" + std::string(tree.name) + "]";
           registrars.push_back(std::make_unique<Catch::AutoReg>(

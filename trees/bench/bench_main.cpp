@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <new>
+#include <stdexcept>
 
 using namespace memlayout::trees;
 using namespace memlayout::trees::bench;
@@ -18,7 +19,7 @@ int main(int argc, char **argv) {
   }
   const BenchOptions &o = parsed.options;
   if (o.help) {
-    std::cout << bench_usage();
+    std::cout << bench_usage() << "\n" << bench_usage_htm();
     return 0;
   }
   if (o.list) {
@@ -29,6 +30,9 @@ int main(int argc, char **argv) {
   BenchResult r;
   try {
     r = run_benchmark(o);
+  } catch (const std::runtime_error &e) { // --htm rtm on a CPU without RTM
+    std::cerr << "memlayout-bench: " << e.what() << "\n";
+    return 2;
   } catch (const std::bad_alloc &) {
     std::cerr << "memlayout-bench: out of memory (key range " << o.key_range
               << (o.check ? ", with --check's per-key accounting" : "") << ")\n";

@@ -1,5 +1,6 @@
 #include "bench_options.h"
 
+#include "htm_options.h"
 #include "option_values.h"
 
 #include <string_view>
@@ -17,41 +18,53 @@ std::string known_tree_names() {
   return names;
 }
 
-// "80/10/10": three percentages summing to 100.
+// "80/10/10": lookup/insert/remove percentages summing to 100, optionally
+// followed by put and scan ones ("50/0/0/50", "45/0/0/50/5").
 bool parse_mix(std::string_view text, OpMix *mix) {
-  unsigned parts[3];
-  for (int i = 0; i < 3; ++i) {
-    size_t slash = text.find('/');
-    if ((i < 2) != (slash != std::string_view::npos))
+  unsigned parts[5] = {};
+  int n = 0;
+  for (;; ++n) {
+    if (n == 5)
       return false;
+    size_t slash = text.find('/');
     std::optional<uint64_t> v = parse_unsigned(text.substr(0, slash));
     if (!v || *v > 100)
       return false;
-    parts[i] = static_cast<unsigned>(*v);
-    text = i < 2 ? text.substr(slash + 1) : std::string_view{};
+    parts[n] = static_cast<unsigned>(*v);
+    if (slash == std::string_view::npos)
+      break;
+    text = text.substr(slash + 1);
   }
-  if (parts[0] + parts[1] + parts[2] != 100)
+  if (n < 2 || parts[0] + parts[1] + parts[2] + parts[3] + parts[4] != 100)
     return false;
-  *mix = OpMix{parts[0], parts[1], parts[2]};
+  *mix = OpMix{parts[0], parts[1], parts[2], parts[3], parts[4]};
   return true;
 }
 
-// "uniform", "zipf" (theta 0.99) or "zipf:THETA".
+// "uniform", "zipf" (theta 0.99), "zipf:THETA", or the same with
+// "zipf-adjacent" (hot keys next to each other).
 bool parse_dist(std::string_view text, KeyDist *dist) {
   if (text == "uniform") {
     *dist = KeyDist{};
     return true;
   }
-  if (text == "zipf") {
-    *dist = KeyDist{true, 0.99};
-    return true;
+  bool adjacent = text.starts_with("zipf-adjacent");
+  if (adjacent)
+    text.remove_prefix(13);
+  else if (text.starts_with("zipf"))
+    text.remove_prefix(4);
+  else
+    return false;
+  double theta = 0.99;
+  if (!text.empty()) {
+    if (!text.starts_with(":"))
+      return false;
+    std::optional<double> t = parse_double(text.substr(1));
+    if (!t || !(*t > 0) || *t > 100)
+      return false;
+    theta = *t;
   }
-  if (!text.starts_with("zipf:"))
-    return false;
-  std::optional<double> theta = parse_double(text.substr(5));
-  if (!theta || !(*theta > 0) || *theta > 100)
-    return false;
-  *dist = KeyDist{true, *theta};
+  *dist = KeyDist{true, theta, adjacent};
   return true;
 }
 
@@ -60,6 +73,10 @@ std::string apply(BenchOptions &o, std::string_view name, std::string_view value
     return "--" + std::string(name) + ": expected " + expected + ", got '" + std::string(value) +
            "'";
   };
+  if (std::optional<std::string> htm_error = apply_htm_option(name, value, o.config.htm)) {
+    o.htm_given = true;
+    return *htm_error;
+  }
   if (name == "tree") {
     if (!find_tree(value))
       return "--tree: no tree named '" + std::string(value) + "' (known: " + known_tree_names() +
@@ -95,10 +112,16 @@ std::string apply(BenchOptions &o, std::string_view name, std::string_view value
     }
   } else if (name == "ops") {
     if (!parse_mix(value, &o.mix))
-      return bad("LOOKUP/INSERT/REMOVE percentages summing to 100, such as 80/10/10");
+      return bad("LOOKUP/INSERT/REMOVE[/PUT[/SCAN]] percentages summing to 100, such as "
+                 "80/10/10 or 50/0/0/50");
+  } else if (name == "scan-length") {
+    auto v = parse_unsigned(value);
+    if (!v || *v == 0 || *v > 1'000'000)
+      return bad("pairs per scan from 1 to 1000000");
+    o.scan_length = static_cast<unsigned>(*v);
   } else if (name == "dist") {
     if (!parse_dist(value, &o.dist))
-      return bad("uniform, zipf or zipf:THETA with THETA > 0");
+      return bad("uniform, zipf[:THETA] or zipf-adjacent[:THETA] with THETA > 0");
   } else if (name == "alloc") {
     if (value == "malloc")
       o.config.alloc = AllocPolicy::kMalloc;
@@ -143,8 +166,12 @@ Runs a concurrent map workload on one tree of the study and reports throughput.
   --key-range K        keys are 1..K (65536)
   --prefill P          keys inserted before the run, by the workers in random
                        order: a count (1000) or a fraction of K (0.5, the default)
-  --ops L/I/R          lookup/insert/remove percentages (80/10/10)
-  --dist D             uniform, or zipf:THETA (zipf = zipf:0.99) (uniform)
+  --ops L/I/R[/P[/S]]  lookup/insert/remove[/put/scan] percentages (80/10/10);
+                       put (insert or overwrite) and scan: the HTM trees only
+  --scan-length N      pairs a scan visits (100)
+  --dist D             uniform; zipf:THETA (zipf = zipf:0.99), hot keys scattered over
+                       the key range; zipf-adjacent:THETA, hot keys next to each other
+                       (uniform)
   --alloc A            malloc or segregated (one memlayout pool per record kind) (malloc)
   --layout L           baseline (published layout) or fixed (the study's fixes) (baseline)
   --noise              malloc/free a random-size object (8-512 B) between operations
@@ -156,6 +183,8 @@ Runs a concurrent map workload on one tree of the study and reports throughput.
   --help               this text
 )";
 }
+
+const char *bench_usage_htm() { return htm_usage(); }
 
 ParsedOptions parse_bench_options(int argc, char **argv) {
   ParsedOptions r;
@@ -201,6 +230,12 @@ ParsedOptions parse_bench_options(int argc, char **argv) {
     return r;
   if (o.tree.empty()) {
     r.error = "--tree is required (known: " + known_tree_names() + ")";
+  } else if ((o.mix.put || o.mix.scan) && !is_htm_tree(o.tree)) {
+    r.error = "--ops: put and scan need an HTM tree (htm-bptree, euno-bptree), not " + o.tree;
+  } else if (o.htm_given && !is_htm_tree(o.tree)) {
+    r.error = "the HTM options (--htm, --htm-l1, --node-bytes, ...) apply to htm-bptree and "
+              "euno-bptree, not " +
+              o.tree;
   } else if (o.prefill_keys() > o.key_range) {
     r.error = "--prefill: " + std::to_string(o.prefill_keys()) +
               " keys do not fit in a key range of " + std::to_string(o.key_range);

@@ -13,11 +13,15 @@ enum class OutputFormat { kText, kJson };
 
 struct OpMix {
   unsigned lookup = 80, insert = 10, remove = 10; // percentages, sum 100
+  unsigned put = 0, scan = 0; // the HTM trees only: insert-or-overwrite, range scan
 };
 
 struct KeyDist {
   bool zipf = false;
   double theta = 0; // zipf only
+  // zipf only: rank r is key r, so the hottest keys are neighbours (in one
+  // leaf of a B+tree), as in YCSB's unscrambled Zipfian and Eunomia's runs.
+  bool adjacent = false;
 };
 
 struct BenchOptions {
@@ -40,6 +44,8 @@ struct BenchOptions {
   bool pin = false;
   bool list = false;
   bool help = false;
+  unsigned scan_length = 100; // pairs per scan
+  bool htm_given = false;     // an HTM tree option was on the command line
 
   uint64_t prefill_keys() const {
     return prefill_count ? *prefill_count
@@ -54,5 +60,6 @@ struct ParsedOptions {
 
 ParsedOptions parse_bench_options(int argc, char **argv);
 const char *bench_usage();
+const char *bench_usage_htm(); // the HTM trees' options, printed after bench_usage()
 
 } // namespace memlayout::trees::bench

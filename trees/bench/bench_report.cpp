@@ -1,5 +1,6 @@
 #include "bench_report.h"
 
+#include "htm_options.h"
 #include "json_writer.h"
 
 #include <cstdio>
@@ -26,12 +27,16 @@ const char *check_name(CheckState c) {
 std::string dist_name(const KeyDist &d) {
   if (!d.zipf)
     return "uniform";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "zipf:%g", d.theta);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s:%g", d.adjacent ? "zipf-adjacent" : "zipf", d.theta);
   return buf;
 }
 std::string mix_name(const OpMix &m) {
-  return std::to_string(m.lookup) + "/" + std::to_string(m.insert) + "/" + std::to_string(m.remove);
+  std::string s =
+      std::to_string(m.lookup) + "/" + std::to_string(m.insert) + "/" + std::to_string(m.remove);
+  if (m.put || m.scan)
+    s += "/" + std::to_string(m.put) + "/" + std::to_string(m.scan);
+  return s;
 }
 bool counted(const BenchResult &r, int e) { return r.counters[e] >= 0; }
 
@@ -46,7 +51,10 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     out << ' ' << k.kind << " " << k.size << " B";
   std::snprintf(line, sizeof line, "%.3f", r.prefill_s);
   out << "\n  keys 1.." << o.key_range << ", prefilled " << r.prefilled << " in " << line
-      << " s, ops " << mix_name(o.mix) << " (lookup/insert/remove %), " << dist_name(o.dist)
+      << " s, ops " << mix_name(o.mix)
+      << (o.mix.put || o.mix.scan ? " (lookup/insert/remove/put/scan %), "
+                                  : " (lookup/insert/remove %), ")
+      << dist_name(o.dist)
       << (o.noise ? ", noise" : "") << (o.pin ? ", pinned" : "") << ", seed " << o.seed << "\n";
   if (o.duration_s == 0) {
     out << "  duration 0: prefill only\n";
@@ -81,6 +89,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
       out << "  hardware counters " << (any ? "partly " : "")
           << "unavailable: " << r.counters_unavailable << "\n";
   }
+  if (r.htm)
+    print_htm_text(*r.htm, r.ops, out);
   out << "  check: " << check_name(r.check);
   if (!r.check_error.empty())
     out << " (" << r.check_error << ")";
@@ -104,7 +114,11 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   j.field("lookup", o.mix.lookup);
   j.field("insert", o.mix.insert);
   j.field("remove", o.mix.remove);
+  j.field("put", o.mix.put);
+  j.field("scan", o.mix.scan);
   j.end_object();
+  if (o.mix.scan)
+    j.field("scan_length", o.scan_length);
   j.field("dist", dist_name(o.dist));
   j.field("noise", o.noise);
   j.field("pin", o.pin);
@@ -140,6 +154,12 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     j.field("inserts_ok", t.inserts_ok);
     j.field("removes", t.removes);
     j.field("removes_ok", t.removes_ok);
+    if (r.htm) {
+      j.field("puts", t.puts);
+      j.field("puts_inserted", t.puts_inserted);
+      j.field("scans", t.scans);
+      j.field("scanned", t.scanned);
+    }
     j.end_object();
   }
   j.end_array();
@@ -163,6 +183,8 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   }
   if (!r.counters_unavailable.empty())
     j.field("counters_unavailable", r.counters_unavailable);
+  if (r.htm)
+    write_htm_json(j, *r.htm, o.config.htm, r.ops);
   j.field("check", check_name(r.check));
   if (!r.check_error.empty())
     j.field("check_error", r.check_error);

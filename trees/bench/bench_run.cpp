@@ -1,6 +1,9 @@
 #include "bench_run.h"
 
 #include "alloc_noise.h"
+#include "htm/abort_sink.h"
+#include "htm/htm_map.h"
+#include "htm/lockstep.h"
 #include "key_permutation.h"
 #include "random.h"
 #include "zipf.h"
@@ -56,12 +59,15 @@ public:
   KeyGenerator(const BenchOptions &o) : range_(o.key_range) {
     if (o.dist.zipf) {
       zipf_.emplace(o.key_range, o.dist.theta);
-      scrambler_.emplace(o.key_range);
+      if (!o.dist.adjacent)
+        scrambler_.emplace(o.key_range);
     }
   }
   Key operator()(Xoshiro256 &rng) const {
-    if (zipf_)
-      return static_cast<Key>((*scrambler_)((*zipf_)(rng)));
+    if (zipf_) {
+      uint64_t rank = (*zipf_)(rng);
+      return static_cast<Key>(scrambler_ ? (*scrambler_)(rank) : rank);
+    }
     return static_cast<Key>(1 + rng.below(range_));
   }
 
@@ -81,8 +87,11 @@ struct alignas(64) Worker {
 class Run {
 public:
   Run(const BenchOptions &o, ConcurrentMap &tree)
-      : o_(o), tree_(tree), keys_(o), prefill_order_(o.key_range, o.seed ^ 0xabcdef),
-        workers_(o.threads), sync_(o.threads + 1) {}
+      : o_(o), tree_(tree), htm_tree_(dynamic_cast<htm::HtmMap *>(&tree)),
+        lockstep_(htm_tree_ && o.config.htm.htm.lockstep &&
+                  htm_tree_->htm_report().backend == "emulate"),
+        keys_(o), prefill_order_(o.key_range, o.seed ^ 0xabcdef), workers_(o.threads),
+        sync_(o.threads + 1) {}
 
   BenchResult operator()();
 
@@ -93,6 +102,8 @@ private:
 
   const BenchOptions &o_;
   ConcurrentMap &tree_;
+  htm::HtmMap *htm_tree_; // the HTM trees: put, scan and abort statistics
+  bool lockstep_;         // the emulator runs the measured operations in lockstep
   KeyGenerator keys_;
   KeyPermutation prefill_order_;
   PmuSession pmu_;
@@ -123,23 +134,33 @@ void Run::work(unsigned t, int cpu) {
   }
   sync_.arrive_and_wait(); // prefill done
   sync_.arrive_and_wait(); // the main thread has marked it: go
-  if (o_.duration_s == 0)
+  if (o_.duration_s == 0) {
+    htm::flush_thread_abort_records();
     return;
+  }
 
   counters.start();
   auto t0 = Clock::now();
   double cpu0 = thread_cpu_seconds();
-  operate(w, rng, noise ? &*noise : nullptr);
+  {
+    std::optional<htm::LockstepScope> lockstep;
+    if (lockstep_)
+      lockstep.emplace(o_.threads);
+    operate(w, rng, noise ? &*noise : nullptr);
+  }
   w.result.cpu_seconds = thread_cpu_seconds() - cpu0;
   w.result.seconds = seconds_between(t0, Clock::now());
   counters.stop();
   for (int e = 0; e < kPmuEventCount; ++e)
     w.result.counters[e] = counters.count(static_cast<PmuEvent>(e));
+  htm::flush_thread_abort_records(); // into the trace, when recorded
 }
 
 void Run::operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise) {
   ThreadResult &r = w.result;
   const unsigned lookup_below = o_.mix.lookup, insert_below = o_.mix.lookup + o_.mix.insert;
+  const unsigned remove_below = insert_below + o_.mix.remove;
+  const unsigned put_below = remove_below + o_.mix.put;
   const bool accounting = o_.check;
   int32_t *delta = w.delta.data();
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -160,13 +181,26 @@ void Run::operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise) {
         if (accounting)
           ++delta[k];
       }
-    } else {
+    } else if (op < remove_below) {
       ++r.removes;
       if (tree_.remove(k)) {
         ++r.removes_ok;
         if (accounting)
           --delta[k];
       }
+    } else if (op < put_below) {
+      ++r.puts;
+      if (htm_tree_->put(k, bench_value_of(k))) {
+        ++r.puts_inserted;
+        if (accounting)
+          ++delta[k];
+      }
+    } else {
+      ++r.scans;
+      r.scanned += htm_tree_->scan(k, o_.scan_length, [&](Key sk, Value sv) {
+        if (accounting && sv != bench_value_of(sk))
+          ++r.wrong_values;
+      });
     }
     if (noise)
       noise->churn(rng);
@@ -190,6 +224,8 @@ BenchResult Run::operator()() {
   r.prefill_s = seconds_between(p0, Clock::now());
   r.prefilled = o_.prefill_keys();
   memlayout_mark("prefilled"); // memlayout report --at mark:prefilled
+  if (htm_tree_ && o_.duration_s > 0)
+    htm_tree_->reset_htm_stats(); // the run's transactions, not the prefill's
   auto t0 = Clock::now();
   sync_.arrive_and_wait();
   if (o_.duration_s > 0) {
@@ -199,6 +235,10 @@ BenchResult Run::operator()() {
   }
   for (std::thread &t : threads)
     t.join();
+  if (o_.duration_s > 0)
+    memlayout_mark("measured"); // the tree as the run left it: report --at mark:measured
+  if (htm_tree_)
+    r.htm = htm_tree_->htm_report();
 
   for (const Worker &w : workers_) {
     r.per_thread.push_back(w.result);
@@ -229,7 +269,7 @@ void Run::check(BenchResult &r) const {
     if (w.prefill_failed)
       return fail("a prefill insert of a key not yet in the tree returned false");
     if (w.result.wrong_values)
-      return fail(std::to_string(w.result.wrong_values) + " lookups returned a wrong value");
+      return fail(std::to_string(w.result.wrong_values) + " lookups or scanned pairs had a wrong value");
   }
   // expected[k]: 1 if the key was prefilled, plus every thread's successful
   // inserts minus removes of it; must end 0 or 1.

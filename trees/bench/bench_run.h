@@ -2,9 +2,11 @@
 #pragma once
 
 #include "bench_options.h"
+#include "htm/htm_stats.h"
 #include "pmu_counters.h"
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,10 +21,12 @@ struct ThreadResult {
   uint64_t lookups = 0, lookup_hits = 0;
   uint64_t inserts = 0, inserts_ok = 0;
   uint64_t removes = 0, removes_ok = 0;
-  uint64_t wrong_values = 0; // lookups that returned another key's value (--check)
+  uint64_t puts = 0, puts_inserted = 0; // HTM trees: put inserted the key (else overwrote)
+  uint64_t scans = 0, scanned = 0;      // HTM trees: scans, pairs they visited
+  uint64_t wrong_values = 0; // lookups or scans that returned another key's value (--check)
   std::array<int64_t, kPmuEventCount> counters{-1, -1, -1};
 
-  uint64_t ops() const { return lookups + inserts + removes; }
+  uint64_t ops() const { return lookups + inserts + removes + puts + scans; }
   double mops() const { return seconds > 0 ? static_cast<double>(ops()) / seconds / 1e6 : 0; }
 };
 
@@ -46,6 +50,7 @@ struct BenchResult {
   // Totals over the threads, for the events every thread counted.
   std::array<int64_t, kPmuEventCount> counters{-1, -1, -1};
   std::string counters_unavailable; // "" when all events were counted
+  std::optional<htm::HtmReport> htm; // the HTM trees' transactions
 };
 
 BenchResult run_benchmark(const BenchOptions &options);

@@ -1,0 +1,336 @@
+// The HTM trees' own tests, beyond the generic suite: put and scan against a
+// reference map, larger keys and payloads, each of Euno-B+Tree's conflict
+// control modes, concurrent accounting with puts and scans on more threads
+// than cores, and the abort statistics the emulator classifies.
+#include "euno_bptree.h"
+#include "htm/lockstep.h"
+#include "htm_bptree.h"
+#include "tree_test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <barrier>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace memlayout::trees;
+using namespace memlayout::trees::test;
+using CC = htm::HtmTreeOptions::ConflictControl;
+
+namespace {
+
+Value value_of(Key k) {
+  return static_cast<Value>(static_cast<uint64_t>(k) * 0x2545F4914F6CDD1DULL);
+}
+
+TreeConfig config(Layout layout, uint32_t key_bytes = 8, uint32_t value_bytes = 8,
+                  CC control = CC::kAdaptive, uint32_t node_bytes = 256) {
+  TreeConfig c{layout, AllocPolicy::kMalloc, {}};
+  c.htm.htm.backend = htm::Backend::kEmulate;
+  c.htm.key_bytes = key_bytes;
+  c.htm.value_bytes = value_bytes;
+  c.htm.conflict_control = control;
+  c.htm.node_bytes = node_bytes;
+  return c;
+}
+
+std::unique_ptr<htm::HtmMap> make(const std::string &tree, const TreeConfig &c) {
+  if (tree == "htm-bptree")
+    return std::make_unique<HtmBptree>(c);
+  return std::make_unique<EunoBptree>(c);
+}
+
+struct Variant {
+  std::string tree;
+  TreeConfig config;
+  std::string label;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (const char *tree : {"htm-bptree", "euno-bptree"})
+    for (Layout l : {Layout::kBaseline, Layout::kFixed}) {
+      std::string base = std::string(tree) + (l == Layout::kFixed ? "/fixed" : "/baseline");
+      v.push_back({tree, config(l), base + "/8+8"});
+      v.push_back({tree, config(l, 24, 40, CC::kAdaptive, 512), base + "/24+40"});
+      TreeConfig lock = config(l);
+      lock.htm.htm.backend = htm::Backend::kLock;
+      v.push_back({tree, lock, base + "/lock"});
+      if (std::string(tree) == "euno-bptree") {
+        v.push_back({tree, config(l, 8, 8, CC::kAlways), base + "/control always"});
+        v.push_back({tree, config(l, 8, 8, CC::kNever), base + "/control never"});
+      }
+    }
+  return v;
+}
+
+std::vector<std::pair<Key, Value>> scan_all(htm::HtmMap &m, Key from, size_t n) {
+  std::vector<std::pair<Key, Value>> out;
+  m.scan(from, n, [&](Key k, Value v) { out.emplace_back(k, v); });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("htm trees: put, scan, insert and remove against std::map", "[htm][trees]") {
+  for (const Variant &var : variants()) {
+    INFO(var.label);
+    auto m = make(var.tree, var.config);
+    std::map<Key, Value> ref;
+    std::mt19937_64 rng(99);
+    for (int i = 0; i < 12'000; ++i) {
+      Key k = static_cast<Key>(rng() % 700) + 1;
+      Value v = static_cast<Value>(rng());
+      switch (rng() % 5) {
+      case 0: {
+        bool inserted = ref.emplace(k, v).second;
+        REQUIRE(m->insert(k, v) == inserted);
+        break;
+      }
+      case 1: {
+        bool inserted = !ref.contains(k);
+        ref[k] = v;
+        REQUIRE(m->put(k, v) == inserted);
+        break;
+      }
+      case 2:
+        REQUIRE(m->remove(k) == (ref.erase(k) == 1));
+        break;
+      case 3: {
+        Value got = 0;
+        auto it = ref.find(k);
+        REQUIRE(m->lookup(k, &got) == (it != ref.end()));
+        if (it != ref.end())
+          REQUIRE(got == it->second);
+        break;
+      }
+      default: {
+        size_t n = rng() % 40;
+        auto got = scan_all(*m, k, n);
+        std::vector<std::pair<Key, Value>> want;
+        for (auto it = ref.lower_bound(k); it != ref.end() && want.size() < n; ++it)
+          want.push_back(*it);
+        REQUIRE(got == want);
+      }
+      }
+    }
+    CHECK(contents(*m) == ref);
+    CHECK(m->check_structure() == "");
+    auto all = scan_all(*m, kMinKey, ref.size() + 5);
+    CHECK(all.size() == ref.size());
+    htm::HtmReport hr = m->htm_report();
+    if (var.config.htm.htm.backend == htm::Backend::kLock) {
+      CHECK(hr.backend == "lock");
+      CHECK(hr.counts.commits == 0);
+      CHECK(hr.counts.fallbacks > 0);
+    } else {
+      CHECK(hr.backend == "emulate");
+      CHECK(hr.counts.commits > 0);
+    }
+  }
+}
+
+TEST_CASE("htm trees: splits up to a deep tree with small nodes and big keys", "[htm][trees]") {
+  for (const char *tree : {"htm-bptree", "euno-bptree"})
+    for (Layout l : {Layout::kBaseline, Layout::kFixed}) {
+      INFO(tree << (l == Layout::kFixed ? " fixed" : " baseline"));
+      auto m = make(tree, config(l, 64, 64, CC::kAlways, 64)); // fanout at its minimum
+      std::vector<Key> keys = shuffled_keys(1, 3000, 5);
+      for (Key k : keys)
+        REQUIRE(m->insert(k, value_of(k)));
+      CHECK(m->check_structure() == "");
+      for (Key k : keys) {
+        Value v = 0;
+        REQUIRE(m->lookup(k, &v));
+        REQUIRE(v == value_of(k));
+      }
+      for (size_t i = 0; i < keys.size(); i += 2)
+        REQUIRE(m->remove(keys[i]));
+      CHECK(m->check_structure() == "");
+      CHECK(contents(*m).size() == keys.size() / 2);
+    }
+}
+
+TEST_CASE("htm trees: per-key accounting with puts on 8 threads, a small hot range",
+          "[htm][trees]") {
+  for (const Variant &var : variants()) {
+    INFO(var.label);
+    auto m = make(var.tree, var.config);
+    constexpr int kThreads = 8, kOps = 6000;
+    constexpr Key kRange = 96;
+    std::vector<std::vector<int>> delta(kThreads, std::vector<int>(kRange + 1, 0));
+    std::atomic<uint64_t> wrong{0};
+    run_threads(kThreads, [&](int t) {
+      std::mt19937_64 rng(t * 31 + 1);
+      uint64_t bad = 0;
+      for (int i = 0; i < kOps; ++i) {
+        Key k = static_cast<Key>(rng() % kRange) + 1;
+        Value v = 0;
+        switch (rng() % 4) {
+        case 0:
+          delta[t][k] += m->put(k, value_of(k));
+          break;
+        case 1:
+          delta[t][k] += m->insert(k, value_of(k));
+          break;
+        case 2:
+          delta[t][k] -= m->remove(k);
+          break;
+        default:
+          if (m->lookup(k, &v) && v != value_of(k))
+            ++bad;
+        }
+      }
+      wrong += bad;
+    });
+    CHECK(wrong.load() == 0);
+    std::map<Key, Value> want;
+    for (Key k = 1; k <= kRange; ++k) {
+      int sum = 0;
+      for (int t = 0; t < kThreads; ++t)
+        sum += delta[t][k];
+      REQUIRE((sum == 0 || sum == 1));
+      if (sum)
+        want.emplace(k, value_of(k));
+    }
+    CHECK(contents(*m) == want);
+    CHECK(m->check_structure() == "");
+    htm::HtmReport r = m->htm_report();
+    const htm::HtmCounts &c = r.counts;
+    // Every conflict abort the emulator saw is classified one way or the other.
+    CHECK(c.conflicts_true + c.conflicts_false ==
+          c.aborts[static_cast<int>(htm::AbortCause::kConflict)]);
+    CHECK(c.conflicts_same_key + c.conflicts_other_key_true + c.conflicts_other_key_false +
+              c.conflicts_lock ==
+          c.aborts[static_cast<int>(htm::AbortCause::kConflict)]);
+  }
+}
+
+TEST_CASE("htm trees: scans see the stable keys while writers churn the others", "[htm][trees]") {
+  for (const char *tree : {"htm-bptree", "euno-bptree"}) {
+    INFO(tree);
+    auto m = make(tree, config(Layout::kFixed, 8, 8, CC::kAlways));
+    constexpr Key kRange = 2000;
+    for (Key k = 10; k <= kRange; k += 10)
+      REQUIRE(m->insert(k, value_of(k)));
+    std::atomic<int> writers_done{0};
+    std::atomic<uint64_t> missing{0}, disorder{0}, scans{0};
+    run_threads(6, [&](int t) {
+      std::mt19937_64 rng(t);
+      if (t < 3) {
+        for (int i = 0; i < 8000; ++i) {
+          Key k = static_cast<Key>(rng() % kRange) + 1;
+          if (k % 10 == 0)
+            continue;
+          if (rng() % 2)
+            m->put(k, value_of(k));
+          else
+            m->remove(k);
+        }
+        writers_done.fetch_add(1);
+        return;
+      }
+      do {
+        Key from = static_cast<Key>(rng() % kRange) + 1;
+        auto got = scan_all(*m, from, 50);
+        Key expect = (from + 9) / 10 * 10; // the first stable key >= from
+        Key last = 0;
+        for (auto [k, v] : got) {
+          if (k <= last || v != value_of(k))
+            ++disorder;
+          last = k;
+          if (k % 10 == 0) {
+            if (k != expect)
+              ++missing;
+            expect = k + 10;
+          }
+        }
+        ++scans;
+      } while (writers_done.load() < 3);
+    });
+    CHECK(missing.load() == 0);
+    CHECK(disorder.load() == 0);
+    CHECK(scans.load() > 0);
+    CHECK(m->check_structure() == "");
+  }
+}
+
+TEST_CASE("htm trees: record kinds and line-aligned fixed leaves", "[htm][trees]") {
+  EunoBptree base(config(Layout::kBaseline));
+  EunoBptree fixed(config(Layout::kFixed));
+  CHECK(base.records().kind_count() == 3); // leaf, inner, segment
+  CHECK(base.records().kind_name(2) == "segment");
+  CHECK(base.records().record_size(2) == 64); // the public code's 64-byte segment arrays
+  CHECK(fixed.records().kind_count() == 2);
+  const auto &s = fixed.leaf_shape();
+  CHECK(s.fanout == 16);
+  CHECK(s.segments == 4);
+  CHECK(s.seg_slots == 4);
+  // Version, lock bits, mark bits and each segment on lines of their own.
+  CHECK(s.lock_bits_off % 64 == 0);
+  CHECK(s.mark_bits_off % 64 == 0);
+  CHECK(s.lock_bits_off / 64 != s.seqno_off / 64);
+  CHECK(s.mark_bits_off / 64 != s.lock_bits_off / 64);
+  CHECK(s.segments_off % 64 == 0);
+  CHECK(s.segment_bytes == 64);
+  // Baseline: the key count shares the version's line.
+  CHECK(base.leaf_shape().count_off / 64 == base.leaf_shape().seqno_off / 64);
+  HtmBptree hb(config(Layout::kFixed));
+  CHECK(hb.leaf_shape().keys_off % 64 == 0);
+  CHECK(hb.leaf_shape().values_off % 64 == 0);
+  CHECK(hb.leaf_shape().fanout == 16);
+}
+
+TEST_CASE("htm trees: conflicts on neighbouring hot keys are false and land in leaves",
+          "[htm][trees]") {
+  // Four threads overwrite the values of four neighbouring keys: one leaf,
+  // and in htm-bptree one line of payloads, so nearly every conflict is
+  // false and attributed to the leaf kind.
+  auto m = make("htm-bptree", config(Layout::kFixed));
+  for (Key k = 1; k <= 64; ++k)
+    REQUIRE(m->insert(k, value_of(k)));
+  for (Key k = 100; k < 4196; k += 3) // a deeper tree for the lookups in between
+    REQUIRE(m->insert(k, value_of(k)));
+  // In lockstep (one access per thread per turn), as on four cores of
+  // their own: a loaded 2-core machine would rarely run them together.
+  run_threads(4, [&](int t) {
+    htm::LockstepScope lockstep(4);
+    std::mt19937_64 rng(t);
+    Value v;
+    for (int i = 0; i < 400; ++i) {
+      m->put(17 + t, value_of(17 + t));
+      // Lookups of varying length in between, or threads in lockstep would
+      // keep whatever phase they started with.
+      for (int j = static_cast<int>(rng() % 3); j > 0; --j)
+        m->lookup(static_cast<Key>(rng() % 4096) + 100, &v);
+    }
+  });
+  htm::HtmReport r = m->htm_report();
+  INFO("conflicts " << r.counts.aborts[0] << " false " << r.counts.conflicts_false);
+  REQUIRE(r.counts.aborts[static_cast<int>(htm::AbortCause::kConflict)] > 0);
+  CHECK(r.counts.conflicts_false > r.counts.conflicts_true);
+  CHECK(r.counts.conflicts_same_key == 0);
+  REQUIRE(r.kinds.size() == 2);
+  CHECK(r.kinds[0].kind == "leaf");
+  CHECK(r.kinds[0].conflicts_false > 0);
+  REQUIRE_FALSE(r.kinds[0].false_offsets.empty());
+  // The hot offsets are in the payload array (values of keys 17..20).
+  const auto &shape = static_cast<HtmBptree &>(*m).leaf_shape();
+  for (auto [off, n] : r.kinds[0].false_offsets)
+    CHECK(off >= shape.values_off);
+}
+
+TEST_CASE("htm trees: --htm rtm without RTM says why", "[htm][trees]") {
+  std::string why;
+  if (htm::rtm_usable(&why))
+    return; // this CPU has RTM: the RTM suite covers it
+  TreeConfig c = config(Layout::kFixed);
+  c.htm.htm.backend = htm::Backend::kRtm;
+  CHECK_THROWS_WITH(HtmBptree(c), Catch::Contains("RTM"));
+  c.htm.htm.backend = htm::Backend::kAuto;
+  HtmBptree auto_tree(c);
+  CHECK(auto_tree.htm_report().backend == "emulate");
+}

@@ -1,0 +1,307 @@
+#include "htm_bptree.h"
+
+#include "structure_errors.h"
+#include "tree_factories.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+namespace memlayout::trees {
+
+using htm::InnerLevels;
+using htm::Tx;
+
+namespace {
+
+HtmBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t k, uint32_t v) {
+  HtmBptree::LeafShape s;
+  s.fanout = std::max<uint32_t>(3, node_bytes / (k + v));
+  if (!fixed) {
+    s.count_off = 0;
+    s.keys_off = 8;
+    s.values_off = s.keys_off + s.fanout * k;
+    s.next_off = s.values_off + s.fanout * v;
+    s.bytes = s.next_off + 8;
+  } else {
+    s.count_off = 0;
+    s.next_off = 8;
+    s.keys_off = 64;
+    s.values_off = htm::line_round(s.keys_off + s.fanout * k);
+    s.bytes = htm::line_round(s.values_off + s.fanout * v);
+  }
+  return s;
+}
+
+} // namespace
+
+HtmBptree::HtmBptree(const TreeConfig &config)
+    : HtmMap("htm-bptree", config.alloc),
+      fixed_(config.layout == Layout::kFixed), codec_{config.htm.key_bytes, config.htm.value_bytes},
+      inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
+  htm::check_tree_options(config.htm);
+  leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
+  leaf_kind_ = records_.add_kind("leaf", leaf_.bytes);
+  inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
+  rt_ = htm::resolve_runtime(config.htm.htm);
+  sink_ = std::make_unique<htm::AbortSink>(
+      std::vector<std::string>{records_.kind_name(leaf_kind_), records_.kind_name(inner_kind_)},
+      &map_);
+  op_ = std::make_unique<htm::ElidedRegion>("htm-bptree.op", lock_, rt_, sink_.get());
+  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
+  hdr_.root = alloc_leaf_();
+}
+
+HtmBptree::~HtmBptree() { free_all(); }
+
+HtmBptree::LeafRecord *HtmBptree::new_leaf() {
+  auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                                          : records_.allocate(leaf_kind_, leaf_.bytes));
+  htm::zero_record(p, leaf_.bytes);
+  map_.add(p, leaf_.bytes, leaf_kind_);
+  return reinterpret_cast<LeafRecord *>(p);
+}
+
+HtmBptree::InnerRecord *HtmBptree::new_inner() {
+  auto *p = static_cast<uint8_t *>(
+      fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
+             : records_.allocate(inner_kind_, inner_.shape().bytes));
+  inner_.init(p);
+  map_.add(p, inner_.shape().bytes, inner_kind_);
+  return reinterpret_cast<InnerRecord *>(p);
+}
+
+void HtmBptree::free_all() {
+  inner_.free_all(
+      hdr_.root, hdr_.height, [&](uint8_t *leaf) { records_.deallocate(leaf_kind_, leaf); },
+      [&](uint8_t *inner) { records_.deallocate(inner_kind_, inner); });
+  for (uint8_t *p : spare_leaves_.drain())
+    records_.deallocate(leaf_kind_, p);
+  for (uint8_t *p : spare_inners_.drain())
+    records_.deallocate(inner_kind_, p);
+  map_.clear();
+}
+
+uint8_t *HtmBptree::descend(const Tx &tx, Key key, InnerLevels::Path *path, Key *hi) const {
+  return inner_.descend(tx, &hdr_.root, &hdr_.height, key, path, hi);
+}
+
+uint32_t HtmBptree::lower_bound(const Tx &tx, uint8_t *leaf, uint32_t count, Key key) const {
+  uint32_t lo = 0, hi = count;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (codec_.read_key(tx, key_at(leaf, mid)) < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+void HtmBptree::shift_right(const Tx &tx, uint8_t *leaf, uint32_t pos, uint32_t count) const {
+  for (uint32_t i = count; i > pos; --i) {
+    codec_.copy(tx, key_at(leaf, i), key_at(leaf, i - 1), codec_.key_bytes);
+    codec_.copy(tx, value_at(leaf, i), value_at(leaf, i - 1), codec_.value_bytes);
+  }
+}
+
+bool HtmBptree::lookup(Key key, Value *value) {
+  struct Found {
+    bool found;
+    Value value;
+  };
+  Found r = op_->run(static_cast<uint64_t>(key), [&](Tx &tx) -> Found {
+    InnerLevels::Path path;
+    Key hi;
+    uint8_t *leaf = descend(tx, key, &path, &hi);
+    uint32_t c = std::min(tx.load(count_of(leaf)), leaf_.fanout);
+    uint32_t pos = lower_bound(tx, leaf, c, key);
+    if (pos < c && codec_.read_key(tx, key_at(leaf, pos)) == key)
+      return {true, codec_.read_value(tx, value_at(leaf, pos))};
+    return {false, 0};
+  });
+  if (r.found)
+    *value = r.value;
+  return r.found;
+}
+
+void HtmBptree::refill_spares() {
+  spare_leaves_.fill(1, alloc_leaf_);
+  spare_inners_.fill(__atomic_load_n(&hdr_.height, __ATOMIC_RELAXED) + 2, alloc_inner_);
+}
+
+bool HtmBptree::write(Key key, Value value, bool overwrite) {
+  refill_spares();
+  struct Result {
+    bool inserted;
+    size_t leaves, inners;
+  };
+  Result r = op_->run(
+      static_cast<uint64_t>(key),
+      [&](Tx &tx) -> Result {
+        htm::SpareCursor leaves(tx, spare_leaves_, alloc_leaf_);
+        htm::SpareCursor inners(tx, spare_inners_, alloc_inner_);
+        InnerLevels::Path path;
+        Key hi;
+        uint8_t *leaf = descend(tx, key, &path, &hi);
+        uint32_t c = std::min(tx.load(count_of(leaf)), leaf_.fanout);
+        uint32_t pos = lower_bound(tx, leaf, c, key);
+        if (pos < c && codec_.read_key(tx, key_at(leaf, pos)) == key) {
+          if (overwrite)
+            codec_.write_value(tx, value_at(leaf, pos), value);
+          return {false, 0, 0};
+        }
+        if (c == leaf_.fanout) { // split: the upper half moves to a new leaf
+          uint8_t *right = leaves.take();
+          uint32_t h = c / 2;
+          for (uint32_t i = h; i < c; ++i) {
+            codec_.copy(tx, key_at(right, i - h), key_at(leaf, i), codec_.key_bytes);
+            codec_.copy(tx, value_at(right, i - h), value_at(leaf, i), codec_.value_bytes);
+          }
+          tx.store(count_of(right), c - h);
+          tx.store(count_of(leaf), h);
+          tx.store(next_of(right), tx.load(next_of(leaf)));
+          tx.store(next_of(leaf), right);
+          Key sep = codec_.read_key(tx, key_at(right, 0));
+          if (pos >= h) {
+            leaf = right;
+            pos -= h;
+            c = c - h;
+            if (pos == 0)
+              sep = key;
+          } else {
+            c = h;
+          }
+          inner_.insert_separator(tx, path, path.depth - 1, sep, right, &hdr_.root, &hdr_.height,
+                                  inners);
+        }
+        shift_right(tx, leaf, pos, c);
+        codec_.write_key(tx, key_at(leaf, pos), key);
+        codec_.write_value(tx, value_at(leaf, pos), value);
+        tx.store(count_of(leaf), c + 1);
+        return {true, leaves.used(), inners.used()};
+      },
+      [&] { refill_spares(); });
+  spare_leaves_.consume(r.leaves);
+  spare_inners_.consume(r.inners);
+  return r.inserted;
+}
+
+bool HtmBptree::insert(Key key, Value value) { return write(key, value, false); }
+bool HtmBptree::put(Key key, Value value) { return write(key, value, true); }
+
+bool HtmBptree::remove(Key key) {
+  return op_->run(static_cast<uint64_t>(key), [&](Tx &tx) {
+    InnerLevels::Path path;
+    Key hi;
+    uint8_t *leaf = descend(tx, key, &path, &hi);
+    uint32_t c = std::min(tx.load(count_of(leaf)), leaf_.fanout);
+    uint32_t pos = lower_bound(tx, leaf, c, key);
+    if (pos == c || codec_.read_key(tx, key_at(leaf, pos)) != key)
+      return false;
+    for (uint32_t i = pos; i + 1 < c; ++i) {
+      codec_.copy(tx, key_at(leaf, i), key_at(leaf, i + 1), codec_.key_bytes);
+      codec_.copy(tx, value_at(leaf, i), value_at(leaf, i + 1), codec_.value_bytes);
+    }
+    tx.store(count_of(leaf), c - 1);
+    return true;
+  });
+}
+
+size_t HtmBptree::scan(Key from, size_t n, const std::function<void(Key, Value)> &visit) {
+  std::vector<std::pair<Key, Value>> chunk;
+  chunk.reserve(leaf_.fanout);
+  size_t got = 0;
+  Key next = from;
+  while (got < n) {
+    // One leaf per transaction; `resume` is where the next leaf's keys begin.
+    Key resume = op_->run(static_cast<uint64_t>(next), [&](Tx &tx) -> Key {
+      chunk.clear();
+      InnerLevels::Path path;
+      Key hi;
+      uint8_t *leaf = descend(tx, next, &path, &hi);
+      uint32_t c = std::min(tx.load(count_of(leaf)), leaf_.fanout);
+      for (uint32_t i = lower_bound(tx, leaf, c, next); i < c && chunk.size() < n - got; ++i)
+        chunk.emplace_back(codec_.read_key(tx, key_at(leaf, i)),
+                           codec_.read_value(tx, value_at(leaf, i)));
+      return hi;
+    });
+    for (const auto &[k, v] : chunk)
+      visit(k, v);
+    got += chunk.size();
+    if (resume == 0)
+      break;
+    next = resume;
+  }
+  return got;
+}
+
+void HtmBptree::for_each(const std::function<void(Key, Value)> &visit) const {
+  uint8_t *n = hdr_.root;
+  for (uint32_t d = 0; d < hdr_.height; ++d)
+    n = *inner_.shape().child_slot(n, 0);
+  auto *self = const_cast<HtmBptree *>(this);
+  for (; n; n = *self->next_of(n))
+    for (uint32_t i = 0; i < *self->count_of(n); ++i)
+      visit(htm::KeyCodec::plain_key(self->key_at(n, i)),
+            htm::KeyCodec::plain_value(self->value_at(n, i)));
+}
+
+std::string HtmBptree::check_structure() const {
+  auto *self = const_cast<HtmBptree *>(this);
+  StructureErrors errors;
+  std::string inner_errors;
+  std::vector<uint8_t *> leaves; // in key order, as the tree reaches them
+  inner_.walk(
+      hdr_.root, hdr_.height,
+      [&](uint8_t *leaf, Key lo, Key hi) {
+        leaves.push_back(leaf);
+        uint32_t c = *self->count_of(leaf);
+        if (c > leaf_.fanout) {
+          errors.add("leaf with count " + std::to_string(c) + " over the fanout");
+          return;
+        }
+        for (uint32_t i = 0; i < c; ++i) {
+          Key k = htm::KeyCodec::plain_key(self->key_at(leaf, i));
+          if (k < lo || (hi && k >= hi))
+            errors.add("leaf key " + std::to_string(k) + " outside its range [" +
+                       std::to_string(lo) + ", " + std::to_string(hi) + ")");
+          if (i && k <= htm::KeyCodec::plain_key(self->key_at(leaf, i - 1)))
+            errors.add("leaf key " + std::to_string(k) + " out of order");
+          if (!codec_.filler_intact(self->key_at(leaf, i)))
+            errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+        }
+      },
+      inner_errors);
+  if (!inner_errors.empty())
+    errors.add(inner_errors);
+  htm::check_leaf_chain(
+      leaves, [&](uint8_t *n) { return *self->next_of(n); }, errors);
+  if (lock_.held())
+    errors.add("the fallback lock is held");
+  return errors.report();
+}
+
+htm::HtmReport HtmBptree::htm_report() const {
+  htm::HtmReport r;
+  r.backend = htm::backend_name(rt_.backend);
+  r.counts = op_->counts();
+  r.regions.emplace_back("op", r.counts);
+  if (rt_.backend == htm::Backend::kEmulate) {
+    r.kinds = sink_->kinds();
+    r.l1 = htm::l1_model_text(rt_.l1);
+  }
+  return r;
+}
+
+void HtmBptree::reset_htm_stats() {
+  op_->reset_counts();
+  sink_->reset();
+}
+
+std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &config) {
+  return std::make_unique<HtmBptree>(config);
+}
+
+} // namespace memlayout::trees
