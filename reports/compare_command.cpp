@@ -4,13 +4,11 @@
 // --warmup, --show-output, --export-json), perf stat's "median, min-max".
 #include "command_line.h"
 #include "commands.h"
+#include "json_write.h"
 #include "preload_launch.h"
 #include "route_setup.h"
 #include "rule_args.h"
 #include "text_format.h"
-
-#include <llvm/Support/JSON.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +18,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,71 +246,49 @@ int compare_main(int argc, char **argv) {
   Summary aw = summarize(a.wall()), bw = summarize(b.wall()), ac = summarize(a.cpu()),
           bc = summarize(b.cpu()), rw = summarize(wall_ratio), rc = summarize(cpu_ratio);
 
-  std::string json_text;
-  {
-    llvm::raw_string_ostream os(json_text);
-    llvm::json::OStream j(os, 2);
-    auto summary = [&](const char *key, const Summary &s) {
-      j.attributeObject(key, [&] {
-        j.attribute("median", s.median);
-        j.attribute("min", s.min);
-        j.attribute("max", s.max);
-      });
-    };
-    auto side = [&](const char *key, const Side &s, const Summary &w, const Summary &c) {
-      j.attributeObject(key, [&] {
-        summary("wall_s", w);
-        summary("cpu_s", c);
-        j.attribute("max_rss_kib", static_cast<int64_t>(s.maxrss()));
-        j.attributeArray("runs", [&] {
-          for (const auto &r : s.runs)
-            j.object([&] {
-              j.attribute("wall_s", r.wall_s);
-              j.attribute("cpu_s", r.cpu_s);
-              j.attribute("max_rss_kib", static_cast<int64_t>(r.maxrss_kib));
-            });
-        });
-      });
-    };
-    j.object([&] {
-      j.attribute("schema", "memlayout.compare/1");
-      j.attributeArray("command", [&] {
-        for (char *c : command)
-          if (c)
-            j.value(c);
-      });
-      j.attribute("allocator", allocator);
-      j.attribute("runs", static_cast<int64_t>(runs));
-      j.attribute("warmup", static_cast<int64_t>(warmup));
-      side("without_rules", a, aw, ac);
-      side("with_rules", b, bw, bc);
-      j.attributeObject("ratio", [&] {
-        summary("wall", rw);
-        summary("cpu", rc);
-      });
-      j.attributeArray("rules", [&] {
-        for (unsigned r = 0; r < rules.set->count; ++r)
-          j.object([&] {
-            char buf[4096];
-            j.attribute("rule",
-                        std::string(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf)));
-            j.attribute("allocations_per_run", runs ? static_cast<double>(counts[r].allocations) /
-                                                          static_cast<double>(runs)
-                                                    : 0.0);
-          });
-      });
-    });
+  auto summary = [](const Summary &x) {
+    return Json{{"median", x.median}, {"min", x.min}, {"max", x.max}};
+  };
+  auto side = [&](const Side &x, const Summary &w, const Summary &c) {
+    Json j = {{"wall_s", summary(w)},
+              {"cpu_s", summary(c)},
+              {"max_rss_kib", static_cast<int64_t>(x.maxrss())}};
+    j["runs"] = Json::array();
+    for (const auto &r : x.runs)
+      j["runs"].push_back({{"wall_s", r.wall_s},
+                           {"cpu_s", r.cpu_s},
+                           {"max_rss_kib", static_cast<int64_t>(r.maxrss_kib)}});
+    return j;
+  };
+  Json j;
+  j["schema"] = "memlayout.compare/1";
+  j["command"] = program;
+  j["allocator"] = allocator;
+  j["runs"] = runs;
+  j["warmup"] = warmup;
+  j["without_rules"] = side(a, aw, ac);
+  j["with_rules"] = side(b, bw, bc);
+  j["ratio"] = {{"wall", summary(rw)}, {"cpu", summary(rc)}};
+  j["rules"] = Json::array();
+  for (unsigned r = 0; r < rules.set->count; ++r) {
+    char buf[4096];
+    j["rules"].push_back(
+        {{"rule", std::string(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf))},
+         {"allocations_per_run",
+          static_cast<double>(counts[r].allocations) / static_cast<double>(runs)}});
   }
+  std::ostringstream json_text;
+  write_json(j, json_text);
   if (!export_json.empty()) {
     std::ofstream out(export_json, std::ios::trunc);
-    out << json_text << "\n";
+    out << json_text.str();
     if (!out.flush()) {
       std::fprintf(stderr, "memlayout compare: cannot write '%s'\n", export_json.c_str());
       return 2;
     }
   }
   if (format == "json") {
-    std::printf("%s\n", json_text.c_str());
+    std::fputs(json_text.str().c_str(), stdout);
     return 0;
   }
 

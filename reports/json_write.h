@@ -1,20 +1,22 @@
-// Small helpers for the JSON renderers (llvm::json::OStream).
+// The one way memlayout writes JSON (reports, diffs, comparisons, structs; the
+// trees' harness too): nlohmann's ordered_json, keys in the order written,
+// strings that are not UTF-8 (paths are bytes) written with U+FFFD.
 #pragma once
 
-#include <llvm/Support/JSON.h>
+#include <nlohmann/json.hpp>
+
 #include <optional>
+#include <ostream>
 
 namespace memlayout::cli {
 
-// "key": number, or "key": null when there is none.
-inline void optional_number(llvm::json::OStream &j, const char *key,
-                            const std::optional<double> &v) {
-  j.attributeBegin(key);
-  if (v)
-    j.value(*v);
-  else
-    j.value(nullptr);
-  j.attributeEnd();
+using Json = nlohmann::ordered_json;
+
+// A number, or null where there is none ("not computable").
+inline Json optional_number(const std::optional<double> &v) { return v ? Json(*v) : Json(); }
+
+inline void write_json(const Json &j, std::ostream &out) {
+  out << j.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
 }
 
 } // namespace memlayout::cli

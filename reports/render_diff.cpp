@@ -4,8 +4,6 @@
 #include "findings.h"
 #include "json_write.h"
 
-#include <llvm/Support/JSON.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 #include <cmath>
@@ -205,122 +203,87 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
 
 namespace {
 
-using llvm::json::OStream;
-
-void metric_json(OStream &j, const MetricDelta &m) {
-  j.attributeObject(m.metric, [&] {
-    optional_number(j, "a", m.a);
-    optional_number(j, "b", m.b);
-    optional_number(j, "delta", m.delta());
-    j.attribute("better", inspector::to_string(m.better));
-    j.attribute("verdict", inspector::to_string(m.verdict));
-  });
+void add_metric(Json &into, const MetricDelta &m) {
+  into[m.metric] = {{"a", optional_number(m.a)},
+                    {"b", optional_number(m.b)},
+                    {"delta", optional_number(m.delta())},
+                    {"better", inspector::to_string(m.better)},
+                    {"verdict", inspector::to_string(m.verdict)}};
 }
 
-void side_json(OStream &j, const char *key, const std::string &path, const std::string &kind,
-               const inspector::Report &r) {
-  j.attributeObject(key, [&] {
-    j.attribute("source", path);
-    j.attribute("kind", kind);
-    j.attribute("trace", r.trace);
-    j.attribute("allocator", r.allocator);
-    j.attribute("at", r.at);
-    j.attribute("partial", r.partial);
-  });
+Json side_json(const std::string &path, const std::string &kind, const inspector::Report &r) {
+  return {{"source", path},   {"kind", kind}, {"trace", r.trace},
+          {"allocator", r.allocator}, {"at", r.at},   {"partial", r.partial}};
 }
 
-void group_ref(OStream &j, const inspector::GroupReport &g) {
-  j.object([&] {
-    j.attribute("id", g.group.id);
-    j.attribute("name", g.group.name);
-    j.attributeObject("site", [&] {
-      j.attribute("function", g.group.site.function);
-      j.attribute("file", g.group.site.file);
-      j.attribute("line", g.group.site.line);
-    });
-    j.attribute("size_class", g.group.size_class);
-    j.attribute("objects", g.objects);
-    j.attribute("bytes", g.group.bytes);
-  });
+Json group_ref(const inspector::GroupReport &g) {
+  return {{"id", g.group.id},
+          {"name", g.group.name},
+          {"site",
+           {{"function", g.group.site.function},
+            {"file", g.group.site.file},
+            {"line", g.group.site.line}}},
+          {"size_class", g.group.size_class},
+          {"objects", g.objects},
+          {"bytes", g.group.bytes}};
 }
 
-void findings_json(OStream &j, const char *key, const std::vector<inspector::FindingRef> &list) {
-  j.attributeArray(key, [&] {
-    for (const auto &f : list)
-      j.object([&] {
-        j.attribute("kind", f.finding->kind);
-        j.attribute("severity", f.finding->severity);
-        j.attributeArray("groups", [&] {
-          for (const auto &n : f.groups)
-            j.value(n);
-        });
-        j.attribute("message", f.finding->message);
-      });
-  });
+Json findings_json(const std::vector<inspector::FindingRef> &list) {
+  Json a = Json::array();
+  for (const auto &f : list)
+    a.push_back({{"kind", f.finding->kind},
+                 {"severity", f.finding->severity},
+                 {"groups", f.groups},
+                 {"message", f.finding->message}});
+  return a;
+}
+
+Json rules_json(const inspector::Report &r) {
+  Json a = Json::array();
+  for (const auto &rule : r.rules)
+    a.push_back({{"rule", rule.rule}, {"allocations", rule.allocations}, {"bytes", rule.bytes}});
+  return a;
 }
 
 } // namespace
 
 void render_diff_json(const inspector::ReportDiff &d, const DiffSources &s, std::ostream &out) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  OStream j(os, 2);
-  j.object([&] {
-    j.attribute("schema", inspector::kDiffSchema);
-    side_json(j, "a", s.a, s.a_kind, *d.a);
-    side_json(j, "b", s.b, s.b_kind, *d.b);
-    j.attributeObject("totals", [&] {
-      metric_json(j, d.live_objects);
-      metric_json(j, d.live_bytes);
-      for (const auto &m : d.htm)
-        metric_json(j, m);
-    });
-    j.attributeArray("groups", [&] {
-      for (const auto &g : d.groups)
-        j.object([&] {
-          j.attribute("name", g.b->group.name);
-          j.attribute("name_a", g.a->group.name);
-          j.attribute("id_a", g.a->group.id);
-          j.attribute("id_b", g.b->group.id);
-          j.attribute("matched_by", inspector::to_string(g.matched_by));
-          j.attribute("change", g.magnitude);
-          j.attributeObject("metrics", [&] {
-            for (const auto &m : g.metrics)
-              metric_json(j, m);
-          });
-        });
-    });
-    j.attributeArray("only_in_a", [&] {
-      for (const auto *g : d.only_a)
-        group_ref(j, *g);
-    });
-    j.attributeArray("only_in_b", [&] {
-      for (const auto *g : d.only_b)
-        group_ref(j, *g);
-    });
-    j.attributeObject("rules", [&] {
-      for (const auto *side : {d.a, d.b})
-        j.attributeArray(side == d.a ? "a" : "b", [&] {
-          for (const auto &rule : side->rules)
-            j.object([&] {
-              j.attribute("rule", rule.rule);
-              j.attribute("allocations", rule.allocations);
-              j.attribute("bytes", rule.bytes);
-            });
-        });
-    });
-    j.attributeObject("findings", [&] {
-      findings_json(j, "resolved", d.resolved);
-      findings_json(j, "new", d.added);
-      findings_json(j, "kept", d.kept);
-    });
-    j.attributeArray("notes", [&] {
-      for (const auto &n : d.notes)
-        j.value(n);
-    });
-  });
-  os.flush();
-  out << text << '\n';
+  Json j;
+  j["schema"] = inspector::kDiffSchema;
+  j["a"] = side_json(s.a, s.a_kind, *d.a);
+  j["b"] = side_json(s.b, s.b_kind, *d.b);
+  Json totals = Json::object();
+  add_metric(totals, d.live_objects);
+  add_metric(totals, d.live_bytes);
+  for (const auto &m : d.htm)
+    add_metric(totals, m);
+  j["totals"] = std::move(totals);
+  j["groups"] = Json::array();
+  for (const auto &g : d.groups) {
+    Json x = {{"name", g.b->group.name},
+              {"name_a", g.a->group.name},
+              {"id_a", g.a->group.id},
+              {"id_b", g.b->group.id},
+              {"matched_by", inspector::to_string(g.matched_by)},
+              {"change", g.magnitude}};
+    Json metrics = Json::object();
+    for (const auto &m : g.metrics)
+      add_metric(metrics, m);
+    x["metrics"] = std::move(metrics);
+    j["groups"].push_back(std::move(x));
+  }
+  j["only_in_a"] = Json::array();
+  for (const auto *g : d.only_a)
+    j["only_in_a"].push_back(group_ref(*g));
+  j["only_in_b"] = Json::array();
+  for (const auto *g : d.only_b)
+    j["only_in_b"].push_back(group_ref(*g));
+  j["rules"] = {{"a", rules_json(*d.a)}, {"b", rules_json(*d.b)}};
+  j["findings"] = {{"resolved", findings_json(d.resolved)},
+                   {"new", findings_json(d.added)},
+                   {"kept", findings_json(d.kept)}};
+  j["notes"] = d.notes;
+  write_json(j, out);
 }
 
 } // namespace memlayout::cli

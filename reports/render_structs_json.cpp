@@ -1,151 +1,104 @@
 // `memlayout structs --format json`: the type map (docs/structs.md).
+#include "json_write.h"
 #include "render_structs.h"
-
-#include <llvm/Support/JSON.h>
-#include <llvm/Support/raw_os_ostream.h>
 
 namespace memlayout::cli {
 namespace {
 
-using llvm::json::OStream;
 namespace in = memlayout::inspector;
 
-void field(OStream &j, const in::FieldLayout &f) {
-  j.object([&] {
-    j.attribute("name", f.name);
-    j.attribute("offset", f.offset);
-    j.attribute("size", f.size);
-    j.attribute("type", f.type);
-    j.attribute("align", f.align);
-    if (f.role != in::FieldRole::kField)
-      j.attribute("role", in::role_name(f.role));
-    if (f.sync != in::SyncKind::kNone)
-      j.attribute("sync", in::sync_name(f.sync));
-    if (f.is_bitfield()) {
-      j.attribute("bit_offset", f.bit_offset);
-      j.attribute("bit_size", f.bit_size);
-    }
-  });
+Json field(const in::FieldLayout &f) {
+  Json j = {{"name", f.name},
+            {"offset", f.offset},
+            {"size", f.size},
+            {"type", f.type},
+            {"align", f.align}};
+  if (f.role != in::FieldRole::kField)
+    j["role"] = in::role_name(f.role);
+  if (f.sync != in::SyncKind::kNone)
+    j["sync"] = in::sync_name(f.sync);
+  if (f.is_bitfield()) {
+    j["bit_offset"] = f.bit_offset;
+    j["bit_size"] = f.bit_size;
+  }
+  return j;
 }
 
-void names(OStream &j, const char *key, const in::RecordLayout &r,
-           const std::vector<uint32_t> &indices) {
-  j.attributeArray(key, [&] {
-    for (uint32_t i : indices)
-      j.value(r.fields[i].name);
-  });
+Json names(const in::RecordLayout &r, const std::vector<uint32_t> &indices) {
+  Json a = Json::array();
+  for (uint32_t i : indices)
+    a.push_back(r.fields[i].name);
+  return a;
 }
 
-void placement(OStream &j, const in::RecordLayout &r, const in::Placement &p) {
-  j.attributeObject(p.allocator, [&] {
-    j.attribute("slot", p.slot);
-    j.attribute("waste", p.waste);
-    j.attribute("min_lines", p.min_lines);
-    j.attribute("straddle_fraction", p.straddle_fraction);
-    j.attributeArray("starts", [&] {
-      for (const in::LineStart &s : p.starts)
-        j.object([&] {
-          j.attribute("offset", s.offset);
-          j.attribute("lines", s.lines);
-          names(j, "straddling", r, s.straddling);
-        });
-    });
-    names(j, "straddling_fields", r, p.straddling_fields);
-  });
+Json placement(const in::RecordLayout &r, const in::Placement &p) {
+  Json starts = Json::array();
+  for (const in::LineStart &s : p.starts)
+    starts.push_back(
+        {{"offset", s.offset}, {"lines", s.lines}, {"straddling", names(r, s.straddling)}});
+  return {{"slot", p.slot},
+          {"waste", p.waste},
+          {"min_lines", p.min_lines},
+          {"straddle_fraction", p.straddle_fraction},
+          {"starts", std::move(starts)},
+          {"straddling_fields", names(r, p.straddling_fields)}};
 }
 
-void record(OStream &j, const in::RecordReport &rr) {
+Json record(const in::RecordReport &rr) {
   const in::RecordLayout &r = rr.layout;
-  j.object([&] {
-    j.attribute("name", r.name);
-    j.attribute("kind", r.kind);
-    j.attribute("file", r.file);
-    j.attribute("line", r.line);
-    j.attribute("size", r.size);
-    j.attribute("align", r.align);
-    if (r.packed)
-      j.attribute("packed", true);
-    j.attributeArray("fields", [&] {
-      for (const in::FieldLayout &f : r.fields)
-        field(j, f);
-    });
-    j.attributeArray("holes", [&] {
-      for (const in::Hole &h : r.holes)
-        j.object([&] {
-          j.attribute("offset", h.offset);
-          j.attribute("size", h.size);
-        });
-    });
-    j.attribute("bit_holes", r.bit_holes);
-    j.attribute("tail_padding", r.tail_padding);
-    j.attributeObject("size_class", [&] {
-      for (const in::Placement &p : rr.placements)
-        j.attribute(p.allocator, p.slot);
-    });
-    j.attributeObject("placement", [&] {
-      for (const in::Placement &p : rr.placements)
-        placement(j, r, p);
-    });
-    j.attributeArray("risks", [&] {
-      for (const in::Risk &k : rr.advice.risks)
-        j.object([&] {
-          j.attribute("kind", k.kind);
-          j.attribute("severity", k.severity);
-          j.attributeArray("fields", [&] {
-            for (const std::string &f : k.fields)
-              j.value(f);
-          });
-          j.attribute("message", k.message);
-        });
-    });
-    j.attributeArray("suggestions", [&] {
-      for (const in::Suggestion &s : rr.advice.suggestions)
-        j.object([&] {
-          j.attribute("kind", s.kind);
-          j.attribute("size", s.size);
-          if (!s.order.empty())
-            j.attributeArray("order", [&] {
-              for (const std::string &f : s.order)
-                j.value(f);
-            });
-          j.attribute("message", s.message);
-        });
-    });
-  });
+  Json j = {{"name", r.name}, {"kind", r.kind}, {"file", r.file},
+            {"line", r.line}, {"size", r.size}, {"align", r.align}};
+  if (r.packed)
+    j["packed"] = true;
+  j["fields"] = Json::array();
+  for (const in::FieldLayout &f : r.fields)
+    j["fields"].push_back(field(f));
+  j["holes"] = Json::array();
+  for (const in::Hole &h : r.holes)
+    j["holes"].push_back({{"offset", h.offset}, {"size", h.size}});
+  j["bit_holes"] = r.bit_holes;
+  j["tail_padding"] = r.tail_padding;
+  j["size_class"] = Json::object();
+  j["placement"] = Json::object();
+  for (const in::Placement &p : rr.placements) {
+    j["size_class"][p.allocator] = p.slot;
+    j["placement"][p.allocator] = placement(r, p);
+  }
+  j["risks"] = Json::array();
+  for (const in::Risk &k : rr.advice.risks)
+    j["risks"].push_back({{"kind", k.kind},
+                          {"severity", k.severity},
+                          {"fields", k.fields},
+                          {"message", k.message}});
+  j["suggestions"] = Json::array();
+  for (const in::Suggestion &s : rr.advice.suggestions) {
+    Json x = {{"kind", s.kind}, {"size", s.size}};
+    if (!s.order.empty())
+      x["order"] = s.order;
+    x["message"] = s.message;
+    j["suggestions"].push_back(std::move(x));
+  }
+  return j;
 }
 
 } // namespace
 
 void render_structs_json(const inspector::StructsReport &r, std::ostream &out) {
-  llvm::raw_os_ostream os(out);
-  OStream j(os, 2);
-  j.object([&] {
-    j.attribute("schema", inspector::kStructsSchema);
-    j.attribute("line_size", r.line_size);
-    j.attributeArray("records", [&] {
-      for (const in::RecordReport &rr : r.records)
-        record(j, rr);
-    });
-    j.attributeArray("sites", [&] {
-      for (const in::AllocSite &s : r.sites)
-        j.object([&] {
-          j.attribute("file", s.file);
-          j.attribute("line", s.line);
-          j.attribute("column", s.column);
-          j.attribute("end_line", s.end_line);
-          j.attribute("function", s.function);
-          j.attribute("type", s.type);
-          j.attribute("call", s.call);
-          if (s.dependent)
-            j.attribute("dependent", true);
-        });
-    });
-    j.attributeArray("failed", [&] {
-      for (const std::string &f : r.failed)
-        j.value(f);
-    });
-  });
-  os << "\n";
+  Json j = {{"schema", inspector::kStructsSchema}, {"line_size", r.line_size}};
+  j["records"] = Json::array();
+  for (const in::RecordReport &rr : r.records)
+    j["records"].push_back(record(rr));
+  j["sites"] = Json::array();
+  for (const in::AllocSite &s : r.sites) {
+    Json x = {{"file", s.file},         {"line", s.line},         {"column", s.column},
+              {"end_line", s.end_line}, {"function", s.function}, {"type", s.type},
+              {"call", s.call}};
+    if (s.dependent)
+      x["dependent"] = true;
+    j["sites"].push_back(std::move(x));
+  }
+  j["failed"] = r.failed;
+  write_json(j, out);
 }
 
 } // namespace memlayout::cli

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config binutils
   libjemalloc-dev libpfm4-dev libzstd-dev zstd
-  clang libclang-dev llvm-dev catch2 gnuplot-nox libcli11-dev
+  clang libclang-dev llvm-dev catch2 gnuplot-nox libcli11-dev nlohmann-json3-dev
   sqlite3 chromium)
 missing=()
 for p in "${packages[@]}"; do
