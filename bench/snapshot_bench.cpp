@@ -11,6 +11,7 @@
 // events/s and the peak memory the replay added per live object (at the
 // peak; the end has next to none, so its figure is the memory alone).
 #include "heap_snapshot.h"
+#include "trace_reader.h"
 #include "trace_builder.h"
 
 #include <malloc.h>

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "grouping.h"
 #include "heap_snapshot.h"
+#include "trace_reader.h"
 #include "preload_launch.h"
 #include "render.h"
 #include "replay_ops.h"

@@ -1,5 +1,6 @@
 #include "grouping.h"
 #include "heap_snapshot.h"
+#include "trace_reader.h"
 #include "this_process_modules.h"
 #include "trace_builder.h"
 

@@ -1,4 +1,5 @@
 #include "heap_snapshot.h"
+#include "trace_reader.h"
 #include "trace_builder.h"
 
 #include <catch2/catch.hpp>

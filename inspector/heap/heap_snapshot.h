@@ -26,7 +26,6 @@
 #pragma once
 
 #include "heap_model.h"
-#include "trace_reader.h"
 
 #include <cstdint>
 #include <functional>
@@ -34,6 +33,8 @@
 #include <string>
 
 namespace memlayout::inspector {
+
+class TraceReader; // trace_reader.h: the stage before this one
 
 // `r` must be open with nothing read yet (next() not called); it is read to
 // its end, after which its tables, status() and error() are complete. A

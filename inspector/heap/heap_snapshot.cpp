@@ -1,6 +1,7 @@
 #include "heap_snapshot.h"
 
 #include "replay_heaps.h"
+#include "trace_reader.h"
 
 #include <algorithm>
 #include <bit>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "trace_format.h"
-#include "trace_reader.h"
+#include "trace_records.h"
 
 #include <cstdint>
 #include <functional>

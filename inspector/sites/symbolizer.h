@@ -4,7 +4,7 @@
 // millions of times.
 #pragma once
 
-#include "trace_reader.h"
+#include "trace_records.h"
 
 #include <cstdint>
 #include <memory>
