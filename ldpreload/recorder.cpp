@@ -7,11 +7,13 @@
 
 #include <cstring>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 
 namespace memlayout::preload {
 
 __thread ThreadState tl_state __attribute__((tls_model("initial-exec")));
+bool g_fast_pdep = sys::cpu_has_fast_pdep();
 std::atomic<State> g_state{State::kUninitialized};
 
 namespace {
@@ -64,6 +66,12 @@ void write_thread_record(trace::ThreadEvent what, uint32_t tid) {
 // knowing when the peak is. Resident size rather than live bytes: it costs
 // one small read per block instead of a malloc_usable_size per free.
 void maybe_snapshot() {
+  // The high-water mark bounds resident memory from above and costs one
+  // system call instead of a /proc file's open, read and close.
+  rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0 &&
+      static_cast<uint64_t>(usage.ru_maxrss) * 1024 < g_next_snapshot_rss.load(std::memory_order_relaxed))
+    return;
   char text[128];
   if (sys::read_file("/proc/self/statm", text, sizeof text) <= 0)
     return;
@@ -168,6 +176,8 @@ void flush_log(ThreadLog *log) {
 }
 
 uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
+  if (uint32_t *known = unwind_memo(g_options.unwind, start, g_options.stack_depth))
+    return *known; // the stack cache verified this very stack: same id as last time
   uintptr_t frames[kMaxStackDepth];
   size_t n = 1;
   frames[0] = start.pc;

@@ -758,6 +758,39 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   return n;
 }
 
+// The hit path of unwind_cfi's stack cache without the frames: the recorder
+// only wants the id it stored for the stack, and copying the frames, setting
+// up a rule-cache view and checking the stack's bounds through the general
+// path cost it more than the id's checks.
+uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
+  ThreadState &t = t_state;
+  StackCache *cache = t.stack_cache;
+  if (!cache || t.stack_cache_busy || t.check_countdown <= 1 || t.state != StackState::kReady ||
+      start.sp < t.lo || start.sp >= t.hi) [[unlikely]]
+    return nullptr;
+  --t.check_countdown;
+  t.stack_cache_busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
+  const uint64_t tag = uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))}
+                           << 32 |
+                       static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) |
+                       uint64_t{1} << 63;
+  uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
+  StackEntry &e = cache->entries[h >> (64 - 6)];
+  uint32_t *memo = nullptr;
+  if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
+      e.stack_hi == t.hi && e.max_depth == max_depth && e.memo) {
+    bool same = true;
+    for (uint32_t i = 0; i < e.nreads; ++i)
+      same &= load(start.sp + e.off[i]) == e.val[i];
+    if (same)
+      memo = &e.memo;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t.stack_cache_busy = false;
+  return memo;
+}
+
 constexpr int kUrcNoReason = 0;
 constexpr int kUrcEndOfStack = 5;
 
@@ -814,6 +847,12 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
   if (method == UnwindMethod::kFramePointer)
     return unwind_fp(start, stack, frames, max_depth);
   return unwind_cfi(start, stack, frames, max_depth, memo);
+}
+
+uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth) {
+  if (method != UnwindMethod::kCfi || max_depth < 2 || max_depth > kStackCacheFrames)
+    return nullptr;
+  return cached_memo(start, max_depth);
 }
 
 size_t cfi::unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_t max_depth) {
