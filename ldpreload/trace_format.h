@@ -360,8 +360,9 @@ inline uint8_t *put_varint_pdep(uint8_t *p, uint64_t v) {
 #if defined(__x86_64__)
   if (__builtin_expect(v >> 56, 0))
     return put_varint(p, v);
-  const VarintShape &shape = kVarintShapes.by_clz[__builtin_clzll(v | 1)];
-  uint64_t x;
+  uint64_t x, clz;
+  asm("lzcnt %1, %0" : "=r"(clz) : "r"(v | 1)); // every CPU with a fast PDEP has LZCNT
+  const VarintShape &shape = kVarintShapes.by_clz[clz];
   asm("pdep %2, %1, %0" : "=r"(x) : "r"(v), "r"(0x7f7f7f7f7f7f7f7full));
   x |= shape.continuation;
   std::memcpy(p, &x, sizeof x);

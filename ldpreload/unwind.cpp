@@ -582,14 +582,20 @@ constexpr size_t kStackCacheEntries = 64; // a real program allocates from hundr
 constexpr size_t kStackCacheFrames = 32;
 constexpr size_t kStackCacheReads = 64;
 
+// A stack slot the walk read: its offset from sp and the value it held. In
+// pairs, so that checking a short stack touches a line or two.
+struct SlotRead {
+  uint64_t off;
+  uintptr_t val;
+};
+
 struct StackEntry {
   uintptr_t pc, sp, fp;
   uintptr_t stack_hi; // the slots were in bounds for this stack (a sigaltstack may change)
   uint64_t tag;       // rule epoch and load count it was computed under; 0 = empty
   uint32_t n, max_depth, nreads;
-  uint32_t memo;                  // the caller's, for this stack; 0 when filled
-  uint32_t off[kStackCacheReads]; // slot offsets from sp
-  uintptr_t val[kStackCacheReads];
+  uint32_t memo; // the caller's, for this stack; 0 when filled
+  SlotRead reads[kStackCacheReads];
   uintptr_t frames[kStackCacheFrames];
 };
 
@@ -634,8 +640,7 @@ struct Record {
   bool read(uintptr_t addr, uintptr_t value) {
     if (e->nreads == kStackCacheReads)
       return false;
-    e->off[e->nreads] = static_cast<uint32_t>(addr - sp);
-    e->val[e->nreads++] = value;
+    e->reads[e->nreads++] = {addr - sp, value};
     return true;
   }
 };
@@ -720,7 +725,7 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
       e.stack_hi == stack.hi && e.max_depth == max_depth) {
     bool same = true;
     for (uint32_t i = 0; i < e.nreads; ++i)
-      same &= load(start.sp + e.off[i]) == e.val[i];
+      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
     if (same) {
       n = e.n;
       memcpy(frames, e.frames, n * sizeof(uintptr_t));
@@ -782,7 +787,7 @@ uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
       e.stack_hi == t.hi && e.max_depth == max_depth && e.memo) {
     bool same = true;
     for (uint32_t i = 0; i < e.nreads; ++i)
-      same &= load(start.sp + e.off[i]) == e.val[i];
+      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
     if (same)
       memo = &e.memo;
   }

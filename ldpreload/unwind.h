@@ -63,7 +63,7 @@ uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_
 // Idempotent and cheap after the first call.
 void unwind_thread_init();
 
-// Returns the calling thread's stack cache (about 18 KiB, taken on its first
+// Returns the calling thread's stack cache (about 85 KiB, taken on its first
 // kCfi unwind) for reuse by later threads. Call when the thread exits, after
 // its last unwind; without it the block is simply not reused.
 void unwind_thread_exit();
