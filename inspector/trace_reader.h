@@ -116,6 +116,14 @@ struct EndRecord {
            write_errors = 0;
 };
 
+// What skim_block() counts in the rest of an events block.
+struct BlockSkim {
+  uint32_t events = 0;             // events yielded (ticks folded, as next() does)
+  int32_t net = 0, max_prefix = 0; // carried in: objects created less those ended, its most
+  bool tags = false, lost = false; // a kTag; an ext kLost
+  std::vector<std::pair<uint64_t, uint64_t>> marks; // (string id, tsc) in order
+};
+
 // `message` is complete ("FILE: offset N: ..."), ready to print.
 struct Diagnostic {
   uint64_t offset = 0;
@@ -171,6 +179,12 @@ public:
       return Item::kEvent;
     return next_record();
   }
+
+  // After next() yielded an event: steps over the rest of its block, counting
+  // into `s` what an index needs instead of building each event (validated
+  // as next() would). next() then goes on with the next record. False when
+  // the block is malformed (status() and error() say where).
+  bool skim_block(BlockSkim &s);
 
   // The current item; valid until the next call to next().
   const Event &event() const { return ev_; }

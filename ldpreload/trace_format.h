@@ -426,6 +426,18 @@ struct Cursor {
     return 0;
   }
   [[gnu::always_inline]] int64_t svarint() { return unzigzag(varint()); }
+  // Steps over a varint without assembling its value.
+  [[gnu::always_inline]] void skip_varint() {
+    if (end - p >= 8) {
+      uint64_t x;
+      std::memcpy(&x, p, sizeof x);
+      if (uint64_t stops = ~x & 0x8080808080808080ull) {
+        p += static_cast<unsigned>(__builtin_ctzll(stops)) / 8 + 1;
+        return;
+      }
+    }
+    varint_bytewise();
+  }
   uint8_t u8() {
     if (p >= end) {
       bad = true;
