@@ -83,7 +83,7 @@ struct alignas(64) SmallPage {
   // thread that is gone.
   const void *owner;
   void *free;       // blocks to hand out next (owner only)
-  void *local_free; // blocks the owner freed since it last refilled `free`
+  void *local_free; // blocks the owner freed while the page was not its current one
   std::atomic<void *> thread_free; // blocks other threads freed
   ThreadHeap *heap;                // the owner's heap, for its counts
   uint16_t used;       // blocks handed out and not back on free or local_free
@@ -151,15 +151,22 @@ inline void *small_pop(ThreadHeap *heap, unsigned c) {
 // Refills the current page or moves to another: null when the pool is full.
 void *small_alloc_slow(ThreadHeap *heap, unsigned c);
 
-// Frees into a page the calling thread owns. A page other than the current
-// one that empties goes back to the pool; one that was full becomes
-// available again.
+// Frees into a page the calling thread owns: onto the free list of the
+// page allocations come from, to be reused next (last freed, first reused,
+// as jemalloc's thread cache does), or onto another page's local list. A
+// page other than the current one that empties goes back to the pool; one
+// that was full becomes available again.
 void small_free_local_slow(ThreadHeap *heap, SmallPage *page);
 inline void small_free_local(SmallPage *page, void *p) {
+  uint16_t used = --page->used;
+  if (__builtin_expect(page->where == kCurrent, 1)) {
+    *static_cast<void **>(p) = page->free;
+    page->free = p;
+    return;
+  }
   *static_cast<void **>(p) = page->local_free;
   page->local_free = p;
-  uint16_t used = --page->used;
-  if (__builtin_expect(page->where != kCurrent, 0) && (used == 0 || page->where == kFull))
+  if (used == 0 || page->where == kFull)
     small_free_local_slow(page->heap, page);
 }
 
