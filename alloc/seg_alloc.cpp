@@ -121,8 +121,7 @@ void *pool_realloc(void *p, size_t size) {
       errno = ENOMEM;
       return nullptr;
     }
-    int64_t grown =
-        static_cast<int64_t>(mlje_sallocx(q, 0)) - static_cast<int64_t>(old_usable);
+    int64_t grown = static_cast<int64_t>(mlje_sallocx(q, 0)) - static_cast<int64_t>(old_usable);
     if (ThreadHeap *heap = entry.heap)
       add_own(heap->live_bytes, grown);
     else

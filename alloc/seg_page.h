@@ -82,15 +82,15 @@ struct alignas(64) SmallPage {
   // or abandoned. Changed only by the owner, or under the engine lock for a
   // thread that is gone.
   const void *owner;
-  void *free;       // blocks to hand out next (owner only)
-  void *local_free; // blocks the owner freed while the page was not its current one
+  void *free;                      // blocks to hand out next (owner only)
+  void *local_free;                // the owner's frees while the page was not current
   std::atomic<void *> thread_free; // blocks other threads freed
   ThreadHeap *heap;                // the owner's heap, for its counts
-  uint16_t used;       // blocks handed out and not back on free or local_free
-  uint16_t block_size; // 0 for the empty sentinel
-  uint16_t fresh;      // blocks handed out at least once: the rest were never touched
-  uint16_t capacity;   // blocks the page holds
-  uint32_t prev, next; // list links: slice numbers + 1, 0 for none
+  uint16_t used;                   // blocks handed out and not back on free or local_free
+  uint16_t block_size;             // 0 for the empty sentinel
+  uint16_t fresh;                  // blocks handed out at least once: the rest were never touched
+  uint16_t capacity;               // blocks the page holds
+  uint32_t prev, next;             // list links: slice numbers + 1, 0 for none
   uint8_t cls;
   uint8_t where; // PageList: which list holds the page
 };

@@ -36,7 +36,7 @@ struct alignas(64) seg_pool {
   uintptr_t small_begin = 0;
   size_t small_bytes = 0, small_next = 0, small_held = 0;
   memlayout::seg::SmallPage *pages = nullptr;
-  memlayout::seg::PageQueue free_pages;             // empty, ready for any class
+  memlayout::seg::PageQueue free_pages; // empty, ready for any class
   uint32_t free_page_count = 0;
   memlayout::seg::PageQueue abandoned[memlayout::seg::kSmallClasses]; // of exited threads
   memlayout::seg::ThreadHeap *heaps = nullptr;

@@ -16,8 +16,8 @@
 #pragma once
 
 #include "seg_core.h"
-#include "seg_page.h"
 #include "seg_mallocx.h"
+#include "seg_page.h"
 
 #include <atomic>
 #include <cstdint>

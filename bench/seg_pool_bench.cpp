@@ -22,8 +22,8 @@
 #include <memlayout/seg.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -232,8 +232,7 @@ int main(int argc, char **argv) {
            mi_text, g, a / j, e / j);
   };
 
-  printf("%zu pairs per run (48 and 64 B), median of %d runs, ns per pair\n", cfg.pairs,
-         cfg.runs);
+  printf("%zu pairs per run (48 and 64 B), median of %d runs, ns per pair\n", cfg.pairs, cfg.runs);
   printf("%6s %-6s %13s %14s %9s %9s %7s %16s %17s\n", "batch", "order", "pool (C API)",
          "pool (engine)", "jemalloc", "mimalloc", "glibc", "C API/jemalloc", "engine/jemalloc");
   for (size_t batch : cfg.batches) {

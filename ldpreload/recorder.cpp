@@ -7,8 +7,8 @@
 
 #include <cstring>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 namespace memlayout::preload {
 
@@ -75,7 +75,8 @@ void maybe_snapshot() {
   // system call instead of a /proc file's open, read and close.
   rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0 &&
-      static_cast<uint64_t>(usage.ru_maxrss) * 1024 < g_next_snapshot_rss.load(std::memory_order_relaxed))
+      static_cast<uint64_t>(usage.ru_maxrss) * 1024 <
+          g_next_snapshot_rss.load(std::memory_order_relaxed))
     return;
   char text[128];
   if (sys::read_file("/proc/self/statm", text, sizeof text) <= 0)

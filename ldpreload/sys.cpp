@@ -1,8 +1,8 @@
 #include "sys.h"
 
 #include <atomic>
-#include <cpuid.h>
 #include <cerrno>
+#include <cpuid.h>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>

@@ -347,7 +347,8 @@ inline constexpr struct VarintShapes {
       unsigned len = (64 - clz + 6) / 7;
       by_clz[clz].len = static_cast<uint8_t>(len);
       by_clz[clz].continuation =
-          len >= 8 ? 0x0080808080808080ull : 0x8080808080808080ull & ((uint64_t{1} << (8 * (len - 1))) - 1);
+          len >= 8 ? 0x0080808080808080ull
+                   : 0x8080808080808080ull & ((uint64_t{1} << (8 * (len - 1))) - 1);
     }
   }
 } kVarintShapes;

@@ -776,10 +776,9 @@ uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
   --t.check_countdown;
   t.stack_cache_busy = true;
   std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
-  const uint64_t tag = uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))}
-                           << 32 |
-                       static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) |
-                       uint64_t{1} << 63;
+  const uint64_t tag =
+      uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))} << 32 |
+      static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) | uint64_t{1} << 63;
   uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
   StackEntry &e = cache->entries[h >> (64 - 6)];
   uint32_t *memo = nullptr;

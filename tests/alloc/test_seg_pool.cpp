@@ -223,8 +223,7 @@ TEST_CASE("pool: mixed sizes and threads never hand out overlapping objects", "[
 // of its objects to the others and frees what it is handed, and exits while
 // others still hold its objects (its pages are abandoned to the pool, and
 // the second wave adopts them).
-TEST_CASE("pool: threads that exit leave their pages to the next ones, nothing overlaps",
-          "[seg]") {
+TEST_CASE("pool: threads that exit leave their pages to the next ones, nothing overlaps", "[seg]") {
   seg_pool *pool = seg_pool_create("waves", nullptr);
   auto range = bounds_of(pool);
   constexpr unsigned kThreads = 8;
