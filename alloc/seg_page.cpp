@@ -300,6 +300,33 @@ void heap_abandon(ThreadHeap *heap) {
 
 void heap_forget(ThreadHeap *heap) { heap_free_locked(heap); }
 
+void heaps_after_fork_child(Pool *pool) {
+  // The other threads may have been inside their heaps' lists when the
+  // process forked: their heaps go without being walked, and their pages
+  // are found by their owner instead, whatever list they were on.
+  const void *self = thread_token();
+  for (ThreadHeap *heap = pool->heaps, *next; heap; heap = next) {
+    next = heap->next_in_pool;
+    if (heap->owner == self)
+      continue;
+    uint64_t allocations, frees;
+    int64_t live_bytes;
+    heap_counts(heap, &allocations, &frees, &live_bytes);
+    pool->shared_allocations.fetch_add(allocations, std::memory_order_relaxed);
+    pool->shared_frees.fetch_add(frees, std::memory_order_relaxed);
+    pool->shared_live_bytes.fetch_add(live_bytes, std::memory_order_relaxed);
+    heap_free_locked(heap);
+  }
+  for (size_t i = 0, n = pool->small_next >> kPageShift; i < n; ++i) {
+    SmallPage *page = &pool->pages[i];
+    if (!page->owner || page->owner == self)
+      continue;
+    page->owner = nullptr;
+    page->heap = nullptr;
+    push_back(pool, pool->abandoned[page->cls], page, kAbandoned);
+  }
+}
+
 void heap_counts(const ThreadHeap *heap, uint64_t *allocations, uint64_t *frees,
                  int64_t *live_bytes) {
   *allocations = heap->allocations.load(std::memory_order_relaxed);

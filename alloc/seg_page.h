@@ -189,6 +189,9 @@ ThreadHeap *heap_create(Pool *pool);
 void heap_abandon(ThreadHeap *heap);
 // The pool is being destroyed: its pages go with its range.
 void heap_forget(ThreadHeap *heap);
+// In a forked child: the heaps of the threads it does not have go, and
+// their pages are left to the pool for adoption.
+void heaps_after_fork_child(Pool *pool);
 
 // Under the engine lock: the pool's small area (the first `bytes` of its
 // range) and its descriptors; false when the descriptors cannot be mapped.

@@ -132,15 +132,9 @@ void thread_caches_after_fork_child() {
   for (unsigned id = 0; id < kTcacheIdLimit; ++id)
     if (g_owners[id].entry && !is_own_entry(g_owners[id].entry))
       retire(id);
-  for (Pool &pool : g_pools) {
-    if (!pool.live.load(std::memory_order_relaxed))
-      continue;
-    for (ThreadHeap *heap = pool.heaps, *next; heap; heap = next) {
-      next = heap->next_in_pool;
-      if (heap->owner != thread_token())
-        heap_abandon(heap);
-    }
-  }
+  for (Pool &pool : g_pools)
+    if (pool.live.load(std::memory_order_relaxed))
+      heaps_after_fork_child(&pool);
 }
 
 unsigned thread_caches_in_use() {
