@@ -578,9 +578,12 @@ void periodic_module_check(ThreadState &t) {
 // rules, so a stack whose recorded slots all still hold the recorded values,
 // under the same rule generation, unwinds to the recorded frames. Checking
 // that takes independent loads instead of a chain of dependent lookups.
-constexpr size_t kStackCacheEntries = 64; // a real program allocates from hundreds of stacks
+// A real program allocates from hundreds of stacks (sqlite: 453); an entry
+// is touched only when used, so unused ones cost address space alone.
+constexpr unsigned kStackCacheBits = 8;
+constexpr size_t kStackCacheEntries = size_t{1} << kStackCacheBits;
 constexpr size_t kStackCacheFrames = 32;
-constexpr size_t kStackCacheReads = 64;
+constexpr size_t kStackCacheReads = 32; // walks that read more stay uncached
 
 // A stack slot the walk read: its offset from sp and the value it held. In
 // pairs, so that checking a short stack touches a line or two.
@@ -615,7 +618,9 @@ StackCache *acquire_stack_cache() {
       g_free_caches = c->next_free;
     g_free_caches_lock.store(false, std::memory_order_release);
     if (c) {
-      memset(static_cast<void *>(c), 0, sizeof *c);
+      for (StackEntry &e : c->entries) // empty: the rest is rewritten before use
+        e.tag = 0;
+      c->next_free = nullptr;
       return c;
     }
   }
@@ -718,8 +723,7 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
   const uint64_t tag = uint64_t{v.tag} << 32 | v.adds | uint64_t{1} << 63;
   uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = t.stack_cache->entries[h >> (64 - 6)];
-  static_assert(kStackCacheEntries == 64);
+  StackEntry &e = t.stack_cache->entries[h >> (64 - kStackCacheBits)];
   size_t n;
   if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
       e.stack_hi == stack.hi && e.max_depth == max_depth) {
@@ -780,7 +784,7 @@ uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
       uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))} << 32 |
       static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) | uint64_t{1} << 63;
   uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = cache->entries[h >> (64 - 6)];
+  StackEntry &e = cache->entries[h >> (64 - kStackCacheBits)];
   uint32_t *memo = nullptr;
   if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
       e.stack_hi == t.hi && e.max_depth == max_depth && e.memo) {

@@ -63,9 +63,10 @@ uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_
 // Idempotent and cheap after the first call.
 void unwind_thread_init();
 
-// Returns the calling thread's stack cache (about 85 KiB, taken on its first
-// kCfi unwind) for reuse by later threads. Call when the thread exits, after
-// its last unwind; without it the block is simply not reused.
+// Returns the calling thread's stack cache (about 210 KiB of address space,
+// touched as entries are used, taken on its first kCfi unwind) for reuse by
+// later threads. Call when the thread exits, after its last unwind; without
+// it the block is simply not reused.
 void unwind_thread_exit();
 
 // Call after dlopen/dlclose returns: cached unwind rules are re-derived, so a
