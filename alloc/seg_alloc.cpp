@@ -1,4 +1,6 @@
-// The engine's allocation entry points (seg_core.h) over the inline paths.
+// The engine's allocation entry points (seg_core.h) over the inline paths,
+// and the paths that leave them: jemalloc's large objects, set-up, frees
+// from other threads, realloc.
 #include "seg_hot_path.h"
 
 namespace memlayout::seg {
@@ -7,7 +9,75 @@ namespace {
 
 bool is_power_of_two(size_t v) { return v && !(v & (v - 1)); }
 
+ThreadHeap *own_heap(const Pool *pool) { return tl_caches[pool->index].heap; }
+
 } // namespace
+
+void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
+  ThreadPoolCache &entry = tl_caches[pool->index];
+  int tcache = thread_flags(pool, entry);
+  int flags =
+      pool->arena_flags | tcache | (align ? lg_align_flags(align) : 0) | (zero ? MALLOCX_ZERO : 0);
+  void *p = mlje_mallocx(bytes, flags);
+  if (__builtin_expect(!p, 0)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  count_call(pool, entry.heap, true, static_cast<int64_t>(mlje_sallocx(p, 0)));
+  return p;
+}
+
+void free_large(Pool *pool, void *p) {
+  ThreadPoolCache &entry = tl_caches[pool->index];
+  int tcache = thread_flags(pool, entry);
+  size_t usable = mlje_sallocx(p, 0);
+  count_call(pool, entry.heap, false, -static_cast<int64_t>(usable));
+  mlje_sdallocx(p, usable, tcache);
+}
+
+void *alloc_slow(Pool *pool, size_t bytes, size_t align, bool zero) {
+  ThreadPoolCache &entry = tl_caches[pool->index];
+  unsigned c = small_class_for(bytes, align);
+  if (c < kSmallClasses) {
+    if (!entry.heap)
+      thread_flags(pool, entry);
+    if (ThreadHeap *heap = entry.heap) {
+      void *p = small_pop(heap, c);
+      if (!p)
+        p = small_alloc_slow(heap, c);
+      if (p) {
+        add_own(heap->small_allocations[c], 1);
+        if (zero)
+          memset(p, 0, bytes);
+        return p;
+      }
+    }
+  }
+  // Large, aligned beyond a class, no heap, or the small area is used up.
+  return alloc_large(pool, bytes, align, zero);
+}
+
+void free_small_remote(SmallPage *page, void *p) {
+  if (Pool *pool = owner_of(p)) {
+    if (ThreadHeap *heap = own_heap(pool))
+      add_own(heap->small_frees[small_class(page->block_size)], 1);
+    else
+      count_call(pool, nullptr, false, -static_cast<int64_t>(page->block_size));
+  }
+  small_free_remote(page, p);
+}
+
+bool free_slow(void *p) {
+  if (SmallPage *page = small_page_of(p)) {
+    free_small_remote(page, p);
+    return true;
+  }
+  Pool *pool = owner_of(p);
+  if (!pool)
+    return false;
+  free_large(pool, p);
+  return true;
+}
 
 void *pool_alloc(Pool *pool, size_t size, size_t align) {
   if (align && !is_power_of_two(align)) {
@@ -27,15 +97,9 @@ void *pool_calloc(Pool *pool, size_t n, size_t size) {
   return alloc_in(pool, padded_size(pool, bytes), pool->alignment, true);
 }
 
-void pool_free(void *p) { pool_try_free(p); }
+void pool_free(void *p) { free_any(p); }
 
-bool pool_try_free(void *p) {
-  OwnedObject o = owner_and_class(p);
-  if (!o.pool)
-    return false;
-  free_in(o.pool, p, o.klass);
-  return true;
-}
+bool pool_try_free(void *p) { return free_any(p); }
 
 void *pool_realloc(void *p, size_t size) {
   Pool *pool = owner_of(p);
@@ -43,25 +107,40 @@ void *pool_realloc(void *p, size_t size) {
     errno = EINVAL;
     return nullptr;
   }
-  ThreadPoolCache &entry = tl_caches[pool->index];
-  int tcache = thread_flags(pool, entry);
-  uint64_t allocated = *tl_je_bytes.allocated, deallocated = *tl_je_bytes.deallocated;
-  void *q = mlje_rallocx(p, padded_size(pool, size), pool->alloc_flags | tcache);
-  if (!q) {
-    errno = ENOMEM;
-    return nullptr;
+  size_t bytes = padded_size(pool, size);
+  SmallPage *page = small_page_of(p);
+  size_t old_usable = page ? page->block_size : mlje_sallocx(p, 0);
+  if (page && small_class_for(bytes, pool->alignment) == page->cls)
+    return p; // the same class: in place
+  if (!page && small_class_for(bytes, pool->alignment) == kSmallClasses) {
+    // jemalloc to jemalloc: it may resize in place.
+    ThreadPoolCache &entry = tl_caches[pool->index];
+    int tcache = thread_flags(pool, entry);
+    void *q = mlje_rallocx(p, bytes, pool->alloc_flags | tcache);
+    if (!q) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    int64_t grown = static_cast<int64_t>(mlje_sallocx(q, 0)) - static_cast<int64_t>(old_usable);
+    if (ThreadHeap *heap = entry.heap)
+      add_own(heap->live_bytes, grown);
+    else
+      pool->shared_live_bytes.fetch_add(grown, std::memory_order_relaxed);
+    return q;
   }
-  int64_t grown = static_cast<int64_t>(*tl_je_bytes.allocated - allocated) -
-                  static_cast<int64_t>(*tl_je_bytes.deallocated - deallocated);
-  pool->classes.set(q, class_entry(mlje_sallocx(q, 0)));
-  if (tcache > kTcacheNone)
-    add_own(entry.live_bytes, grown);
-  else
-    pool->shared_live_bytes.fetch_add(grown, std::memory_order_relaxed);
+  void *q = alloc_in(pool, bytes, pool->alignment, false);
+  if (!q)
+    return nullptr;
+  memcpy(q, p, old_usable < bytes ? old_usable : bytes);
+  free_any(p);
   return q;
 }
 
-size_t pool_usable_size(const void *p) { return owner_of(p) ? mlje_sallocx(p, 0) : 0; }
+size_t pool_usable_size(const void *p) {
+  if (const SmallPage *page = small_page_of(p))
+    return page->block_size;
+  return owner_of(p) ? mlje_sallocx(p, 0) : 0;
+}
 
 Pool *pool_of(const void *p) { return owner_of(p); }
 

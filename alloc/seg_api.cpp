@@ -38,6 +38,24 @@ inline const Dispatch *forward() {
 
 __attribute__((constructor)) void resolve_at_load() { resolve(); }
 
+inline bool own_engine() {
+  return __builtin_expect(g_route.load(std::memory_order_acquire) == Route::kOwn, 1);
+}
+
+// The paths malloc and free leave, out of line so that theirs keep no frame.
+__attribute__((noinline)) void *forward_malloc(seg_pool *pool, size_t size) {
+  if (const Dispatch *d = forward())
+    return d->malloc(pool, size);
+  return alloc_in(pool, padded_size(pool, size), pool->alignment, false);
+}
+
+__attribute__((noinline)) void free_elsewhere(void *ptr) {
+  if (const Dispatch *d = forward())
+    return d->free(ptr);
+  if (!free_slow(ptr) && ptr)
+    free(ptr);
+}
+
 } // namespace
 } // namespace memlayout::seg
 
@@ -50,8 +68,8 @@ SEG_API seg_pool *seg_pool_create(const char *name, const seg_pool_options *opts
 }
 
 SEG_API void *seg_malloc(seg_pool *pool, size_t size) {
-  if (const Dispatch *d = forward())
-    return d->malloc(pool, size);
+  if (!own_engine())
+    return forward_malloc(pool, size);
   return alloc_in(pool, padded_size(pool, size), pool->alignment, false);
 }
 
@@ -84,13 +102,8 @@ SEG_API void *seg_realloc(void *ptr, size_t size) {
 }
 
 SEG_API void seg_free(void *ptr) {
-  if (const Dispatch *d = forward())
-    return d->free(ptr);
-  OwnedObject o = owner_and_class(ptr);
-  if (o.pool)
-    free_in(o.pool, ptr, o.klass);
-  else if (ptr)
-    free(ptr);
+  if (!own_engine() || !free_local(ptr))
+    free_elsewhere(ptr);
 }
 
 SEG_API seg_pool *seg_pool_of(const void *ptr) {

@@ -1,19 +1,17 @@
 // The allocation and free paths, inline so that the C API goes straight from
-// its entry points to jemalloc; the engine's pool_alloc/pool_free
-// (seg_alloc.cpp) are the same code behind one call.
+// its entry points to the page it takes from or gives to; the engine's
+// pool_alloc/pool_free (seg_alloc.cpp) are the same code behind one call.
 //
-// Small objects come from the thread's magazine for the pool when it has
-// one of their class (seg_magazine.h); everything else goes to jemalloc with
-// the pool's arena and the thread's cache for that pool, so objects never
-// pass through a cache that serves another arena. A free learns the class
-// from the pool's class map (seg_class_map.h). Counts go to the thread's
-// entry for the pool (no shared writes), in usable bytes.
+// Small objects (up to 1 KiB, at alignments their class provides) come from
+// the thread's heap for the pool (seg_page.h); everything else goes to
+// jemalloc with the pool's arena and the thread's cache for that pool, so
+// objects never pass through a cache that serves another arena. Counts go
+// to the thread's heap for the pool (no shared writes), in usable bytes.
 #pragma once
 
 #include "seg_owner.h"
 #include "seg_pool.h"
 #include "seg_tcache.h"
-#include "size_class.h"
 
 #include <cerrno>
 #include <cstring>
@@ -35,12 +33,11 @@ inline int thread_flags(Pool *pool, ThreadPoolCache &entry) {
   return flags;
 }
 
-// Without a cache of its own a thread counts into the pool's shared totals.
-inline void count_call(Pool *pool, ThreadPoolCache &entry, int tcache, bool allocation,
-                       int64_t bytes) {
-  if (__builtin_expect(tcache > kTcacheNone, 1)) {
-    add_own(allocation ? entry.allocations : entry.frees, 1);
-    add_own(entry.live_bytes, bytes);
+// Counts into the thread's heap, or the pool's shared totals without one.
+inline void count_call(Pool *pool, ThreadHeap *heap, bool allocation, int64_t bytes) {
+  if (__builtin_expect(heap != nullptr, 1)) {
+    add_own(allocation ? heap->allocations : heap->frees, 1);
+    add_own(heap->live_bytes, bytes);
     return;
   }
   (allocation ? pool->shared_allocations : pool->shared_frees)
@@ -48,69 +45,66 @@ inline void count_call(Pool *pool, ThreadPoolCache &entry, int tcache, bool allo
   pool->shared_live_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-// The class map entry for an object of `usable` bytes.
-inline uint8_t class_entry(size_t usable) {
-  return usable <= kMagazineMaxSize ? static_cast<uint8_t>(magazine_class(usable) + 1)
-                                    : ClassMap::kNone;
+// The small class for `bytes` at `align` (0 or a power of two), or
+// kSmallClasses when jemalloc must serve it: a class holds alignments that
+// divide its size, as every page starts on 64 KiB.
+inline unsigned small_class_for(size_t bytes, size_t align) {
+  if (__builtin_expect(!align, 1))
+    return bytes <= kSmallMax ? small_class(bytes) : kSmallClasses;
+  if (bytes > kSmallMax || align > kSmallMax)
+    return kSmallClasses;
+  size_t rounded = (bytes + align - 1) & ~(align - 1);
+  if (rounded > kSmallMax)
+    return kSmallClasses;
+  unsigned c = small_class(rounded);
+  return small_class_size(c) % align == 0 ? c : kSmallClasses;
 }
+
+// jemalloc's objects: large ones, aligned beyond a class, or all of a thread
+// that has no heap for the pool.
+void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero);
+void free_large(Pool *pool, void *p);
+// Everything alloc_in's fast path leaves: aligned requests, a page to
+// refill, the thread's first allocation from the pool, large objects.
+void *alloc_slow(Pool *pool, size_t bytes, size_t align, bool zero);
+// A small object of a page the calling thread does not own.
+void free_small_remote(SmallPage *page, void *p);
+// What free_local leaves: frees into other threads' pages, large objects,
+// other pointers (false, untouched).
+bool free_slow(void *p);
+
+#define SEG_HOT inline __attribute__((always_inline))
 
 // bytes: the padded size; align: 0 or a power of two, already raised to the
-// pool's alignment.
-inline void *alloc_in(Pool *pool, size_t bytes, size_t align, bool zero) {
-  ThreadPoolCache &entry = tl_caches[pool->index];
-  int tcache = thread_flags(pool, entry);
-  int flags =
-      pool->arena_flags | tcache | (align ? lg_align_flags(align) : 0) | (zero ? MALLOCX_ZERO : 0);
-  // Small enough for a magazine class (checked before rounding can overflow).
-  size_t rounded = SIZE_MAX;
-  if (bytes <= kMagazineMaxSize && align <= kMagazineMaxSize)
-    rounded = align ? (bytes + align - 1) & ~(align - 1) : bytes;
-  void *p;
-  int64_t usable;
-  if (__builtin_expect(rounded <= kMagazineMaxSize, 1)) {
-    // jemalloc's class for (bytes, align) is the class of the rounded size,
-    // and every region of that class is aligned to align.
-    unsigned c = magazine_class(rounded);
-    usable = static_cast<int64_t>(magazine_class_size(c));
-    Magazine *m = entry.magazine;
-    if (m && (p = m->pop(c)) != nullptr) {
+// pool's alignment. The fast path pops the thread's current page of the
+// class and keeps no register across a call.
+SEG_HOT void *alloc_in(Pool *pool, size_t bytes, size_t align, bool zero) {
+  ThreadHeap *heap = tl_caches[pool->index].heap;
+  if (__builtin_expect(heap != nullptr && !align && bytes <= kSmallMax, 1)) {
+    unsigned c = small_class(bytes);
+    if (void *p = small_pop(heap, c); __builtin_expect(p != nullptr, 1)) {
+      add_own(heap->small_allocations[c], 1);
       if (zero)
-        memset(p, 0, static_cast<size_t>(usable));
-    } else if ((p = mlje_mallocx(bytes, flags)) != nullptr) {
-      pool->classes.set(p, static_cast<uint8_t>(c + 1));
+        memset(p, 0, bytes);
+      return p;
     }
-  } else if ((p = mlje_mallocx(bytes, flags)) != nullptr) { // large, or aligned beyond a class
-    usable = static_cast<int64_t>(mlje_sallocx(p, 0));
-    pool->classes.set(p, class_entry(static_cast<size_t>(usable)));
   }
-  if (__builtin_expect(!p, 0)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  count_call(pool, entry, tcache, true, usable);
-  return p;
+  return alloc_slow(pool, bytes, align, zero);
 }
 
-// cls: the object's class map entry (owner_and_class).
-inline void free_in(Pool *pool, void *p, uint8_t cls) {
-  ThreadPoolCache &entry = tl_caches[pool->index];
-  int tcache = thread_flags(pool, entry);
-  if (__builtin_expect(cls != ClassMap::kNone, 1)) {
-    unsigned c = cls - 1u;
-    count_call(pool, entry, tcache, false, -static_cast<int64_t>(magazine_class_size(c)));
-    Magazine *m = entry.magazine;
-    if (__builtin_expect(m != nullptr, 1)) {
-      if (!m->push(c, p)) {
-        magazine_spill(m, c, tcache);
-        m->push(c, p);
-      }
-      return;
-    }
-    return mlje_sdallocx(p, magazine_class_size(c), tcache);
-  }
-  size_t usable = mlje_sallocx(p, 0);
-  count_call(pool, entry, tcache, false, -static_cast<int64_t>(usable));
-  mlje_sdallocx(p, usable, tcache);
+// Frees p when it is a small object of a page the calling thread owns: onto
+// the page's local list, no atomic. False otherwise (p untouched).
+SEG_HOT bool free_local(void *p) {
+  SmallPage *page = small_page_of(p);
+  if (__builtin_expect(page == nullptr || page->owner != thread_token(), 0))
+    return false;
+  add_own(page->heap->small_frees[page->cls], 1);
+  small_free_local(page, p);
+  return true;
 }
+
+// Frees p and returns true when it belongs to a pool; false (p untouched)
+// otherwise.
+SEG_HOT bool free_any(void *p) { return free_local(p) || free_slow(p); }
 
 } // namespace memlayout::seg

@@ -16,8 +16,12 @@ template <class F> void for_each_slot(const Pool *pool, F f) {
 } // namespace
 
 void owner_publish(Pool *pool) {
-  for_each_slot(pool, [pool](OwnerSlot &s) {
-    s.classes.store(pool->classes.by_page(), std::memory_order_relaxed);
+  uintptr_t small_begin = pool->small_begin, small_end = small_begin + pool->small_bytes;
+  SmallPage *by_slice = pool->pages - (small_begin >> kPageShift);
+  for_each_slot(pool, [&](OwnerSlot &s) {
+    s.page_by_slice.store(by_slice, std::memory_order_relaxed);
+    s.small_begin.store(small_begin, std::memory_order_relaxed);
+    s.small_end.store(small_end, std::memory_order_relaxed);
     s.pool.store(pool, std::memory_order_release);
   });
 }
@@ -25,7 +29,9 @@ void owner_publish(Pool *pool) {
 void owner_withdraw(const Pool *pool) {
   for_each_slot(pool, [](OwnerSlot &s) {
     s.pool.store(nullptr, std::memory_order_release);
-    s.classes.store(nullptr, std::memory_order_relaxed);
+    s.small_begin.store(0, std::memory_order_relaxed);
+    s.small_end.store(0, std::memory_order_relaxed);
+    s.page_by_slice.store(nullptr, std::memory_order_relaxed);
   });
 }
 

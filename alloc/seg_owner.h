@@ -5,7 +5,9 @@
 // space (2^17 slots, touched only where pools are) names the one pool that
 // may own an address, and that pool's bounds settle it. A pointer outside
 // the table (kernel, LA57 or garbage) has no owner. The slot also holds the
-// pool's class map, so a free reads the object's class with one more load.
+// bounds of the pool's small area and its page descriptors indexed by
+// address >> 16, so a free of a small object reads the slot and then the
+// object's page descriptor, nothing else.
 #pragma once
 
 #include "seg_pool.h"
@@ -19,9 +21,10 @@ inline constexpr unsigned kOwnerShift = 30;
 inline constexpr size_t kOwnerGranule = size_t{1} << kOwnerShift;
 inline constexpr size_t kOwnerSlots = size_t{1} << (47 - kOwnerShift);
 
-struct OwnerSlot {
+struct alignas(32) OwnerSlot {
   std::atomic<Pool *> pool{nullptr};
-  std::atomic<ClassMap::Entry *> classes{nullptr}; // the pool's ClassMap::by_page()
+  std::atomic<uintptr_t> small_begin{0}, small_end{0}; // empty: 0, 0
+  std::atomic<SmallPage *> page_by_slice{nullptr};     // pool->pages - (small_begin >> 16)
 };
 extern OwnerSlot g_owner_table[kOwnerSlots];
 
@@ -33,28 +36,18 @@ inline Pool *owner_of(const void *p) {
   return pool && pool->range.contains(p) ? pool : nullptr;
 }
 
-struct OwnedObject {
-  Pool *pool;    // NULL: not a pool object
-  uint8_t klass; // its class map entry
-};
-
-// For a free: the owner and the object's class map entry. The bounds check
-// is a branch, not a select, so what the caller does with the pool does not
-// wait for the bounds to load.
-inline OwnedObject owner_and_class(const void *p) {
-  uintptr_t slot = reinterpret_cast<uintptr_t>(p) >> kOwnerShift;
+// The descriptor of the page of a small pool object, or null for anything
+// else (large pool objects, other pointers).
+inline SmallPage *small_page_of(const void *p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  uintptr_t slot = a >> kOwnerShift;
   if (slot >= kOwnerSlots)
-    return {nullptr, 0};
+    return nullptr;
   const OwnerSlot &s = g_owner_table[slot];
-  Pool *pool = s.pool.load(std::memory_order_acquire);
-  if (!pool)
-    return {nullptr, 0};
-  uint8_t klass = ClassMap::get(s.classes.load(std::memory_order_relaxed), p);
-  if (__builtin_expect(!pool->range.contains(p), 0)) {
-    asm volatile("" ::: "memory"); // keep this a branch
-    return {nullptr, 0};
-  }
-  return {pool, klass};
+  uintptr_t begin = s.small_begin.load(std::memory_order_relaxed);
+  if (a - begin >= s.small_end.load(std::memory_order_relaxed) - begin)
+    return nullptr;
+  return s.page_by_slice.load(std::memory_order_relaxed) + (a >> kPageShift);
 }
 
 // Under the engine lock: make the pool's range findable, or no longer.

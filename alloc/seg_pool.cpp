@@ -17,8 +17,8 @@ constinit Pool g_pools[kMaxPools];
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-// The arena's metadata takes the first 2 MiB block of the range; objects
-// need room beyond it.
+// Small objects take the first half of the range; the arena's metadata takes
+// the first 2 MiB block of the rest.
 constexpr size_t kMinReserve = 2 * kHugePage;
 constexpr size_t kMaxAlignment = size_t{1} << 30;
 
@@ -101,12 +101,14 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   // 1 GiB-aligned: the owner table's granule, and 2 MiB pages fit.
   if (!pool->range.reserve(reserve, kOwnerGranule, options.huge_pages))
     return nullptr;
-  // The class map spans whole granules: see seg_class_map.h.
-  if (!pool->classes.reserve(pool->range.begin(), round_up(reserve, kOwnerGranule))) {
+  // Small objects' pages take the first half, jemalloc's extents the rest.
+  size_t small = reserve / 2 / kHugePage * kHugePage;
+  if (!small_area_init(pool, small)) {
     pool->range.release();
     errno = ENOMEM;
     return nullptr;
   }
+  pool->range.keep_front(small);
   pool->index = static_cast<unsigned>(pool - g_pools);
   memcpy(pool->name, name, strlen(name) + 1);
   name_mapping(pool);
@@ -115,7 +117,7 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   unsigned arena = 0;
   size_t len = sizeof arena;
   if (mlje_mallctl("arenas.create", &arena, &len, &hooks, sizeof hooks) != 0) {
-    pool->classes.release();
+    small_area_release(pool);
     pool->range.release();
     errno = ENOMEM;
     return nullptr;
@@ -150,7 +152,7 @@ void pool_destroy(Pool *pool) {
   thread_caches_drop_pool(pool);
   if (arena_ctl(pool->arena, "arena.0.destroy", nullptr, 0)) {
     pool->range.release();
-    pool->classes.release();
+    small_area_release(pool);
   } else
     g_wrecked[pool->index] = true; // its range stays mapped for jemalloc
   pool->name[0] = '\0';
@@ -178,7 +180,7 @@ bool pool_stats(const Pool *pool, struct seg_pool_stats *out) {
   out->name = pool->name;
   out->range_begin = pool->range.begin();
   out->range_end = pool->range.begin() + pool->range.size();
-  out->mapped_bytes = pool->range.held_bytes();
+  out->mapped_bytes = pool->range.held_bytes() + small_area_held(pool);
   out->allocated_bytes = live_bytes > 0 ? static_cast<size_t>(live_bytes) : 0;
   return true;
 }

@@ -1,9 +1,9 @@
 // The pool record behind seg_pool, and the process-wide table of them.
 #pragma once
 
-#include "seg_class_map.h"
 #include "seg_core.h"
 #include "seg_mallocx.h"
+#include "seg_page.h"
 #include "seg_range.h"
 
 #include <atomic>
@@ -28,8 +28,18 @@ struct alignas(64) seg_pool {
   int arena_flags = 0; // MALLOCX_ARENA(arena) alone
   size_t pad_to = 0;
   size_t alignment = 0;
-  memlayout::seg::Range range;
-  memlayout::seg::ClassMap classes; // magazine class by page of the range
+  memlayout::seg::Range range; // small area first, then jemalloc's extents
+
+  // Small objects' pages (seg_page.h): the first small_bytes of the range,
+  // carved in order up to small_next; one descriptor per page. Under the
+  // engine lock.
+  uintptr_t small_begin = 0;
+  size_t small_bytes = 0, small_next = 0, small_held = 0;
+  memlayout::seg::SmallPage *pages = nullptr;
+  memlayout::seg::PageQueue free_pages; // empty, ready for any class
+  uint32_t free_page_count = 0;
+  memlayout::seg::PageQueue abandoned[memlayout::seg::kSmallClasses]; // of exited threads
+  memlayout::seg::ThreadHeap *heaps = nullptr;
 
   unsigned arena = 0;
   bool huge_pages = false;
@@ -37,7 +47,7 @@ struct alignas(64) seg_pool {
   // Changes each time the slot is destroyed: thread entries set up for an
   // earlier pool in this slot are recognised as stale.
   std::atomic<uint32_t> generation{0};
-  // Counts of threads that have exited or have no thread cache of their own.
+  // Counts of threads that have exited or have no heap of their own.
   std::atomic<uint64_t> shared_allocations{0}, shared_frees{0};
   std::atomic<int64_t> shared_live_bytes{0};
   memlayout::seg::PoolHooks hooks{};

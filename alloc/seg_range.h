@@ -42,6 +42,10 @@ public:
   bool contains(const void *p) const { return reinterpret_cast<uintptr_t>(p) - begin() < size(); }
   bool strict() const { return strict_; }
 
+  // Leaves the first `bytes` of the range to another user: extents are
+  // carved after them. Right after reserve().
+  void keep_front(size_t bytes) { bump_.store(bytes, std::memory_order_relaxed); }
+
   // An extent of `bytes` (page multiple) aligned to `align` (a power of two,
   // at least a page), accessible and zero; at new_addr exactly when that is
   // not NULL. NULL when the range has no room.

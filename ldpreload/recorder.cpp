@@ -8,6 +8,7 @@
 #include <cstring>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 namespace memlayout::preload {
 
@@ -18,7 +19,12 @@ namespace {
 
 using trace::put_varint;
 
+// Whether this CPU's PDEP is fast: then fields are encoded with
+// put_varint_pdep, the same bytes for a fraction of the work.
+const bool g_fast_pdep = sys::cpu_has_fast_pdep();
+
 constexpr size_t kBlockSlack = 4096; // > the largest single event
+constexpr uint64_t kPointerBits = (uint64_t{1} << 56) - 1;
 SpinLock g_registry_lock;
 ThreadLog *g_logs = nullptr;
 std::atomic<uint64_t> g_lost{0};
@@ -28,21 +34,22 @@ std::atomic<uint64_t> g_retired_events{0}, g_retired_allocs{0}, g_retired_frees{
 constexpr uint64_t kFirstSnapshotRss = 16 << 20;
 std::atomic<uint64_t> g_next_snapshot_rss{kFirstSnapshotRss};
 
-size_t log_bytes() { return sizeof(ThreadLog) + g_options.block_kib * size_t{1024} + kBlockSlack; }
+size_t log_bytes() {
+  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + g_options.block_kib * size_t{1024} +
+         kBlockSlack;
+}
 
+// A new block starts at the time of the last TSC sample encoded: the events
+// staged after it, which it will hold first, happened no earlier.
 void begin_block(ThreadLog *log) {
   uint8_t *w = log->data;
   uint64_t tsc = sys::rdtsc();
-  uint64_t mono = sys::monotonic_ns();
+  w = put_varint(w, log->last_tsc);
   w = put_varint(w, tsc);
-  w = put_varint(w, tsc);
-  w = put_varint(w, mono);
-  log->last_tsc = tsc;
+  w = put_varint(w, sys::monotonic_ns());
   log->prev_ptr = 0;
   log->events = 0;
-  log->tick_countdown = g_options.tick_period;
   log->pos = w;
-  log->committed.store(static_cast<uint64_t>(w - log->data) << 32, std::memory_order_release);
 }
 
 void write_thread_record(trace::ThreadEvent what, uint32_t tid) {
@@ -64,6 +71,13 @@ void write_thread_record(trace::ThreadEvent what, uint32_t tid) {
 // knowing when the peak is. Resident size rather than live bytes: it costs
 // one small read per block instead of a malloc_usable_size per free.
 void maybe_snapshot() {
+  // The high-water mark bounds resident memory from above and costs one
+  // system call instead of a /proc file's open, read and close.
+  rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0 &&
+      static_cast<uint64_t>(usage.ru_maxrss) * 1024 <
+          g_next_snapshot_rss.load(std::memory_order_relaxed))
+    return;
   char text[128];
   if (sys::read_file("/proc/self/statm", text, sizeof text) <= 0)
     return;
@@ -94,11 +108,13 @@ void unregister(ThreadLog *log) {
   g_retired_bytes.fetch_add(log->bytes_allocated, std::memory_order_relaxed);
 }
 
-// Compression that saves less than a fifth of a block is not worth its CPU on
-// the allocating thread (high-entropy streams: random frees over a large
-// heap): such a thread stores the next kRawBlocks blocks as they are, then
-// tries again.
-constexpr uint8_t kRawBlocks = 15;
+// Compression costs the allocating thread ~10 ns per event of a block: it
+// pays where it saves most of the bytes (real programs repeat themselves:
+// 10-20x), not on high-entropy streams (random frees over a large heap save
+// a fifth at best, while writing that fifth costs the kernel far less than
+// compressing it). A thread whose block shrank by less than a third stores
+// the next kRawBlocks blocks as they are, then tries again.
+constexpr uint8_t kRawBlocks = 63;
 
 void write_block(ThreadLog *log, size_t bytes, uint32_t events, bool from_signal = false) {
   if (!events)
@@ -114,21 +130,152 @@ void write_block(ThreadLog *log, size_t bytes, uint32_t events, bool from_signal
     --log->compress_skip;
   size_t stored = g_writer.write_record(trace::RecordType::kEvents, log->tid, events, log->data,
                                         bytes, compress);
-  if (compress && stored * 5 > bytes * 4)
+  if (compress && stored * 3 > bytes * 2)
     log->compress_skip = kRawBlocks;
 }
 
 } // namespace
 
-void write_tick(ThreadLog *log) {
-  uint64_t tsc = sys::rdtsc();
-  uint8_t *w = log->pos;
-  *w++ = trace::event_head(trace::EventKind::kTick, trace::Api::kMalloc);
-  w = put_varint(w, tsc - log->last_tsc);
-  log->last_tsc = tsc;
+namespace {
+
+template <bool kPdep> inline uint8_t *put(uint8_t *w, uint64_t v) {
+  return kPdep ? trace::put_varint_pdep(w, v) : trace::put_varint_branchless(w, v);
+}
+
+// Under flush_lock: encodes staged records [w, end) into the trace format,
+// writing each block that fills. True when a block was written. One copy
+// per varint encoder, so the loop tests the CPU once.
+template <bool kPdep>
+bool encode_with(ThreadLog *log, const uint64_t *w, const uint64_t *end, bool from_signal) {
+  bool wrote = false;
+  uint8_t *out = log->pos, *limit = log->limit;
+  uintptr_t prev = log->prev_ptr;
+  uint32_t events = log->events;
+  uint64_t allocs = 0, frees = 0, bytes = 0, ticks = 0, staged = 0;
+  while (w < end) {
+    if (ML_UNLIKELY(out >= limit)) {
+      log->events = events;
+      write_block(log, static_cast<size_t>(out - log->data), events, from_signal);
+      wrote = true;
+      begin_block(log);
+      out = log->pos;
+      prev = 0;
+      events = 0;
+    }
+    uint64_t w0 = w[0];
+    auto head = static_cast<uint8_t>(w0 >> 56);
+    uintptr_t p = w0 & kPointerBits;
+    ++events;
+    ++staged;
+    *out++ = head;
+    if (ML_LIKELY((head & 7) == static_cast<uint8_t>(trace::EventKind::kFree))) {
+      out = put<kPdep>(out, trace::zigzag(static_cast<int64_t>(p - prev)));
+      prev = p;
+      ++frees;
+      w += 1;
+      continue;
+    }
+    if (ML_LIKELY((head & 7) == static_cast<uint8_t>(trace::EventKind::kAlloc))) {
+      uint64_t w1 = w[1];
+      uint64_t size = static_cast<uint32_t>(w1);
+      out = put<kPdep>(out, trace::zigzag(static_cast<int64_t>(p - prev)));
+      prev = p;
+      out = put<kPdep>(out, size << 1);
+      out = put<kPdep>(out, w1 >> 32);
+      ++allocs;
+      bytes += size;
+      w += 2;
+      continue;
+    }
+    // kStagedKind: the event's head, its fields, which of them are pointers.
+    auto own = static_cast<uint8_t>(w0);
+    unsigned n = (w0 >> 8) & 15, pointers = (w0 >> 12) & 0xff;
+    const uint64_t *f = w + 1;
+    w += 1 + n;
+    out[-1] = own;
+    switch (static_cast<trace::EventKind>(own & 7)) {
+    case trace::EventKind::kTick:
+      out = put_varint(out, f[0] - log->last_tsc);
+      log->last_tsc = f[0];
+      ++ticks; // not an event of the program
+      continue;
+    case trace::EventKind::kAlloc:
+      ++allocs;
+      bytes += f[1] >> 1;
+      break;
+    case trace::EventKind::kRealloc:
+      ++allocs;
+      ++frees;
+      bytes += f[2] >> 1;
+      break;
+    default:
+      break;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      uint64_t v = f[i];
+      if (pointers >> i & 1) {
+        out = put<kPdep>(out, trace::zigzag(static_cast<int64_t>(v - prev)));
+        prev = v;
+      } else {
+        out = put<kPdep>(out, v);
+      }
+    }
+  }
+  log->pos = out;
+  log->prev_ptr = prev;
+  log->events = events;
+  log->allocs += allocs;
+  log->frees += frees;
+  log->bytes_allocated += bytes;
+  log->total_events += staged - ticks;
+  return wrote;
+}
+
+bool encode(ThreadLog *log, const uint64_t *w, const uint64_t *end, bool from_signal) {
+  return g_fast_pdep ? encode_with<true>(log, w, end, from_signal)
+                     : encode_with<false>(log, w, end, from_signal);
+}
+
+// A record of `n` fields (<= 5) of which the ones in `pointers` are pointers.
+void stage_record(ThreadLog *log, uint8_t head, const uint64_t *fields, unsigned n,
+                  unsigned pointers) {
+  uint64_t *w = stage_begin(log);
+  w[0] = uint64_t{kStagedKind} << 56 | pointers << 12 | n << 8 | head;
+  memcpy(w + 1, fields, n * sizeof *fields);
+  stage_commit(log, w + 1 + n);
+}
+
+// The sizes fields: usable as the allocator's classes predict, or explicit.
+unsigned put_sizes(uint64_t *f, size_t size, size_t usable, trace::Api api) {
+  if (usable == trace::predicted_usable(g_usable_model, size) && !trace::api_is_aligned(api)) {
+    f[0] = static_cast<uint64_t>(size) << 1;
+    return 1;
+  }
+  f[0] = static_cast<uint64_t>(size) << 1 | 1;
+  f[1] = usable >= size ? usable - size : 0;
+  return 2;
+}
+
+} // namespace
+
+void stage_tick(ThreadLog *log) {
+  uint64_t *w = log->stage_pos.load(std::memory_order_relaxed);
+  w[0] = uint64_t{kStagedKind} << 56 | 1 << 8 |
+         trace::event_head(trace::EventKind::kTick, trace::Api::kMalloc);
+  w[1] = sys::rdtsc();
   log->tick_countdown = g_options.tick_period;
-  log->pos = w;
-  ++log->events;
+  log->stage_pos.store(w + 2, std::memory_order_release);
+}
+
+void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size_t align,
+                      uint32_t sid, size_t usable) {
+  uint64_t f[5];
+  f[0] = reinterpret_cast<uintptr_t>(p);
+  unsigned n = 1 + put_sizes(f + 1, size, usable, api);
+  f[n++] = sid;
+  if (trace::api_is_aligned(api))
+    f[n++] = align ? static_cast<uint64_t>(__builtin_ctzll(align)) : 0;
+  stage_record(log, trace::event_head(trace::EventKind::kAlloc, api), f, n, 1);
 }
 
 ThreadLog *attach_thread(ThreadState &ts) {
@@ -138,11 +285,16 @@ ThreadLog *attach_thread(ThreadState &ts) {
   if (!log)
     return nullptr;
   new (log) ThreadLog{};
-  log->data = reinterpret_cast<uint8_t *>(log + 1);
+  log->stage = reinterpret_cast<uint64_t *>(log + 1);
+  log->stage_pos.store(log->stage, std::memory_order_relaxed);
+  log->stage_limit = log->stage + kStageWords - kMaxStagedWords;
+  log->tick_countdown = g_options.tick_period;
+  log->data = reinterpret_cast<uint8_t *>(log->stage + kStageWords);
   log->capacity = g_options.block_kib * size_t{1024};
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
   unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
+  log->last_tsc = sys::rdtsc();
   begin_block(log);
   {
     LockGuard g(g_registry_lock);
@@ -156,11 +308,26 @@ ThreadLog *attach_thread(ThreadState &ts) {
   return log;
 }
 
-void flush_log(ThreadLog *log) {
+void stage_flush(ThreadLog *log) {
+  bool wrote = false;
   {
     LockGuard g(log->flush_lock);
     if (!log->taken_over)
+      wrote = encode(log, log->stage, log->stage_pos.load(std::memory_order_relaxed), false);
+    log->stage_pos.store(log->stage, std::memory_order_relaxed);
+  }
+  if (wrote && g_state.load(std::memory_order_relaxed) == State::kRecording)
+    maybe_snapshot();
+}
+
+void flush_log(ThreadLog *log) {
+  {
+    LockGuard g(log->flush_lock);
+    if (!log->taken_over) {
+      encode(log, log->stage, log->stage_pos.load(std::memory_order_relaxed), false);
       write_block(log, static_cast<size_t>(log->pos - log->data), log->events);
+    }
+    log->stage_pos.store(log->stage, std::memory_order_relaxed);
     begin_block(log);
   }
   if (g_state.load(std::memory_order_relaxed) == State::kRecording)
@@ -207,52 +374,35 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
   if (!log)
     return count_lost_event();
   uint32_t sid = stack_id(log, start);
-  size_t usable = usable_size_of(p, size, api);
-  uint8_t *w = begin_event(log);
-  *w++ = trace::event_head(trace::EventKind::kRealloc, api);
-  w = put_pointer(log, w, old_p);
-  w = put_pointer(log, w, p);
-  w = put_sizes(w, size, usable, api);
-  w = put_varint(w, sid);
-  ++log->allocs;
-  ++log->frees;
-  log->bytes_allocated += size;
-  commit_event(log, w);
+  uint64_t f[5] = {reinterpret_cast<uintptr_t>(old_p), reinterpret_cast<uintptr_t>(p)};
+  unsigned n = 2 + put_sizes(f + 2, size, usable_size_of(p, size, api), api);
+  f[n++] = sid;
+  stage_record(log, trace::event_head(trace::EventKind::kRealloc, api), f, n, 3);
 }
 
 void record_mark(ThreadState &ts, const char *name) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
-  uint32_t id = g_dictionary.intern_string(name);
-  write_tick(log); // a mark's time matters: sample it exactly
-  uint8_t *w = log->pos;
-  *w++ = trace::event_head(trace::EventKind::kMark, trace::Api::kMalloc);
-  w = put_varint(w, id);
-  commit_event(log, w);
+  uint64_t id = g_dictionary.intern_string(name);
+  stage_tick(log); // a mark's time matters: sample it exactly
+  stage_record(log, trace::event_head(trace::EventKind::kMark, trace::Api::kMalloc), &id, 1, 0);
 }
 
 void record_tag(ThreadState &ts, const void *p, const char *name) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
-  uint32_t id = string_id(log, name);
-  uint8_t *w = begin_event(log);
-  *w++ = trace::event_head(trace::EventKind::kTag, trace::Api::kMalloc);
-  w = put_pointer(log, w, p);
-  w = put_varint(w, id);
-  commit_event(log, w);
+  uint64_t f[2] = {reinterpret_cast<uintptr_t>(p), string_id(log, name)};
+  stage_record(log, trace::event_head(trace::EventKind::kTag, trace::Api::kMalloc), f, 2, 1);
 }
 
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
-  uint8_t *w = begin_event(log);
-  *w++ = trace::event_head(trace::EventKind::kExt, trace::Api::kMalloc);
-  w = put_varint(w, static_cast<uint64_t>(kind));
-  w = put_varint(w, value);
-  commit_event(log, w);
+  uint64_t f[2] = {static_cast<uint64_t>(kind), value};
+  stage_record(log, trace::event_head(trace::EventKind::kExt, trace::Api::kMalloc), f, 2, 0);
 }
 
 void count_lost_event() { g_lost.fetch_add(1, std::memory_order_relaxed); }
@@ -268,14 +418,14 @@ bool take(SpinLock &l, Waiting w) {
   return true;
 }
 
-// Writes a log's complete events (its committed prefix) and takes it over.
+// Writes a log's complete events (its published stage) and takes it over.
 void take_over(ThreadLog *l, Waiting w) {
   if (!take(l->flush_lock, w))
     return;
   if (!l->taken_over) {
-    uint64_t c = l->committed.load(std::memory_order_acquire);
-    write_block(l, static_cast<size_t>(c >> 32), static_cast<uint32_t>(c),
-                w == Waiting::kFromSignal);
+    bool from_signal = w == Waiting::kFromSignal;
+    encode(l, l->stage, l->stage_pos.load(std::memory_order_acquire), from_signal);
+    write_block(l, static_cast<size_t>(l->pos - l->data), l->events, from_signal);
     l->taken_over = true;
   }
   l->flush_lock.unlock();
@@ -362,7 +512,9 @@ void recorder_child_after_fork() {
     self->flush_lock.reset_after_fork();
     self->taken_over = false;
     self->allocs = self->frees = self->bytes_allocated = self->total_events = 0;
-    begin_block(self); // the parent's pending events are the parent's to write
+    // The parent's pending events are the parent's to write.
+    self->stage_pos.store(self->stage, std::memory_order_relaxed);
+    begin_block(self);
   }
   g_registry_lock.reset_after_fork();
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cpuid.h>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
@@ -28,6 +29,27 @@ struct OwnGuard {
   ~OwnGuard() { g_own_lock.store(false, std::memory_order_release); }
 };
 } // namespace
+
+bool cpu_has_fast_pdep() {
+#if defined(__x86_64__)
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(ebx & (1u << 8))) // BMI2
+    return false;
+  unsigned vendor[3];
+  __get_cpuid(0, &eax, &vendor[0], &vendor[2], &vendor[1]);
+  if (memcmp(vendor, "GenuineIntel", 12) == 0)
+    return true;
+  if (memcmp(vendor, "AuthenticAMD", 12) != 0)
+    return false;
+  __get_cpuid(1, &eax, &ebx, &ecx, &edx);
+  unsigned family = (eax >> 8) & 0xf;
+  if (family == 0xf)
+    family += (eax >> 20) & 0xff;
+  return family >= 0x19;
+#else
+  return false;
+#endif
+}
 
 void *map_pages(size_t bytes) {
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,

@@ -50,6 +50,10 @@ uint64_t realtime_ns();
 
 inline uint64_t rdtsc() { return __builtin_ia32_rdtsc(); }
 
+// BMI2's PDEP at full speed: Intel since Haswell, AMD since Zen 3 (family
+// 0x19); Zen 1 and 2 (and Hygon) microcode it.
+bool cpu_has_fast_pdep();
+
 size_t page_size();
 
 } // namespace memlayout::preload::sys

@@ -377,6 +377,46 @@ inline uint8_t *put_varint_branchless(uint8_t *p, uint64_t v) {
   return p + len;
 }
 
+// What a varint of a value with `clz` leading zero bits (clz of v | 1, so
+// 0..63) takes: its length and the continuation bits of its bytes, by table
+// instead of a division and a variable shift on the recorder's hot path.
+struct VarintShape {
+  uint8_t len;
+  uint64_t continuation;
+};
+inline constexpr struct VarintShapes {
+  VarintShape by_clz[64];
+  constexpr VarintShapes() : by_clz{} {
+    for (unsigned clz = 0; clz < 64; ++clz) {
+      unsigned len = (64 - clz + 6) / 7;
+      by_clz[clz].len = static_cast<uint8_t>(len);
+      by_clz[clz].continuation =
+          len >= 8 ? 0x0080808080808080ull
+                   : 0x8080808080808080ull & ((uint64_t{1} << (8 * (len - 1))) - 1);
+    }
+  }
+} kVarintShapes;
+
+// put_varint_branchless with the 7-bit groups spread by one PDEP: ~6
+// instructions instead of ~40. Only for CPUs where PDEP is fast (Intel since
+// Haswell, AMD since Zen 3: on Zen 1 and 2 it is microcoded, hundreds of
+// cycles); the caller decides (inline asm, so no -mbmi2 is needed to build).
+inline uint8_t *put_varint_pdep(uint8_t *p, uint64_t v) {
+#if defined(__x86_64__)
+  if (__builtin_expect(v >> 56, 0))
+    return put_varint(p, v);
+  uint64_t x, clz;
+  asm("lzcnt %1, %0" : "=r"(clz) : "r"(v | 1)); // every CPU with a fast PDEP has LZCNT
+  const VarintShape &shape = kVarintShapes.by_clz[clz];
+  asm("pdep %2, %1, %0" : "=r"(x) : "r"(v), "r"(0x7f7f7f7f7f7f7f7full));
+  x |= shape.continuation;
+  std::memcpy(p, &x, sizeof x);
+  return p + shape.len;
+#else
+  return put_varint_branchless(p, v);
+#endif
+}
+
 inline constexpr uint64_t zigzag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
@@ -431,6 +471,18 @@ struct Cursor {
     return 0;
   }
   [[gnu::always_inline]] int64_t svarint() { return unzigzag(varint()); }
+  // Steps over a varint without assembling its value.
+  [[gnu::always_inline]] void skip_varint() {
+    if (end - p >= 8) {
+      uint64_t x;
+      std::memcpy(&x, p, sizeof x);
+      if (uint64_t stops = ~x & 0x8080808080808080ull) {
+        p += static_cast<unsigned>(__builtin_ctzll(stops)) / 8 + 1;
+        return;
+      }
+    }
+    varint_bytewise();
+  }
   uint8_t u8() {
     if (p >= end) {
       bad = true;

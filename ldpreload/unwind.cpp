@@ -578,18 +578,27 @@ void periodic_module_check(ThreadState &t) {
 // rules, so a stack whose recorded slots all still hold the recorded values,
 // under the same rule generation, unwinds to the recorded frames. Checking
 // that takes independent loads instead of a chain of dependent lookups.
-constexpr size_t kStackCacheEntries = 64; // a real program allocates from hundreds of stacks
+// A real program allocates from hundreds of stacks (sqlite: 453); an entry
+// is touched only when used, so unused ones cost address space alone.
+constexpr unsigned kStackCacheBits = 8;
+constexpr size_t kStackCacheEntries = size_t{1} << kStackCacheBits;
 constexpr size_t kStackCacheFrames = 32;
-constexpr size_t kStackCacheReads = 64;
+constexpr size_t kStackCacheReads = 32; // walks that read more stay uncached
+
+// A stack slot the walk read: its offset from sp and the value it held. In
+// pairs, so that checking a short stack touches a line or two.
+struct SlotRead {
+  uint64_t off;
+  uintptr_t val;
+};
 
 struct StackEntry {
   uintptr_t pc, sp, fp;
   uintptr_t stack_hi; // the slots were in bounds for this stack (a sigaltstack may change)
   uint64_t tag;       // rule epoch and load count it was computed under; 0 = empty
   uint32_t n, max_depth, nreads;
-  uint32_t memo;                  // the caller's, for this stack; 0 when filled
-  uint32_t off[kStackCacheReads]; // slot offsets from sp
-  uintptr_t val[kStackCacheReads];
+  uint32_t memo; // the caller's, for this stack; 0 when filled
+  SlotRead reads[kStackCacheReads];
   uintptr_t frames[kStackCacheFrames];
 };
 
@@ -609,7 +618,9 @@ StackCache *acquire_stack_cache() {
       g_free_caches = c->next_free;
     g_free_caches_lock.store(false, std::memory_order_release);
     if (c) {
-      memset(static_cast<void *>(c), 0, sizeof *c);
+      for (StackEntry &e : c->entries) // empty: the rest is rewritten before use
+        e.tag = 0;
+      c->next_free = nullptr;
       return c;
     }
   }
@@ -634,8 +645,7 @@ struct Record {
   bool read(uintptr_t addr, uintptr_t value) {
     if (e->nreads == kStackCacheReads)
       return false;
-    e->off[e->nreads] = static_cast<uint32_t>(addr - sp);
-    e->val[e->nreads++] = value;
+    e->reads[e->nreads++] = {addr - sp, value};
     return true;
   }
 };
@@ -713,14 +723,13 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
   const uint64_t tag = uint64_t{v.tag} << 32 | v.adds | uint64_t{1} << 63;
   uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = t.stack_cache->entries[h >> (64 - 6)];
-  static_assert(kStackCacheEntries == 64);
+  StackEntry &e = t.stack_cache->entries[h >> (64 - kStackCacheBits)];
   size_t n;
   if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
       e.stack_hi == stack.hi && e.max_depth == max_depth) {
     bool same = true;
     for (uint32_t i = 0; i < e.nreads; ++i)
-      same &= load(start.sp + e.off[i]) == e.val[i];
+      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
     if (same) {
       n = e.n;
       memcpy(frames, e.frames, n * sizeof(uintptr_t));
@@ -756,6 +765,38 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.stack_cache_busy = false;
   return n;
+}
+
+// The hit path of unwind_cfi's stack cache without the frames: the recorder
+// only wants the id it stored for the stack, and copying the frames, setting
+// up a rule-cache view and checking the stack's bounds through the general
+// path cost it more than the id's checks.
+uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
+  ThreadState &t = t_state;
+  StackCache *cache = t.stack_cache;
+  if (!cache || t.stack_cache_busy || t.check_countdown <= 1 || t.state != StackState::kReady ||
+      start.sp < t.lo || start.sp >= t.hi) [[unlikely]]
+    return nullptr;
+  --t.check_countdown;
+  t.stack_cache_busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
+  const uint64_t tag =
+      uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))} << 32 |
+      static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) | uint64_t{1} << 63;
+  uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
+  StackEntry &e = cache->entries[h >> (64 - kStackCacheBits)];
+  uint32_t *memo = nullptr;
+  if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
+      e.stack_hi == t.hi && e.max_depth == max_depth && e.memo) {
+    bool same = true;
+    for (uint32_t i = 0; i < e.nreads; ++i)
+      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
+    if (same)
+      memo = &e.memo;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t.stack_cache_busy = false;
+  return memo;
 }
 
 constexpr int kUrcNoReason = 0;
@@ -814,6 +855,12 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
   if (method == UnwindMethod::kFramePointer)
     return unwind_fp(start, stack, frames, max_depth);
   return unwind_cfi(start, stack, frames, max_depth, memo);
+}
+
+uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth) {
+  if (method != UnwindMethod::kCfi || max_depth < 2 || max_depth > kStackCacheFrames)
+    return nullptr;
+  return cached_memo(start, max_depth);
 }
 
 size_t cfi::unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_t max_depth) {

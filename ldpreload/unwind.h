@@ -50,6 +50,12 @@ struct UnwindStart {
 size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,
               uint32_t **memo = nullptr);
 
+// The memo word unwind() would hand out for this stack when the stack cache
+// knows it and the caller already stored something there (non-zero), else
+// NULL: the caller then calls unwind(). Costs a few loads and compares per
+// frame instead of a walk, and fills no frames.
+uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth);
+
 // Learns the calling thread's stack bounds now. unwind() does this itself on a
 // thread's first call, but for a secondary thread that means
 // pthread_getattr_np, which may malloc: call this from a point where that is
@@ -57,9 +63,10 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
 // Idempotent and cheap after the first call.
 void unwind_thread_init();
 
-// Returns the calling thread's stack cache (about 18 KiB, taken on its first
-// kCfi unwind) for reuse by later threads. Call when the thread exits, after
-// its last unwind; without it the block is simply not reused.
+// Returns the calling thread's stack cache (about 210 KiB of address space,
+// touched as entries are used, taken on its first kCfi unwind) for reuse by
+// later threads. Call when the thread exits, after its last unwind; without
+// it the block is simply not reused.
 void unwind_thread_exit();
 
 // Call after dlopen/dlclose returns: cached unwind rules are re-derived, so a

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config binutils
   libjemalloc-dev libpfm4-dev libzstd-dev zstd
   clang libclang-dev llvm-dev catch2 gnuplot-nox libcli11-dev nlohmann-json3-dev
-  sqlite3 chromium)
+  sqlite3 chromium libmimalloc2.0) # sqlite3 and libmimalloc for bench/ (record-overhead, seg-pool-bench)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

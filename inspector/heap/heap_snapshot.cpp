@@ -130,11 +130,26 @@ TraceIndex index_trace(TraceReader &r) {
       break;
     }
     block->max_prefix = std::max(block->max_prefix, block->net);
-    if (e.kind == EventKind::kMark &&
-        std::find(ix.mark_ids.begin(), ix.mark_ids.end(), e.string_id) == ix.mark_ids.end()) {
-      ix.mark_ids.push_back(e.string_id);
-      ix.mark_tsc.push_back(e.tsc);
-    }
+    auto note_mark = [&](uint64_t id, uint64_t tsc) {
+      if (std::find(ix.mark_ids.begin(), ix.mark_ids.end(), id) == ix.mark_ids.end()) {
+        ix.mark_ids.push_back(id);
+        ix.mark_tsc.push_back(tsc);
+      }
+    };
+    if (e.kind == EventKind::kMark)
+      note_mark(e.string_id, e.tsc);
+    // The rest of the block: counted without building each event.
+    BlockSkim skim;
+    skim.net = block->net;
+    skim.max_prefix = block->max_prefix;
+    r.skim_block(skim); // on a malformed block next() reports the end
+    block->events += skim.events;
+    block->net = skim.net;
+    block->max_prefix = skim.max_prefix;
+    ix.has_tags |= skim.tags;
+    ix.lost_events |= skim.lost;
+    for (auto [id, tsc] : skim.marks)
+      note_mark(id, tsc);
   }
   return ix;
 }

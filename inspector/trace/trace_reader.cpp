@@ -707,6 +707,86 @@ bool TraceReader::decode_event() {
   return false;
 }
 
+bool TraceReader::skim_block(BlockSkim &s) {
+  using trace::EventKind;
+  Cursor &c = cur_;
+  uint64_t prev = prev_ptr_;
+  while (in_block_ && c.p < c.end) {
+    uint8_t head = *c.p++;
+    ++event_index_;
+    EventKind kind = trace::head_kind(head);
+    trace::Api api = trace::head_api(head);
+    switch (kind) {
+    case EventKind::kAlloc: {
+      prev += static_cast<uint64_t>(c.svarint());
+      s.net += prev != 0;
+      if (c.varint() & 1)
+        c.skip_varint(); // usable - size
+      c.skip_varint();   // stack id
+      if (api >= trace::Api::kCount)
+        return event_error("alloc with unknown api " + std::to_string(static_cast<int>(api)));
+      if (trace::api_is_aligned(api)) {
+        uint64_t log2 = c.varint();
+        if (log2 >= 64)
+          return event_error("alignment exponent " + std::to_string(log2) + " out of range");
+      }
+      break;
+    }
+    case EventKind::kFree:
+      prev += static_cast<uint64_t>(c.svarint());
+      s.net -= prev != 0;
+      break;
+    case EventKind::kRealloc: {
+      uint64_t old = prev + static_cast<uint64_t>(c.svarint());
+      prev = old + static_cast<uint64_t>(c.svarint());
+      uint64_t sizes = c.varint();
+      if (sizes & 1)
+        c.skip_varint();
+      c.skip_varint();
+      if (prev != 0 || sizes >> 1 == 0)
+        s.net += int32_t{prev != 0} - int32_t{old != 0};
+      break;
+    }
+    case EventKind::kTick:
+      tsc_ += c.varint();
+      if (c.bad)
+        return event_error("tick overruns the payload");
+      continue;
+    case EventKind::kMark:
+      s.marks.emplace_back(c.varint(), tsc_);
+      break;
+    case EventKind::kTag:
+      prev += static_cast<uint64_t>(c.svarint());
+      c.skip_varint();
+      s.tags = true;
+      break;
+    case EventKind::kExt: {
+      uint64_t ext = c.varint();
+      if (ext < 1 || ext > 3) {
+        if (c.bad)
+          return event_error("ext event overruns the payload");
+        return event_error("unknown ext event kind " + std::to_string(ext));
+      }
+      s.lost |= static_cast<trace::ExtKind>(ext) == trace::ExtKind::kLost;
+      c.skip_varint();
+      break;
+    }
+    default:
+      return event_error("unknown event kind " + std::to_string(static_cast<int>(kind)));
+    }
+    if (c.bad) {
+      Event e;
+      e.kind = kind;
+      return event_error(std::string(event_name(e)) + " event overruns the payload");
+    }
+    ++s.events;
+    s.max_prefix = std::max(s.max_prefix, s.net);
+  }
+  prev_ptr_ = prev;
+  in_block_ = false;
+  return true;
+}
+
 // ---- Tables -----------------------------------------------------------------
 
 bool TraceReader::decode_stacks(Cursor c, bool add) {

@@ -29,6 +29,14 @@ struct ZSTD_DCtx_s;
 
 namespace memlayout::inspector {
 
+// What skim_block() counts in the rest of an events block.
+struct BlockSkim {
+  uint32_t events = 0;             // events yielded (ticks folded, as next() does)
+  int32_t net = 0, max_prefix = 0; // carried in: objects created less those ended, its most
+  bool tags = false, lost = false; // a kTag; an ext kLost
+  std::vector<std::pair<uint64_t, uint64_t>> marks; // (string id, tsc) in order
+};
+
 // What next() produced. Table records are yielded whole; stacks and strings
 // are also folded into the reader's tables.
 enum class Item : uint8_t {
@@ -73,6 +81,12 @@ public:
       return Item::kEvent;
     return next_record();
   }
+
+  // After next() yielded an event: steps over the rest of its block, counting
+  // into `s` what an index needs instead of building each event (validated
+  // as next() would). next() then goes on with the next record. False when
+  // the block is malformed (status() and error() say where).
+  bool skim_block(BlockSkim &s);
 
   // The current item; valid until the next call to next().
   const Event &event() const { return ev_; }

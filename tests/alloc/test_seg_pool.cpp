@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <malloc.h>
 #include <mutex>
 #include <set>
@@ -215,6 +217,83 @@ TEST_CASE("pool: mixed sizes and threads never hand out overlapping objects", "[
   auto s = stats_of(pool);
   CHECK(s.allocations == s.frees);
   CHECK(s.allocated_bytes == 0);
+}
+
+// More threads than cores, in two waves: each thread allocates, hands half
+// of its objects to the others and frees what it is handed, and exits while
+// others still hold its objects (its pages are abandoned to the pool, and
+// the second wave adopts them).
+TEST_CASE("pool: threads that exit leave their pages to the next ones, nothing overlaps", "[seg]") {
+  seg_pool *pool = seg_pool_create("waves", nullptr);
+  auto range = bounds_of(pool);
+  constexpr unsigned kThreads = 8;
+  struct Object {
+    unsigned char *p;
+    size_t size;
+    unsigned char fill;
+  };
+  std::mutex lock;
+  std::vector<Object> inbox[kThreads];
+  std::atomic<bool> corrupt{false}, outside{false};
+  auto check_and_free = [&](const Object &o) {
+    for (size_t i = 0; i < o.size; i += 5)
+      if (o.p[i] != o.fill)
+        corrupt = true;
+    seg_free(o.p);
+  };
+  auto wave = [&](unsigned seed) {
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        uint64_t state = 0x9e3779b97f4a7c15ull * (seed * kThreads + t + 1);
+        auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+        std::vector<Object> mine;
+        for (int round = 0; round < 20; ++round) {
+          for (int i = 0; i < 500; ++i) {
+            size_t size = next() % 16 == 0 ? 1 + next() % 5000 : 1 + next() % 1024;
+            auto *p = static_cast<unsigned char *>(seg_malloc(pool, size));
+            if (!range.contains(p))
+              outside = true;
+            auto fill = static_cast<unsigned char>(next());
+            memset(p, fill, size);
+            mine.push_back({p, size, fill});
+          }
+          std::vector<Object> received;
+          {
+            std::lock_guard<std::mutex> g(lock);
+            for (size_t i = 0; i < mine.size(); i += 2)
+              inbox[next() % kThreads].push_back(mine[i]);
+            received.swap(inbox[t]);
+          }
+          for (size_t i = 1; i < mine.size(); i += 4)
+            check_and_free(mine[i]);
+          std::vector<Object> kept;
+          for (size_t i = 3; i < mine.size(); i += 4)
+            kept.push_back(mine[i]);
+          mine.swap(kept);
+          for (const Object &o : received)
+            check_and_free(o);
+        }
+        std::lock_guard<std::mutex> g(lock); // left for the next wave to free
+        inbox[(t + 1) % kThreads].insert(inbox[(t + 1) % kThreads].end(), mine.begin(), mine.end());
+      });
+    for (auto &t : threads)
+      t.join();
+  };
+  wave(1);
+  size_t mapped_after_first = stats_of(pool).mapped_bytes;
+  wave(2);
+  for (auto &objects : inbox)
+    for (const Object &o : objects)
+      check_and_free(o);
+  CHECK(!corrupt);
+  CHECK(!outside);
+  auto s = stats_of(pool);
+  CHECK(s.allocations == 2 * kThreads * 20 * 500);
+  CHECK(s.frees == s.allocations);
+  CHECK(s.allocated_bytes == 0);
+  // The second wave lived in the pages the first one left.
+  CHECK(s.mapped_bytes < 2 * mapped_after_first);
 }
 
 TEST_CASE("pool: realloc stays in the pool, in place and across size classes", "[seg]") {
