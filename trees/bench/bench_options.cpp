@@ -149,6 +149,10 @@ Runs a concurrent map workload on one tree of the study and reports throughput.
   --layout L           baseline (published layout) or fixed (the study's fixes) (baseline)
   --noise              malloc/free a random-size object (8-512 B) between operations
   --check              verify the contents and structure after the run; exit 1 if wrong
+  --linearizable       --check, and record every operation with its invocation and
+                       return times, then check per key that some order of them
+                       consistent with those times explains every result (up to
+                       2 M operations, then the workers stop early)
   --format F           text or json (text)
   --seed N             random seed (1)
   --pin                pin worker i to the i-th allowed CPU, round-robin
@@ -169,18 +173,20 @@ ParsedOptions parse_bench_options(int argc, char **argv) {
     std::string_view name = arg.substr(2);
     std::string_view flag_name = name.substr(0, name.find('='));
     bool is_flag = flag_name == "noise" || flag_name == "check" || flag_name == "pin" ||
-                   flag_name == "list" || flag_name == "help";
+                   flag_name == "list" || flag_name == "help" || flag_name == "linearizable";
     if (is_flag && flag_name != name) {
       r.error = "--" + std::string(flag_name) + " takes no value";
       return r;
     }
     if (is_flag) {
-      bool &flag = name == "noise"   ? o.noise
-                   : name == "check" ? o.check
-                   : name == "pin"   ? o.pin
-                   : name == "list"  ? o.list
-                                     : o.help;
+      bool &flag = name == "noise"          ? o.noise
+                   : name == "check"        ? o.check
+                   : name == "linearizable" ? o.linearizable
+                   : name == "pin"          ? o.pin
+                   : name == "list"         ? o.list
+                                            : o.help;
       flag = true;
+      o.check |= o.linearizable;
       continue;
     }
     std::string_view value;

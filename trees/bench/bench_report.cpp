@@ -82,6 +82,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
           << "unavailable: " << r.counters_unavailable << "\n";
   }
   out << "  check: " << check_name(r.check);
+  if (o.linearizable)
+    out << ", " << r.history_ops << " operations checked for linearizability";
   if (!r.check_error.empty())
     out << " (" << r.check_error << ")";
   out << "\n";
@@ -164,6 +166,8 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   if (!r.counters_unavailable.empty())
     j.field("counters_unavailable", r.counters_unavailable);
   j.field("check", check_name(r.check));
+  if (o.linearizable)
+    j.field("history_ops", r.history_ops);
   if (!r.check_error.empty())
     j.field("check_error", r.check_error);
   j.end_object();
