@@ -44,7 +44,7 @@ echo "soak: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), $minutes mi
 summary=()
 failed=0
 for tree in $trees; do
-  out=$(MEMLAYOUT_STRESS_SECONDS=$((minutes * 60)) MEMLAYOUT_STRESS_SEED=$seed \
+  out=$(MEMLAYOUT_STRESS_SECONDS=$((minutes * 60)) MEMLAYOUT_STRESS_SEED=$seed MEMLAYOUT_BENCH=$bench \
     nice -n 5 "$tests" "[stress][$tree]" 2>&1) || failed=1
   echo "$out" >>"$log"
   line=$(grep "^stress $tree: " <<<"$out" || echo "stress $tree: did not report (see $log)")

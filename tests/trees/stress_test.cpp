@@ -12,7 +12,9 @@
 // it is stressed without another line. Each runs the matrix below at least
 // once and then keeps going with new seeds until its time budget is spent:
 // MEMLAYOUT_STRESS_SECONDS (default 3) per tree; MEMLAYOUT_STRESS_SEED sets
-// the first seed (default 1). scripts/soak_trees.sh runs it for hours. Each
+// the first seed (default 1); MEMLAYOUT_BENCH, the memlayout-bench to run
+// (default: the one built with this test). scripts/soak_trees.sh runs it for
+// hours. Each
 // run is its own process, so a crash or a hang (killed after 60 s) fails
 // the test with the command line that reproduces it.
 #include "map.h"
@@ -91,7 +93,8 @@ std::vector<std::string> bench_args(std::string_view tree, uint64_t run, uint64_
   const Workload &w = kWorkloads[run % kWorkloadCount];
   uint64_t round = run / kWorkloadCount;
   unsigned threads = std::min(64u, cpus() * (round % 2 ? 4 : 2));
-  std::vector<std::string> args = {MLT_BENCH,
+  const char *bench = std::getenv("MEMLAYOUT_BENCH");
+  std::vector<std::string> args = {bench && *bench ? bench : MLT_BENCH,
                                    "--tree",
                                    std::string(tree),
                                    "--threads",
