@@ -14,6 +14,7 @@
 // its target is gone).
 #include "edge_int_lf.h"
 
+#include "search_step.h"
 #include "tree_factories.h"
 
 #include <new>
@@ -113,7 +114,7 @@ template <class L> void EdgeIntLf<L>::seek(Key key, SeekRecord *s) const {
       curr = next;
       curr_key = key_of(curr);
       which = key < curr_key ? kLeft : kRight;
-      e = curr->child[which].load(kAcquire);
+      e = load_child(curr->child[kLeft], curr->child[kRight], which == kRight);
       if (key == curr_key) {
         *s = {last, previous, {curr, address(e), which}};
         return;
@@ -155,7 +156,7 @@ template <class L> typename EdgeIntLf<L>::Node *EdgeIntLf<L>::find(Key key) cons
       if (key == curr_key)
         return curr;
       which = key < curr_key ? kLeft : kRight;
-      e = curr->child[which].load(kAcquire);
+      e = load_child(curr->child[kLeft], curr->child[kRight], which == kRight);
     }
     if (key_of(anchor) == anchor_key) {
       if (!(anchor->child[kRight].load(kAcquire) & (kDelete | kPromote)))

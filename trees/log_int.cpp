@@ -32,6 +32,7 @@
 //    stress matrix on 2 CPUs (a remover preempted between the two steps).
 #include "log_int.h"
 
+#include "search_step.h"
 #include "structure_errors.h"
 #include "tree_factories.h"
 
@@ -105,7 +106,7 @@ template <class L> typename L::Node *LogInt<L>::search(Key key) const {
     Key k = n->key;
     if (k == key)
       return n;
-    Node *child = (k < key ? n->right : n->left).load(std::memory_order_acquire);
+    Node *child = load_child(n->left, n->right, k < key);
     if (!child)
       return n;
     n = child;

@@ -56,6 +56,7 @@
 // of 6 300 such runs. scripts/soak_trees.sh and docs/testing.md have more.
 #include "occ_avl.h"
 
+#include "search_step.h"
 #include "structure_errors.h"
 #include "tree_factories.h"
 
@@ -185,7 +186,7 @@ template <class L> bool OccAvl<L>::lookup(Key key, Value *value) {
     uint64_t node_v = node->version.load(std::memory_order_acquire);
     for (;;) {
       bool right = key > node->key;
-      Node *child = child_of(node, right);
+      Node *child = load_child(node->left, node->right, right);
       if (structure_changed(node->version.load(std::memory_order_acquire), node_v))
         break; // node moved or left: restart from the root
       if (!child)
@@ -220,7 +221,7 @@ template <class L> bool OccAvl<L>::update(Key key, bool is_insert, Value value) 
     Outcome outcome = Outcome::kRetry;
     for (;;) {
       bool right = key > node->key;
-      Node *child = child_of(node, right);
+      Node *child = load_child(node->left, node->right, right);
       if (structure_changed(node->version.load(std::memory_order_acquire), node_v))
         break;
       if (!child) {
