@@ -47,7 +47,7 @@ for tree in $trees; do
   out=$(MEMLAYOUT_STRESS_SECONDS=$((minutes * 60)) MEMLAYOUT_STRESS_SEED=$seed MEMLAYOUT_BENCH=$bench \
     nice -n 5 "$tests" "[stress][$tree]" 2>&1) || failed=1
   echo "$out" >>"$log"
-  line=$(grep "^stress $tree: " <<<"$out" || echo "stress $tree: did not report (see $log)")
+  line=$(grep -E "^stress $tree: [0-9]+ runs" <<<"$out" || echo "stress $tree: did not report (see $log)")
   echo "$line"
   summary+=("$line")
   [[ "$line" == *" 0 failed,"* ]] || failed=1
