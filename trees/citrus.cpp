@@ -17,6 +17,7 @@
 // so neither locks nor grace periods can wait in a cycle.
 #include "citrus.h"
 
+#include "search_step.h"
 #include "structure_errors.h"
 #include "tree_factories.h"
 
@@ -138,7 +139,7 @@ template <class L> bool Citrus<L>::lookup(Key key, Value *value) {
   ReadSection read;
   Node *curr = root_->child[0].load(std::memory_order_acquire);
   while (curr && curr->key != key)
-    curr = curr->child[key > curr->key].load(std::memory_order_acquire);
+    curr = load_child(curr->child[0], curr->child[1], key > curr->key);
   if (!curr)
     return false;
   *value = curr->value;

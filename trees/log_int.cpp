@@ -11,8 +11,28 @@
 // assume Java volatiles); on x86 that costs only the stores, which updates
 // make a few of under locks anyway. Keys and values never change after a
 // node is published.
+//
+// One defect of the published algorithm (the paper's contains, ASCYLIB's
+// bst_contains), found by memlayout-bench --linearizable (issue 12), fixed:
+//
+// 1. A lookup could miss a key inserted before it began. A removal marks its
+//    node and takes it off the list, releases the succLocks, and only then
+//    takes it out of the tree. In between, an insert of the same key links a
+//    new node after the old one's predecessor; a lookup whose tree search
+//    stops at the old, marked node (the first node with the key on the path)
+//    returned "absent". Starting the list walk from any node already off the
+//    list is wrong the same way: its succ is frozen and skips what was
+//    inserted since. The walk now starts from a node it read unmarked, so
+//    one the list held during the lookup: from there a succ walk is the lazy
+//    list's contains, linearizable by its usual argument (every node it
+//    reaches was on the list at some moment of the walk). Marked nodes' pred
+//    pointers lead to smaller keys, and the min sentinel is never marked, so
+//    the walk left ends. It costs a lookup that misses one read of a mark
+//    (the second line of a baseline node). Seen in 2 of 1 364 runs of the
+//    stress matrix on 2 CPUs (a remover preempted between the two steps).
 #include "log_int.h"
 
+#include "search_step.h"
 #include "structure_errors.h"
 #include "tree_factories.h"
 
@@ -86,22 +106,26 @@ template <class L> typename L::Node *LogInt<L>::search(Key key) const {
     Key k = n->key;
     if (k == key)
       return n;
-    Node *child = (k < key ? n->right : n->left).load(std::memory_order_acquire);
+    Node *child = load_child(n->left, n->right, k < key);
     if (!child)
       return n;
     n = child;
   }
 }
 
+// The paper's contains, except that the list walk starts from a node seen
+// unmarked (fix 1 at the top of this file).
 template <class L> bool LogInt<L>::lookup(Key key, Value *value) {
   EpochGuard guard;
   Node *n = search(key);
-  while (n->key > key)
-    n = n->pred.load();
-  while (n->key < key)
-    n = n->succ.load();
-  if (n->key != key || n->mark.load())
-    return false;
+  if (n->key != key || n->mark.load()) {
+    while (n->key >= key || n->mark.load())
+      n = n->pred.load();
+    while (n->key < key)
+      n = n->succ.load();
+    if (n->key != key || n->mark.load())
+      return false;
+  }
   *value = n->value;
   return true;
 }

@@ -71,6 +71,9 @@ struct LogIntFixedLayout : WordSpinLock {
 static_assert(sizeof(LogIntFixedLayout::Node) == 72);
 static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);
 
+// Tests' access to the internals (stalling an operation half way).
+template <class L> struct LogIntProbe;
+
 template <class L> class LogInt final : public MapWithRecords {
 public:
   using Node = typename L::Node;
@@ -89,6 +92,8 @@ public:
   size_t depth() const;
 
 private:
+  friend struct LogIntProbe<L>;
+
   Node *new_node(Key key, Value value);
   void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 

@@ -30,9 +30,20 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace memlayout::trees {
+namespace occ_avl {
+
+// A node's version word (occ_avl.cpp explains how searches use it).
+inline constexpr uint64_t kUnlinked = 1;  // the node left the tree for good
+inline constexpr uint64_t kShrinking = 2; // a rotation is moving it down now
+inline constexpr uint64_t kValueIncr = 4; // bits 2-31 count value changes: odd = present
+inline constexpr uint64_t kValueMask = 0xfffffffcULL;
+inline constexpr uint64_t kShrinkIncr = uint64_t{1} << 32; // bits 32-63 count completed shrinks
+
+} // namespace occ_avl
 
 // ASCYLIB's bst-bronson node (the study's occ-avl): height first, then key,
 // value, version, parent and children, then the lock, padded to a 64-byte
@@ -77,6 +88,9 @@ struct OccAvlFixedLayout : WordSpinLock {
 static_assert(sizeof(OccAvlFixedLayout::Node) == 56);
 static_assert(offsetof(OccAvlFixedLayout::Node, right) == 24);
 
+// Tests' access to the internals (stalling an operation half way).
+template <class L> struct OccAvlProbe;
+
 template <class L> class OccAvl final : public MapWithRecords {
 public:
   using Node = typename L::Node;
@@ -96,6 +110,8 @@ public:
   size_t routing_node_count() const;
 
 private:
+  friend struct OccAvlProbe<L>;
+
   // What an attempt at an update found: done, nothing to do (the key is
   // already there / already gone), or a concurrent change to restart from.
   enum class Outcome { kDone, kNotDone, kRetry };
@@ -109,8 +125,11 @@ private:
   Outcome remove_found(Node *parent, Node *node);
   bool attempt_unlink_nl(Node *parent, Node *node);
 
-  void fix_height_and_rebalance(Node *node);
-  Node *fix_height_nl(Node *node);
+  void fix_height_and_rebalance(Node *node, std::vector<Node *> &revisit);
+  Node *fix_height_nl(Node *node, std::vector<Node *> &revisit);
+  void look_again_if_damaged(Node *n, std::vector<Node *> &revisit);
+  Node *after_rotation_nl(Node *n_parent, std::initializer_list<Node *> moved,
+                          std::vector<Node *> &revisit);
   // The rebalancing steps take the nodes to re-check once the current
   // repair chain ends (see fix_height_and_rebalance).
   Node *rebalance_nl(Node *n_parent, Node *n, std::vector<Node *> &revisit);

@@ -4,6 +4,7 @@
 // remove needs.
 #include "ticket.h"
 
+#include "search_step.h"
 #include "spin_lock.h"
 #include "tree_factories.h"
 
@@ -59,9 +60,9 @@ typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *ri
 template <class L> bool Ticket<L>::lookup(Key key, Value *value) {
   EpochGuard guard;
   Node *n = root_;
-  while (!L::is_leaf(n))
-    n = n->child[direction(key, n->key)].load(std::memory_order_acquire);
-  if (n->key != key)
+  while (!L::is_leaf(n)) // a routing node's key word carries no leaf flag
+    n = load_child(n->child[0], n->child[1], key >= n->key);
+  if (L::key_of(n) != key)
     return false;
   *value = n->value;
   return true;
@@ -82,11 +83,11 @@ template <class L> bool Ticket<L>::insert(Key key, Value value) {
     do {
       pred = curr;
       pred_seen = pred->lock.observe(); // before the child it guards
-      dir = direction(key, pred->key);
+      dir = direction(key, L::key_of(pred));
       curr = pred->child[dir].load(std::memory_order_acquire);
     } while (!L::is_leaf(curr));
 
-    if (curr->key == key) {
+    if (L::key_of(curr) == key) {
       if (leaf) {
         delete_node(leaf);
         delete_node(routing);
@@ -100,8 +101,8 @@ template <class L> bool Ticket<L>::insert(Key key, Value value) {
     if (!pred->lock.try_lock_half(dir, pred_seen))
       continue;
     // The routing node takes the larger key: smaller keys go left of it.
-    if (key < curr->key) {
-      routing->key = curr->key;
+    if (key < L::key_of(curr)) {
+      routing->key = L::key_of(curr);
       routing->child[0].store(leaf, std::memory_order_relaxed);
       routing->child[1].store(curr, std::memory_order_relaxed);
     } else {
@@ -128,11 +129,11 @@ template <class L> bool Ticket<L>::remove(Key key) {
       gdir = dir;
       pred = curr;
       pred_seen = pred->lock.observe();
-      dir = direction(key, pred->key);
+      dir = direction(key, L::key_of(pred));
       curr = pred->child[dir].load(std::memory_order_acquire);
     } while (!L::is_leaf(curr));
 
-    if (curr->key != key)
+    if (L::key_of(curr) != key)
       return false;
     // gpred's pointer to pred, then pred for good: both must be as seen.
     if (!gpred->lock.try_lock_half(gdir, gpred_seen))
@@ -156,8 +157,8 @@ template <class L> void Ticket<L>::for_each(const std::function<void(Key, Value)
     const Node *n = stack.back();
     stack.pop_back();
     if (L::is_leaf(n)) {
-      if (n->key >= kMinKey && n->key <= kMaxKey)
-        visit(n->key, n->value);
+      if (L::key_of(n) >= kMinKey && L::key_of(n) <= kMaxKey)
+        visit(L::key_of(n), n->value);
       continue;
     }
     stack.push_back(n->child[1].load(std::memory_order_relaxed));
@@ -170,10 +171,10 @@ template <class L> std::string Ticket<L>::check_structure() const {
     const Node *node;
     Key lo, hi; // keys in the subtree lie in [lo, hi)
   };
-  if (root_->key != kRootKey || L::is_leaf(root_))
+  if (L::key_of(root_) != kRootKey || L::is_leaf(root_))
     return "root is not the routing sentinel";
   const Node *max_leaf = root_->child[1].load(std::memory_order_relaxed);
-  if (!max_leaf || !L::is_leaf(max_leaf) || max_leaf->key != kRootKey)
+  if (!max_leaf || !L::is_leaf(max_leaf) || L::key_of(max_leaf) != kRootKey)
     return "root's right child is not the kMaxKey + 1 sentinel leaf";
 
   std::vector<Frame> stack{
@@ -188,8 +189,8 @@ template <class L> std::string Ticket<L>::check_structure() const {
       return "a routing node has a null child";
     if (++visited > (size_t{1} << 40))
       return "more nodes than could exist: a cycle";
-    std::string where = " at key " + std::to_string(n->key);
-    if (n->key < f.lo || n->key >= f.hi)
+    std::string where = " at key " + std::to_string(L::key_of(n));
+    if (L::key_of(n) < f.lo || L::key_of(n) >= f.hi)
       return "search order violated" + where;
     if (n->lock.any_held())
       return "a lock is held (or a removed node is reachable)" + where;
@@ -198,14 +199,14 @@ template <class L> std::string Ticket<L>::check_structure() const {
     if (L::is_leaf(n)) {
       if (left || right)
         return "a leaf has children" + where;
-      if (n->key == kLeftSentinel)
+      if (L::key_of(n) == kLeftSentinel)
         min_leaf_seen = true;
       continue;
     }
     if (!left || !right)
       return "a routing node lacks a child" + where;
-    stack.push_back({left, f.lo, n->key});
-    stack.push_back({right, n->key, f.hi});
+    stack.push_back({left, f.lo, L::key_of(n)});
+    stack.push_back({right, L::key_of(n), f.hi});
   }
   if (!min_leaf_seen)
     return "the kMinKey - 1 sentinel leaf is missing";

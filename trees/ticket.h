@@ -84,23 +84,35 @@ private:
   std::atomic<uint64_t> word_{0};
 };
 
-// ASCYLIB's node: key, value (a union with the leaf flag there, which our
-// full-range values cannot share, so the flag sits after the lock), children,
-// lock, padded to a 64-byte line. Searches read the leaf flag, key and a child.
+// ASCYLIB's node: key, value, children, lock, padded to a 64-byte line.
+// Searches read the leaf flag, key and a child, all in the first 32 bytes:
+// ASCYLIB keeps the flag in a union with the value (a routing node's value
+// word is 0, a leaf's value never is). Our values may be 0, so the flag is
+// the key word's top bit instead (user keys and sentinels stay below 2^62):
+// the same bytes, read by the same loads. (It once sat after the lock, at
+// 40, where one search step in four crossed into the next line that
+// ASCYLIB's does not touch: 0.76x its lookups on 64 K keys.)
 struct TicketBaselineLayout {
   struct Node {
-    Key key;                      // 0
+    Key key;                      // 0: with the leaf flag in bit 63
     Value value;                  // 8
     std::atomic<Node *> child[2]; // 16: left, right
     TicketLockPair lock;          // 32
-    uint8_t leaf;                 // 40
-    uint8_t padding[64 - 41];     // to the cache-line size
+    uint8_t padding[64 - 40];     // to the cache-line size
   };
-  static bool is_leaf(const Node *n) { return n->leaf != 0; }
-  static void mark_leaf(Node *n, bool leaf) { n->leaf = leaf; }
+  static constexpr uint64_t kLeafBit = uint64_t{1} << 63;
+  static bool is_leaf(const Node *n) { return n->key < 0; }
+  static Key key_of(const Node *n) {
+    return static_cast<Key>(static_cast<uint64_t>(n->key) & ~kLeafBit);
+  }
+  // After the key is stored.
+  static void mark_leaf(Node *n, bool leaf) {
+    uint64_t k = static_cast<uint64_t>(n->key) & ~kLeafBit;
+    n->key = static_cast<Key>(leaf ? k | kLeafBit : k);
+  }
 };
 static_assert(sizeof(TicketBaselineLayout::Node) == 64);
-static_assert(offsetof(TicketBaselineLayout::Node, leaf) == 40);
+static_assert(offsetof(TicketBaselineLayout::Node, child) == 16);
 
 // The study's fix: no padding, search fields first (key, children), and no
 // leaf flag (a leaf is a node without children, which the search reads
@@ -115,6 +127,7 @@ struct TicketFixedLayout {
   static bool is_leaf(const Node *n) {
     return n->child[0].load(std::memory_order_relaxed) == nullptr;
   }
+  static Key key_of(const Node *n) { return n->key; }
   static void mark_leaf(Node *, bool) {}
 };
 static_assert(sizeof(TicketFixedLayout::Node) == 40);

@@ -131,6 +131,20 @@ TEST_CASE("bench cli: --duration 0 prefills and exits", "[bench]") {
   CHECK(str(j, "check") == "ok");
 }
 
+TEST_CASE("bench cli: --linearizable checks every operation it ran", "[bench]") {
+  Outcome o = run_bench("--tree ticket --threads 4 --duration 0.1 --key-range 8 --ops 20/40/40 "
+                        "--linearizable --format json");
+  REQUIRE(o.status == 0);
+  llvm::json::Object j = parse_object(o.out);
+  CHECK(str(j, "check") == "ok");
+  CHECK(integer(j, "ops") > 0);
+  CHECK(integer(j, "history_ops") == integer(j, "ops"));
+  o = run_bench("--tree ticket --duration 0.05 --key-range 8 --linearizable");
+  REQUIRE(o.status == 0);
+  CHECK(o.out.find(" operations checked for linearizability") != std::string::npos);
+  CHECK(run_bench("--tree ticket --linearizable=yes").status == 2);
+}
+
 TEST_CASE("bench cli: text output has the table, the check and the counters' fate", "[bench]") {
   Outcome o = run_bench("--tree ticket --threads 2 --duration 0.1 --check");
   REQUIRE(o.status == 0);

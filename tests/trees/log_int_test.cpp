@@ -19,8 +19,64 @@ using namespace memlayout::trees;
 using namespace memlayout::trees::test;
 
 namespace {
-
 Value value_of(Key key) { return key * 5 - 2; }
+} // namespace
+
+namespace memlayout::trees {
+
+// Runs a removal in two steps, as a remover preempted between them does.
+template <class L> struct LogIntProbe {
+  using Tree = LogInt<L>;
+  using Node = typename Tree::Node;
+
+  // The list half of remove(key): marked and off the list, still in the tree.
+  static Node *remove_from_list_only(Tree &t, Key key) {
+    Node *s = t.search(key);
+    REQUIRE(s->key == key);
+    Node *p = s->pred.load();
+    Node *s_succ = s->succ.load();
+    s->mark.store(true);
+    s_succ->pred.store(p);
+    p->succ.store(s_succ);
+    return s;
+  }
+  // The tree half, then the node is freed.
+  static void finish_removal(Tree &t, Node *s) {
+    EpochGuard guard;
+    bool two_children = t.acquire_tree_locks(s);
+    t.lock_parent(s);
+    t.remove_from_tree(s, two_children);
+    retire(t.records_, t.node_kind_, s);
+  }
+};
+
+} // namespace memlayout::trees
+
+namespace {
+
+// Fix 1 of log_int.cpp: 20 is removed from the list but still in the tree
+// (its remover preempted) when 20 is inserted again; a lookup of 20, whose
+// search stops at the old node, must find the new one.
+template <class L> void lookup_finds_a_key_reinserted_while_its_old_node_is_in_the_tree() {
+  using Probe = LogIntProbe<L>;
+  LogInt<L> tree(AllocPolicy::kMalloc);
+  insert_all(tree, {20, 10, 30}, value_of);
+  auto *old20 = Probe::remove_from_list_only(tree, 20);
+  Value v = 0;
+  CHECK_FALSE(tree.lookup(20, &v)); // removed: its node is marked
+  REQUIRE(tree.insert(20, 77));
+  CHECK(tree.lookup(20, &v));
+  CHECK(v == 77);
+  CHECK(tree.lookup(10, &v));
+  CHECK(tree.lookup(30, &v));
+  CHECK_FALSE(tree.lookup(15, &v));
+  CHECK_FALSE(tree.lookup(25, &v));
+  Probe::finish_removal(tree, old20);
+  CHECK(tree.lookup(20, &v));
+  CHECK(v == 77);
+  CHECK(contents(tree) == std::map<Key, Value>{{10, value_of(10)}, {20, 77}, {30, value_of(30)}});
+  CHECK(tree.check_structure() == "");
+}
 
 template <class L> void two_child_removals_move_the_successor() {
   LogInt<L> tree(AllocPolicy::kMalloc);
@@ -94,6 +150,12 @@ template <class L> void stable_keys_never_missed() {
 }
 
 } // namespace
+
+TEMPLATE_TEST_CASE(
+    "log-int: a lookup finds a key re-inserted while its removed node is in the tree", "[log-int]",
+    LogIntBaselineLayout, LogIntFixedLayout) {
+  lookup_finds_a_key_reinserted_while_its_old_node_is_in_the_tree<TestType>();
+}
 
 TEST_CASE("log-int: record sizes of the two layouts", "[log-int]") {
   CHECK(record_kinds(make_log_int, Layout::kBaseline) == std::vector<RecordKind>{{"node", 128}});

@@ -176,6 +176,10 @@ Runs a concurrent map workload on one tree of the study and reports throughput.
   --layout L           baseline (published layout) or fixed (the study's fixes) (baseline)
   --noise              malloc/free a random-size object (8-512 B) between operations
   --check              verify the contents and structure after the run; exit 1 if wrong
+  --linearizable       --check, and record every operation with its invocation and
+                       return times, then check per key that some order of them
+                       consistent with those times explains every result (up to
+                       2 M operations, then the workers stop early)
   --format F           text or json (text)
   --seed N             random seed (1)
   --pin                pin worker i to the i-th allowed CPU, round-robin
@@ -198,18 +202,20 @@ ParsedOptions parse_bench_options(int argc, char **argv) {
     std::string_view name = arg.substr(2);
     std::string_view flag_name = name.substr(0, name.find('='));
     bool is_flag = flag_name == "noise" || flag_name == "check" || flag_name == "pin" ||
-                   flag_name == "list" || flag_name == "help";
+                   flag_name == "list" || flag_name == "help" || flag_name == "linearizable";
     if (is_flag && flag_name != name) {
       r.error = "--" + std::string(flag_name) + " takes no value";
       return r;
     }
     if (is_flag) {
-      bool &flag = name == "noise"   ? o.noise
-                   : name == "check" ? o.check
-                   : name == "pin"   ? o.pin
-                   : name == "list"  ? o.list
-                                     : o.help;
+      bool &flag = name == "noise"          ? o.noise
+                   : name == "check"        ? o.check
+                   : name == "linearizable" ? o.linearizable
+                   : name == "pin"          ? o.pin
+                   : name == "list"         ? o.list
+                                            : o.help;
       flag = true;
+      o.check |= o.linearizable;
       continue;
     }
     std::string_view value;
@@ -232,6 +238,9 @@ ParsedOptions parse_bench_options(int argc, char **argv) {
     r.error = "--tree is required (known: " + known_tree_names() + ")";
   } else if ((o.mix.put || o.mix.scan) && !is_htm_tree(o.tree)) {
     r.error = "--ops: put and scan need an HTM tree (htm-bptree, euno-bptree), not " + o.tree;
+  } else if (o.linearizable && (o.mix.put || o.mix.scan)) {
+    r.error = "--linearizable checks histories of lookups, inserts and removes; the --ops mix "
+              "has puts or scans";
   } else if (o.htm_given && !is_htm_tree(o.tree)) {
     r.error = "the HTM options (--htm, --htm-l1, --node-bytes, ...) apply to htm-bptree and "
               "euno-bptree, not " +

@@ -39,6 +39,7 @@ struct BenchOptions {
   TreeConfig config;
   bool noise = false;
   bool check = false;
+  bool linearizable = false; // implies check
   OutputFormat format = OutputFormat::kText;
   uint64_t seed = 1;
   bool pin = false;

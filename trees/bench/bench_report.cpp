@@ -92,6 +92,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   if (r.htm)
     print_htm_text(*r.htm, r.ops, out);
   out << "  check: " << check_name(r.check);
+  if (o.linearizable)
+    out << ", " << r.history_ops << " operations checked for linearizability";
   if (!r.check_error.empty())
     out << " (" << r.check_error << ")";
   out << "\n";
@@ -186,6 +188,8 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   if (r.htm)
     write_htm_json(j, *r.htm, o.config.htm, r.ops);
   j.field("check", check_name(r.check));
+  if (o.linearizable)
+    j.field("history_ops", r.history_ops);
   if (!r.check_error.empty())
     j.field("check_error", r.check_error);
   j.end_object();

@@ -5,6 +5,7 @@
 #include "htm/htm_map.h"
 #include "htm/lockstep.h"
 #include "key_permutation.h"
+#include "linearizability.h"
 #include "random.h"
 #include "zipf.h"
 
@@ -28,6 +29,28 @@ using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+
+// Operation times for --linearizable: one clock all CPUs share, read with a
+// full fence after an invocation's reading and before a return's, so that
+// the operation's loads and stores fall between its two readings.
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+uint64_t invocation_time() {
+  uint64_t t = monotonic_ns();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return t;
+}
+uint64_t return_time() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return monotonic_ns();
+}
+
+// Operations a --linearizable run records, over all threads (32 bytes
+// each); a worker whose share is full stops.
+constexpr size_t kHistoryCapacity = size_t{2} << 20;
 
 double thread_cpu_seconds() {
   timespec ts{};
@@ -80,9 +103,15 @@ private:
 // Everything one worker writes during the run, on its own lines.
 struct alignas(64) Worker {
   ThreadResult result;
-  std::vector<int32_t> delta; // per key: successful inserts - removes (--check)
+  std::vector<int32_t> delta;   // per key: successful inserts - removes (--check)
+  std::vector<TimedOp> history; // every operation (--linearizable)
   bool prefill_failed = false;
 };
+
+// What the measured loop keeps besides its counters: nothing (the
+// benchmark), per-key counts (--check), or counts and every operation with
+// its times (--linearizable). One instantiation each.
+enum class Bookkeeping { kNone, kCounts, kHistory };
 
 class Run {
 public:
@@ -97,8 +126,9 @@ public:
 
 private:
   void work(unsigned t, int cpu);
-  void operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise);
+  template <Bookkeeping B> void operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise);
   void check(BenchResult &r) const;
+  void check_history(BenchResult &r) const;
 
   const BenchOptions &o_;
   ConcurrentMap &tree_;
@@ -146,7 +176,13 @@ void Run::work(unsigned t, int cpu) {
     std::optional<htm::LockstepScope> lockstep;
     if (lockstep_)
       lockstep.emplace(o_.threads);
-    operate(w, rng, noise ? &*noise : nullptr);
+    AllocationNoise *n = noise ? &*noise : nullptr;
+    if (o_.linearizable)
+      operate<Bookkeeping::kHistory>(w, rng, n);
+    else if (o_.check)
+      operate<Bookkeeping::kCounts>(w, rng, n);
+    else
+      operate<Bookkeeping::kNone>(w, rng, n);
   }
   w.result.cpu_seconds = thread_cpu_seconds() - cpu0;
   w.result.seconds = seconds_between(t0, Clock::now());
@@ -156,51 +192,76 @@ void Run::work(unsigned t, int cpu) {
   htm::flush_thread_abort_records(); // into the trace, when recorded
 }
 
-void Run::operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise) {
+template <Bookkeeping B> void Run::operate(Worker &w, Xoshiro256 &rng, AllocationNoise *noise) {
   ThreadResult &r = w.result;
   const unsigned lookup_below = o_.mix.lookup, insert_below = o_.mix.lookup + o_.mix.insert;
   const unsigned remove_below = insert_below + o_.mix.remove;
   const unsigned put_below = remove_below + o_.mix.put;
-  const bool accounting = o_.check;
+  constexpr bool kCounting = B != Bookkeeping::kNone;
+  // The history has no put or scan: parse_bench_options refuses
+  // --linearizable with a mix that has them.
+  constexpr bool kRecording = B == Bookkeeping::kHistory;
   int32_t *delta = w.delta.data();
+  size_t history_room = kRecording ? w.history.capacity() : 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (kRecording && w.history.size() == history_room)
+      break;
     Key k = keys_(rng);
     unsigned op = static_cast<unsigned>(rng.below(100));
+    TimedOp timed;
+    if (kRecording) {
+      timed.key = k;
+      timed.thread = r.thread;
+      timed.invoked = invocation_time();
+    }
     if (op < lookup_below) {
       Value v;
       ++r.lookups;
-      if (tree_.lookup(k, &v)) {
+      bool found = tree_.lookup(k, &v);
+      if (kRecording)
+        timed.kind = OpKind::kLookup, timed.result = found;
+      if (found) {
         ++r.lookup_hits;
-        if (accounting && v != bench_value_of(k))
+        if (kCounting && v != bench_value_of(k))
           ++r.wrong_values;
       }
     } else if (op < insert_below) {
       ++r.inserts;
-      if (tree_.insert(k, bench_value_of(k))) {
+      bool inserted = tree_.insert(k, bench_value_of(k));
+      if (kRecording)
+        timed.kind = OpKind::kInsert, timed.result = inserted;
+      if (inserted) {
         ++r.inserts_ok;
-        if (accounting)
+        if (kCounting)
           ++delta[k];
       }
     } else if (op < remove_below) {
       ++r.removes;
-      if (tree_.remove(k)) {
+      bool removed = tree_.remove(k);
+      if (kRecording)
+        timed.kind = OpKind::kRemove, timed.result = removed;
+      if (removed) {
         ++r.removes_ok;
-        if (accounting)
+        if (kCounting)
           --delta[k];
       }
     } else if (op < put_below) {
       ++r.puts;
       if (htm_tree_->put(k, bench_value_of(k))) {
         ++r.puts_inserted;
-        if (accounting)
+        if (kCounting)
           ++delta[k];
       }
     } else {
       ++r.scans;
       r.scanned += htm_tree_->scan(k, o_.scan_length, [&](Key sk, Value sv) {
-        if (accounting && sv != bench_value_of(sk))
+        if (kCounting && sv != bench_value_of(sk))
           ++r.wrong_values;
       });
+    }
+    if (kRecording) {
+      timed.returned = return_time();
+      w.history.push_back(timed);
     }
     if (noise)
       noise->churn(rng);
@@ -212,6 +273,9 @@ BenchResult Run::operator()() {
   if (o_.check)
     for (Worker &w : workers_)
       w.delta.assign(o_.key_range + 1, 0);
+  if (o_.linearizable)
+    for (Worker &w : workers_)
+      w.history.reserve(std::max<size_t>(1024, kHistoryCapacity / o_.threads));
 
   std::vector<int> cpus = o_.pin ? allowed_cpus() : std::vector<int>{};
   std::vector<std::thread> threads;
@@ -309,6 +373,27 @@ void Run::check(BenchResult &r) const {
                 std::to_string(expected_count));
   if (std::string s = tree_.check_structure(); !s.empty())
     return fail("check_structure: " + s);
+  if (o_.linearizable)
+    check_history(r);
+}
+
+void Run::check_history(BenchResult &r) const {
+  // Every worker started from the prefilled keys.
+  std::vector<bool> initial(o_.key_range + 1, false);
+  for (uint64_t i = 0; i < o_.prefill_keys(); ++i)
+    initial[prefill_order_(i) + 1] = true;
+  std::vector<TimedOp> all;
+  for (const Worker &w : workers_)
+    all.insert(all.end(), w.history.begin(), w.history.end());
+  r.history_ops = all.size();
+  LinearizabilityVerdict v = check_linearizable(std::move(all), [&](Key k) { return initial[k]; });
+  if (v.outcome == LinearizabilityVerdict::kLinearizable)
+    return;
+  r.check = CheckState::kFailed;
+  r.check_error =
+      (v.outcome == LinearizabilityVerdict::kNotLinearizable ? "not linearizable: "
+                                                             : "linearizability undecided: ") +
+      v.explanation;
 }
 
 } // namespace

@@ -46,6 +46,7 @@ struct BenchResult {
   double mops = 0;
   CheckState check = CheckState::kSkipped;
   std::string check_error;
+  uint64_t history_ops = 0; // operations --linearizable recorded and checked
   std::vector<RecordKind> records;
   // Totals over the threads, for the events every thread counted.
   std::array<int64_t, kPmuEventCount> counters{-1, -1, -1};
