@@ -1,8 +1,9 @@
 // ycsb-lite: YCSB-style transactions on a table indexed by one of the
 // study's trees (docs/trees.md). Exit status: 0, 1 when --check fails, 2 on
 // bad arguments.
-#include "htm_options.h"
-#include "json_writer.h"
+#include "htm_report.h"
+#include "json_write.h"
+#include "option_table.h"
 #include "ycsb_lite_options.h"
 #include "ycsb_lite_run.h"
 
@@ -25,43 +26,38 @@ const char *check_name(const YcsbResult &r) {
 }
 
 void print_json(const YcsbOptions &o, const YcsbResult &r) {
-  bench::JsonWriter j(std::cout);
-  j.begin_object();
-  j.field("schema", "memlayout.ycsb-lite/1");
-  j.field("tree", o.tree);
-  j.field("layout", layout_name(o.config.layout));
-  j.field("alloc", alloc_name(o.config.alloc));
-  j.field("pad_locks", o.pad_locks);
-  j.field("threads", o.threads);
-  j.field("rows", o.rows);
-  j.field("theta", o.theta);
-  j.field("txn_rows", o.txn_rows);
-  j.field("read_pct", o.read_pct);
-  j.field("seed", o.seed);
-  j.field("load_s", r.load_s);
-  j.field("duration_s", r.duration_s);
-  j.field("txns", r.txns);
-  j.field("txn_per_s", r.txn_per_s);
-  j.key("per_thread");
-  j.begin_array();
-  for (const ThreadTxns &t : r.per_thread) {
-    j.begin_object();
-    j.field("thread", t.thread);
-    j.field("seconds", t.seconds);
-    j.field("txns", t.txns());
-    j.field("reads", t.reads);
-    j.field("updates", t.updates);
-    j.field("txn_per_s", t.seconds > 0 ? static_cast<double>(t.txns()) / t.seconds : 0.0);
-    j.end_object();
-  }
-  j.end_array();
+  using memlayout::cli::Json;
+  Json j;
+  j["schema"] = "memlayout.ycsb-lite/1";
+  j["tree"] = o.tree;
+  j["layout"] = layout_name(o.config.layout);
+  j["alloc"] = alloc_name(o.config.alloc);
+  j["pad_locks"] = o.pad_locks;
+  j["threads"] = o.threads;
+  j["rows"] = o.rows;
+  j["theta"] = o.theta;
+  j["txn_rows"] = o.txn_rows;
+  j["read_pct"] = o.read_pct;
+  j["seed"] = o.seed;
+  j["load_s"] = r.load_s;
+  j["duration_s"] = r.duration_s;
+  j["txns"] = r.txns;
+  j["txn_per_s"] = r.txn_per_s;
+  Json &threads = j["per_thread"] = Json::array();
+  for (const ThreadTxns &t : r.per_thread)
+    threads.push_back(
+        {{"thread", t.thread},
+         {"seconds", t.seconds},
+         {"txns", t.txns()},
+         {"reads", t.reads},
+         {"updates", t.updates},
+         {"txn_per_s", t.seconds > 0 ? static_cast<double>(t.txns()) / t.seconds : 0.0}});
   if (r.htm)
-    bench::write_htm_json(j, *r.htm, o.config.htm, r.txns);
-  j.field("check", check_name(r));
+    j["htm"] = bench::htm_json(*r.htm, o.config.htm, r.txns);
+  j["check"] = check_name(r);
   if (!r.check_error.empty())
-    j.field("check_error", r.check_error);
-  j.end_object();
-  std::cout << "\n";
+    j["check_error"] = r.check_error;
+  memlayout::cli::write_json_line(j, std::cout);
 }
 
 void print_text(const YcsbOptions &o, const YcsbResult &r) {
@@ -94,16 +90,12 @@ void print_text(const YcsbOptions &o, const YcsbResult &r) {
 } // namespace
 
 int main(int argc, char **argv) {
-  ParsedYcsbOptions parsed = parse_ycsb_options(argc, argv);
-  if (!parsed.error.empty()) {
-    std::cerr << "ycsb-lite: " << parsed.error << "\n";
-    return 2;
-  }
-  const YcsbOptions &o = parsed.options;
-  if (o.help) {
-    std::cout << ycsb_usage() << "\n" << ycsb_usage_htm();
-    return 0;
-  }
+  YcsbOptions o;
+  YcsbCommand command = make_ycsb_command(o);
+  if (int rc = memlayout::cli::parse_command(*command.app, argc, argv); rc >= 0)
+    return rc;
+  if (std::string e = check_ycsb_options(o, command); !e.empty())
+    return memlayout::cli::usage_error(*command.app, e);
   YcsbResult r;
   try {
     r = run_ycsb(o);

@@ -3,7 +3,10 @@
 
 #include "map.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace memlayout::trees::ycsb {
@@ -21,17 +24,15 @@ struct YcsbOptions {
   bool check = false;
   bool json = false;
   uint64_t seed = 1;
-  bool help = false;
-  bool htm_given = false; // an HTM tree option was on the command line
 };
 
-struct ParsedYcsbOptions {
-  YcsbOptions options;
-  std::string error; // empty when valid
+// ycsb-lite's option table, filling `o` as it parses.
+struct YcsbCommand {
+  std::unique_ptr<CLI::App> app;
+  CLI::App *htm_group;
 };
-
-ParsedYcsbOptions parse_ycsb_options(int argc, char **argv);
-const char *ycsb_usage();
-const char *ycsb_usage_htm(); // the HTM trees' options, printed after ycsb_usage()
+YcsbCommand make_ycsb_command(YcsbOptions &o);
+// What the parsed options, together, get wrong, or "".
+std::string check_ycsb_options(const YcsbOptions &o, const YcsbCommand &command);
 
 } // namespace memlayout::trees::ycsb

@@ -279,7 +279,30 @@ TEST_CASE("cli.every_command_alike", "[cli]") {
   RunResult bogus = run({memlayout_bin(), cmd, "--bogus-option", "x"});
   CHECK(bogus.exit_code() == 2);
   CHECK(bogus.err.find("memlayout " + cmd + ": unknown option '--bogus-option'") == 0);
-  CHECK(bogus.err.find("Run 'memlayout " + cmd + " --help' for the options.") !=
-        std::string::npos);
+  CHECK(bogus.err.find("Run 'memlayout " + cmd + " --help' for the options.") != std::string::npos);
   CHECK(bogus.out.empty());
+}
+
+// The trees' programs declare theirs on the same option table: the same help,
+// wording and exit codes as memlayout's commands.
+TEST_CASE("cli.bench_programs_alike", "[cli]") {
+  const std::string name = GENERATE(as<std::string>{}, "memlayout-bench", "ycsb-lite");
+  const std::string bin = name == "ycsb-lite" ? MLT_YCSB : MLT_BENCH;
+  CAPTURE(name);
+  RunResult help = run({bin, "--help"});
+  CHECK(help.exit_code() == 0);
+  CHECK(help.out.find("Usage: " + name + " --tree NAME") != std::string::npos);
+  CHECK(help.out.find("HTM trees (htm-bptree, euno-bptree)") != std::string::npos);
+  CHECK(help.err.empty());
+  RunResult bogus = run({bin, "--tree", "ticket", "--bogus-option", "x"});
+  CHECK(bogus.exit_code() == 2);
+  CHECK(bogus.err.find(name + ": unknown option '--bogus-option'") == 0);
+  CHECK(bogus.err.find("Run '" + name + " --help' for the options.") != std::string::npos);
+  CHECK(bogus.out.empty());
+  RunResult value = run({bin, "--tree", "ticket", "--threads", "0"});
+  CHECK(value.exit_code() == 2);
+  CHECK(value.err.find(name + ": --threads: takes a thread count from 1 to 1024, not '0'") == 0);
+  RunResult flag = run({bin, "--tree", "ticket", "--check=no"});
+  CHECK(flag.exit_code() == 2);
+  CHECK(flag.err.find(name + ": --check takes no value") == 0);
 }

@@ -3,6 +3,7 @@
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_run.h"
+#include "option_table.h"
 
 #include <iostream>
 #include <new>
@@ -12,16 +13,12 @@ using namespace memlayout::trees;
 using namespace memlayout::trees::bench;
 
 int main(int argc, char **argv) {
-  ParsedOptions parsed = parse_bench_options(argc, argv);
-  if (!parsed.error.empty()) {
-    std::cerr << "memlayout-bench: " << parsed.error << "\n";
-    return 2;
-  }
-  const BenchOptions &o = parsed.options;
-  if (o.help) {
-    std::cout << bench_usage() << "\n" << bench_usage_htm();
-    return 0;
-  }
+  BenchOptions o;
+  BenchCommand command = make_bench_command(o);
+  if (int rc = memlayout::cli::parse_command(*command.app, argc, argv); rc >= 0)
+    return rc;
+  if (std::string e = check_bench_options(o, command); !e.empty())
+    return memlayout::cli::usage_error(*command.app, e);
   if (o.list) {
     for (const TreeInfo &t : all_trees())
       std::cout << t.name << "\t" << t.description << "\n";

@@ -3,7 +3,10 @@
 
 #include "map.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -44,9 +47,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   bool pin = false;
   bool list = false;
-  bool help = false;
   unsigned scan_length = 100; // pairs per scan
-  bool htm_given = false;     // an HTM tree option was on the command line
 
   uint64_t prefill_keys() const {
     return prefill_count ? *prefill_count
@@ -54,13 +55,23 @@ struct BenchOptions {
   }
 };
 
+// memlayout-bench's option table, filling `o` as it parses.
+struct BenchCommand {
+  std::unique_ptr<CLI::App> app;
+  CLI::App *htm_group;
+};
+BenchCommand make_bench_command(BenchOptions &o);
+// What the parsed options, together, get wrong, or "" (--tree missing,
+// a mix the tree cannot run, a prefill larger than the key range, ...).
+std::string check_bench_options(const BenchOptions &o, const BenchCommand &command);
+
+// The two in one, printing nothing, for tests: `exit_status` -1 when the
+// benchmark should run, 0 after --help, 2 with `error` for a usage error.
 struct ParsedOptions {
   BenchOptions options;
-  std::string error; // empty when the command line is valid
+  int exit_status = -1;
+  std::string error;
 };
-
 ParsedOptions parse_bench_options(int argc, char **argv);
-const char *bench_usage();
-const char *bench_usage_htm(); // the HTM trees' options, printed after bench_usage()
 
 } // namespace memlayout::trees::bench

@@ -1,7 +1,7 @@
 #include "bench_report.h"
 
-#include "htm_options.h"
-#include "json_writer.h"
+#include "htm_report.h"
+#include "json_write.h"
 
 #include <cstdio>
 #include <string>
@@ -54,8 +54,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
       << " s, ops " << mix_name(o.mix)
       << (o.mix.put || o.mix.scan ? " (lookup/insert/remove/put/scan %), "
                                   : " (lookup/insert/remove %), ")
-      << dist_name(o.dist)
-      << (o.noise ? ", noise" : "") << (o.pin ? ", pinned" : "") << ", seed " << o.seed << "\n";
+      << dist_name(o.dist) << (o.noise ? ", noise" : "") << (o.pin ? ", pinned" : "") << ", seed "
+      << o.seed << "\n";
   if (o.duration_s == 0) {
     out << "  duration 0: prefill only\n";
   } else {
@@ -100,100 +100,74 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
 }
 
 void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) {
-  JsonWriter j(out);
-  j.begin_object();
-  j.field("schema", "memlayout.bench/1");
-  j.field("tree", o.tree);
-  j.field("layout", layout_name(o.config.layout));
-  j.field("alloc", alloc_name(o.config.alloc));
-  j.field("threads", o.threads);
-  j.field("duration_s", r.duration_s);
-  j.field("key_range", o.key_range);
-  j.field("prefill", r.prefilled);
-  j.field("prefill_s", r.prefill_s);
-  j.key("ops_mix");
-  j.begin_object();
-  j.field("lookup", o.mix.lookup);
-  j.field("insert", o.mix.insert);
-  j.field("remove", o.mix.remove);
-  j.field("put", o.mix.put);
-  j.field("scan", o.mix.scan);
-  j.end_object();
+  using cli::Json;
+  Json j;
+  j["schema"] = "memlayout.bench/1";
+  j["tree"] = o.tree;
+  j["layout"] = layout_name(o.config.layout);
+  j["alloc"] = alloc_name(o.config.alloc);
+  j["threads"] = o.threads;
+  j["duration_s"] = r.duration_s;
+  j["key_range"] = o.key_range;
+  j["prefill"] = r.prefilled;
+  j["prefill_s"] = r.prefill_s;
+  j["ops_mix"] = {{"lookup", o.mix.lookup},
+                  {"insert", o.mix.insert},
+                  {"remove", o.mix.remove},
+                  {"put", o.mix.put},
+                  {"scan", o.mix.scan}};
   if (o.mix.scan)
-    j.field("scan_length", o.scan_length);
-  j.field("dist", dist_name(o.dist));
-  j.field("noise", o.noise);
-  j.field("pin", o.pin);
-  j.field("seed", o.seed);
-  j.key("records");
-  j.begin_array();
-  for (const RecordKind &k : r.records) {
-    j.begin_object();
-    j.field("kind", k.kind);
-    j.field("size", static_cast<uint64_t>(k.size));
-    j.end_object();
-  }
-  j.end_array();
-  j.field("ops", r.ops);
-  j.field("mops", r.mops);
-  j.key("per_thread");
-  j.begin_array();
+    j["scan_length"] = o.scan_length;
+  j["dist"] = dist_name(o.dist);
+  j["noise"] = o.noise;
+  j["pin"] = o.pin;
+  j["seed"] = o.seed;
+  Json &records = j["records"] = Json::array();
+  for (const RecordKind &k : r.records)
+    records.push_back({{"kind", k.kind}, {"size", k.size}});
+  j["ops"] = r.ops;
+  j["mops"] = r.mops;
+  Json &threads = j["per_thread"] = Json::array();
   for (const ThreadResult &t : r.per_thread) {
-    j.begin_object();
-    j.field("thread", t.thread);
-    j.key("cpu");
-    if (t.cpu < 0)
-      j.null();
-    else
-      j.value(t.cpu);
-    j.field("seconds", t.seconds);
-    j.field("cpu_seconds", t.cpu_seconds);
-    j.field("ops", t.ops());
-    j.field("mops", t.mops());
-    j.field("lookups", t.lookups);
-    j.field("lookup_hits", t.lookup_hits);
-    j.field("inserts", t.inserts);
-    j.field("inserts_ok", t.inserts_ok);
-    j.field("removes", t.removes);
-    j.field("removes_ok", t.removes_ok);
+    Json &tj = threads.emplace_back();
+    tj["thread"] = t.thread;
+    tj["cpu"] = t.cpu < 0 ? Json() : Json(t.cpu);
+    tj["seconds"] = t.seconds;
+    tj["cpu_seconds"] = t.cpu_seconds;
+    tj["ops"] = t.ops();
+    tj["mops"] = t.mops();
+    tj["lookups"] = t.lookups;
+    tj["lookup_hits"] = t.lookup_hits;
+    tj["inserts"] = t.inserts;
+    tj["inserts_ok"] = t.inserts_ok;
+    tj["removes"] = t.removes;
+    tj["removes_ok"] = t.removes_ok;
     if (r.htm) {
-      j.field("puts", t.puts);
-      j.field("puts_inserted", t.puts_inserted);
-      j.field("scans", t.scans);
-      j.field("scanned", t.scanned);
+      tj["puts"] = t.puts;
+      tj["puts_inserted"] = t.puts_inserted;
+      tj["scans"] = t.scans;
+      tj["scanned"] = t.scanned;
     }
-    j.end_object();
   }
-  j.end_array();
-  bool any = false;
+  Json counters = Json::object();
   for (int e = 0; e < kPmuEventCount; ++e)
-    any = any || counted(r, e);
-  if (any) {
-    j.key("counters");
-    j.begin_object();
-    for (int e = 0; e < kPmuEventCount; ++e) {
-      if (!counted(r, e))
-        continue;
-      j.key(pmu_event_key(static_cast<PmuEvent>(e)));
-      j.begin_object();
-      j.field("total", r.counters[e]);
-      j.field("per_op",
-              r.ops ? static_cast<double>(r.counters[e]) / static_cast<double>(r.ops) : 0.0);
-      j.end_object();
-    }
-    j.end_object();
-  }
+    if (counted(r, e))
+      counters[pmu_event_key(static_cast<PmuEvent>(e))] = {
+          {"total", r.counters[e]},
+          {"per_op",
+           r.ops ? static_cast<double>(r.counters[e]) / static_cast<double>(r.ops) : 0.0}};
+  if (!counters.empty())
+    j["counters"] = std::move(counters);
   if (!r.counters_unavailable.empty())
-    j.field("counters_unavailable", r.counters_unavailable);
+    j["counters_unavailable"] = r.counters_unavailable;
   if (r.htm)
-    write_htm_json(j, *r.htm, o.config.htm, r.ops);
-  j.field("check", check_name(r.check));
+    j["htm"] = htm_json(*r.htm, o.config.htm, r.ops);
+  j["check"] = check_name(r.check);
   if (o.linearizable)
-    j.field("history_ops", r.history_ops);
+    j["history_ops"] = r.history_ops;
   if (!r.check_error.empty())
-    j.field("check_error", r.check_error);
-  j.end_object();
-  out << "\n";
+    j["check_error"] = r.check_error;
+  cli::write_json_line(j, out);
 }
 
 } // namespace memlayout::trees::bench

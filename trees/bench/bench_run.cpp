@@ -333,7 +333,8 @@ void Run::check(BenchResult &r) const {
     if (w.prefill_failed)
       return fail("a prefill insert of a key not yet in the tree returned false");
     if (w.result.wrong_values)
-      return fail(std::to_string(w.result.wrong_values) + " lookups or scanned pairs had a wrong value");
+      return fail(std::to_string(w.result.wrong_values) +
+                  " lookups or scanned pairs had a wrong value");
   }
   // expected[k]: 1 if the key was prefilled, plus every thread's successful
   // inserts minus removes of it; must end 0 or 1.

@@ -1,0 +1,35 @@
+// The options memlayout-bench and ycsb-lite share, declared once on their
+// option tables (cli/option_table.h): the tree and its layout and allocation
+// policy, threads, duration, seed, output format, and the HTM trees' group.
+#pragma once
+
+#include "map.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace memlayout::trees::bench {
+
+// The registered trees' names, space-separated.
+std::string known_tree_names();
+
+// --tree NAME, checked against the registry.
+void add_tree_option(CLI::App &app, std::string &tree, const std::string &what);
+// --threads N (1 to 1024), --duration S, --seed N.
+void add_run_options(CLI::App &app, unsigned &threads, double &duration_s, uint64_t &seed,
+                     const std::string &duration_what);
+// --layout baseline|fixed, --alloc malloc|segregated.
+void add_tree_config_options(CLI::App &app, TreeConfig &config, const std::string &alloc_what);
+
+// The HTM trees' options (docs/htm.md) in a group of their own; the group is
+// returned so that the caller can tell whether any was given.
+CLI::App *add_htm_options(CLI::App &app, htm::HtmTreeOptions &o);
+bool is_htm_tree(std::string_view tree);
+
+// What is wrong with a tree choice after parsing, or "": none given, or HTM
+// options for a tree that is not an HTM tree.
+std::string check_tree_choice(const std::string &tree, const CLI::App *htm_group);
+
+} // namespace memlayout::trees::bench
