@@ -279,6 +279,21 @@ ThreadHeap *heap_create(Pool *pool) {
   return heap;
 }
 
+namespace {
+
+// A heap that is going away: its statistics join the pool's shared ones.
+void retire_heap(Pool *pool, ThreadHeap *heap) {
+  uint64_t allocations, frees;
+  int64_t live_bytes;
+  heap_counts(heap, &allocations, &frees, &live_bytes);
+  pool->shared_allocations.fetch_add(allocations, std::memory_order_relaxed);
+  pool->shared_frees.fetch_add(frees, std::memory_order_relaxed);
+  pool->shared_live_bytes.fetch_add(live_bytes, std::memory_order_relaxed);
+  heap_free_locked(heap);
+}
+
+} // namespace
+
 void heap_abandon(ThreadHeap *heap) {
   Pool *pool = heap->pool;
   for (unsigned c = 0; c < kSmallClasses; ++c) {
@@ -289,13 +304,7 @@ void heap_abandon(ThreadHeap *heap) {
       while (SmallPage *page = pop_front(pool, *q))
         abandon_page(pool, page);
   }
-  uint64_t allocations, frees;
-  int64_t live_bytes;
-  heap_counts(heap, &allocations, &frees, &live_bytes);
-  pool->shared_allocations.fetch_add(allocations, std::memory_order_relaxed);
-  pool->shared_frees.fetch_add(frees, std::memory_order_relaxed);
-  pool->shared_live_bytes.fetch_add(live_bytes, std::memory_order_relaxed);
-  heap_free_locked(heap);
+  retire_heap(pool, heap);
 }
 
 void heap_forget(ThreadHeap *heap) { heap_free_locked(heap); }
@@ -309,13 +318,7 @@ void heaps_after_fork_child(Pool *pool) {
     next = heap->next_in_pool;
     if (heap->owner == self)
       continue;
-    uint64_t allocations, frees;
-    int64_t live_bytes;
-    heap_counts(heap, &allocations, &frees, &live_bytes);
-    pool->shared_allocations.fetch_add(allocations, std::memory_order_relaxed);
-    pool->shared_frees.fetch_add(frees, std::memory_order_relaxed);
-    pool->shared_live_bytes.fetch_add(live_bytes, std::memory_order_relaxed);
-    heap_free_locked(heap);
+    retire_heap(pool, heap);
   }
   for (size_t i = 0, n = pool->small_next >> kPageShift; i < n; ++i) {
     SmallPage *page = &pool->pages[i];

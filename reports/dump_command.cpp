@@ -158,16 +158,6 @@ template <class Sink> void json_string(Sink &o, std::string_view s) {
   o.put('"');
 }
 
-std::string hex_bytes(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
 std::string_view basename(std::string_view path) {
   size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -308,7 +298,7 @@ public:
       o_.put(",\"base\":\"");
       o_.hex(m.load_bias);
       o_.put("\",\"build_id\":\"");
-      o_.put(hex_bytes(m.build_id));
+      o_.put(inspector::hex_bytes(m.build_id));
       o_.put("\",\"segments\":[");
       for (size_t i = 0; i < m.segments.size(); ++i) {
         const inspector::ModuleSegment &s = m.segments[i];
@@ -878,14 +868,15 @@ private:
       return it->second;
     std::span<const uint64_t> stack = r_.stack(id);
     for (uint64_t pc : stack)
-      if (const inspector::ModuleCode *m = code_->module_at(pc); m && m->has_dwarf() &&
-                                                                 detected_in_.insert(m).second)
+      if (const inspector::ModuleCode *m = code_->module_at(pc);
+          m && m->has_dwarf() && detected_in_.insert(m).second)
         inspector::detect_wrappers_in_binary(*m, wrappers_);
     inspector::Group::Site site = inspector::alloc_site(stack, *sym_, wrappers_);
     std::string &s = it->second;
     s = site.caller.empty() ? site.function : site.caller + " -> ??";
     if (!site.file.empty())
-      s += " (" + std::string(basename(site.file)) + (site.line ? ":" + std::to_string(site.line) : "") + ")";
+      s += " (" + std::string(basename(site.file)) +
+           (site.line ? ":" + std::to_string(site.line) : "") + ")";
     return s;
   }
 
@@ -898,7 +889,6 @@ private:
   Out o_;
   std::unordered_map<uint64_t, std::string> rendered_, callers_;
 };
-
 
 } // namespace
 

@@ -4,6 +4,7 @@
 #include "htm_report.h"
 #include "json_write.h"
 #include "option_table.h"
+#include "tree_options.h"
 #include "ycsb_lite_options.h"
 #include "ycsb_lite_run.h"
 
@@ -14,13 +15,11 @@
 
 using namespace memlayout::trees;
 using namespace memlayout::trees::ycsb;
+using memlayout::trees::bench::alloc_name;
+using memlayout::trees::bench::layout_name;
 
 namespace {
 
-const char *layout_name(Layout l) { return l == Layout::kFixed ? "fixed" : "baseline"; }
-const char *alloc_name(AllocPolicy a) {
-  return a == AllocPolicy::kSegregated ? "segregated" : "malloc";
-}
 const char *check_name(const YcsbResult &r) {
   return !r.checked ? "skipped" : r.check_error.empty() ? "ok" : "failed";
 }

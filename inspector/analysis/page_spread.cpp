@@ -70,13 +70,18 @@ struct FillCounter {
   }
 };
 
+// The page size (4096 when unknown) and a region of at least one page.
+std::pair<uint64_t, uint64_t> page_and_region(const PageSpreadOptions &opts) {
+  const uint64_t ps = opts.page_size ? opts.page_size : 4096;
+  return {ps, std::max(opts.region_size, ps)};
+}
+
 } // namespace
 
 PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
                                const PageSpreadOptions &opts) {
   PageSpread out;
-  const uint64_t ps = opts.page_size ? opts.page_size : 4096;
-  const uint64_t rs = std::max(opts.region_size, ps);
+  const auto [ps, rs] = page_and_region(opts);
   out.page_size = ps;
   out.region_size = rs;
 
@@ -118,8 +123,7 @@ PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
 ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
                    const PageSpreadOptions &opts) {
   ChunkMap out;
-  const uint64_t ps = opts.page_size ? opts.page_size : 4096;
-  const uint64_t rs = std::max(opts.region_size, ps);
+  const auto [ps, rs] = page_and_region(opts);
   out.page_size = ps;
   out.region_size = rs;
   const uint64_t ppr = rs / ps;

@@ -1,5 +1,7 @@
 #include "code_map.h"
 
+#include "trace_records.h"
+
 #include <llvm/BinaryFormat/Dwarf.h>
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
@@ -14,16 +16,6 @@
 namespace memlayout::inspector {
 
 namespace {
-
-std::string hex_bytes(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
 
 std::string build_id_of(const llvm::object::ObjectFile &obj) {
   const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);

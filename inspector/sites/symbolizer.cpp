@@ -16,17 +16,6 @@ namespace memlayout::inspector {
 
 namespace {
 
-std::string hex_bytes(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
 bool starts_with(const std::string &s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }

@@ -2,6 +2,7 @@
 
 #include "htm_report.h"
 #include "json_write.h"
+#include "tree_options.h"
 
 #include <cstdio>
 #include <string>
@@ -9,10 +10,6 @@
 namespace memlayout::trees::bench {
 namespace {
 
-const char *layout_name(Layout l) { return l == Layout::kFixed ? "fixed" : "baseline"; }
-const char *alloc_name(AllocPolicy a) {
-  return a == AllocPolicy::kSegregated ? "segregated" : "malloc";
-}
 const char *check_name(CheckState c) {
   switch (c) {
   case CheckState::kOk:

@@ -8,6 +8,11 @@ namespace memlayout::trees::bench {
 
 using CC = htm::HtmTreeOptions::ConflictControl;
 
+const char *layout_name(Layout l) { return l == Layout::kFixed ? "fixed" : "baseline"; }
+const char *alloc_name(AllocPolicy a) {
+  return a == AllocPolicy::kSegregated ? "segregated" : "malloc";
+}
+
 std::string known_tree_names() {
   std::string names;
   for (const TreeInfo &t : all_trees())

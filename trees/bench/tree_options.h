@@ -12,6 +12,10 @@
 
 namespace memlayout::trees::bench {
 
+// The names the options give a layout and an allocation policy.
+const char *layout_name(Layout l);
+const char *alloc_name(AllocPolicy a);
+
 // The registered trees' names, space-separated.
 std::string known_tree_names();
 

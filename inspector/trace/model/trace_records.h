@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -57,6 +58,18 @@ struct ModuleEntry {
   std::string build_id; // raw bytes
   std::vector<ModuleSegment> segments;
 };
+
+// Raw bytes (a build-id) as lowercase hex, as `file` and `readelf -n` print them.
+inline std::string hex_bytes(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
 
 struct ThreadEntry {
   trace::ThreadEvent what = trace::ThreadEvent::kStart;
