@@ -627,9 +627,17 @@ bool EunoBptree::write(Key key, Value value, bool overwrite) {
           }
           uint64_t seq = tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off));
           insert_in_leaf(tx, t.leaf, key, value, leaves, inners, segs);
-          // Without conflict control nobody set the mark before: set it with
-          // the insert (a split already marked the leaf that took the key).
-          if (!cc && tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == seq)
+          // The key's mark is set in the transaction that inserts it (a split
+          // already marked the leaf that took the key), with or without
+          // conflict control. The mark set above, under the lock bit, is not
+          // enough under adaptive control: a remove on a leaf that looked
+          // quiet to it bypasses the lock bits, and if it takes the last key
+          // of this slot between that mark and this transaction it clears the
+          // mark; the key would then sit in the leaf unmarked, and lookups
+          // and removes under conflict control would call it absent. The
+          // paper's argument (the lock bit makes mark and insert one step)
+          // holds only if every operation takes the lock bits.
+          if (tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == seq)
             mark_in_tx(tx, t.leaf, key, true);
           return {Outcome::kYes, leaves.used(), inners.used(), segs.used()};
         },
