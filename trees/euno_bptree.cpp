@@ -627,9 +627,21 @@ bool EunoBptree::write(Key key, Value value, bool overwrite) {
           }
           uint64_t seq = tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off));
           insert_in_leaf(tx, t.leaf, key, value, leaves, inners, segs);
-          // Without conflict control nobody set the mark before: set it with
-          // the insert (a split already marked the leaf that took the key).
-          if (!cc && tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == seq)
+          // The key's mark is set in the transaction that inserts it, with or
+          // without conflict control (a split already marked the leaf that
+          // took the key). The mark set above under the lock bit is not
+          // enough: the paper's argument (the lock bit makes mark and insert
+          // one step) needs every writer of the mark word to hold the lock
+          // bits, and two do not. Under adaptive control a remove on a leaf
+          // that looked quiet to it bypasses them, and if it takes the last
+          // key of this slot between that mark and this transaction it clears
+          // the mark; and a region on the fallback path updates the mark word
+          // with a plain load and store, which can undo a set_mark made
+          // meanwhile. The key would sit in the leaf unmarked, and lookups
+          // and removes under conflict control would call it absent. (Removes
+          // that read the lock bit before clearing a mark would not cover the
+          // fallback path.)
+          if (tx.load(at<uint64_t>(t.leaf, leaf_.seqno_off)) == seq)
             mark_in_tx(tx, t.leaf, key, true);
           return {Outcome::kYes, leaves.used(), inners.used(), segs.used()};
         },
