@@ -6,6 +6,8 @@
 #       [--bench BUILD/bin/memlayout-bench] [--out DIR] [--runs N] [--duration S]
 #       [--size N] [--range N] [--threads N] [--mixes "80/10/10 100/0/0"]
 #       [--trees "occ-avl log-int ..."] [--allocator glibc|jemalloc] [--no-build]
+#   bench/peers/compare_trees.sh --table-only --out DIR [--trees ...] [--mixes ...]
+#       (the table again from DIR/runs.tsv, nothing run)
 #
 # Each PATH is a snapshot as the `fetch` tool gives it (a git directory, bare
 # or not) or a plain source tree: github:LPD-EPFL/ASCYLIB (bst-bronson,
@@ -45,7 +47,7 @@ runs=5 duration=2 size=1048576 range=2097152 threads=2
 mixes="80/10/10 100/0/0"
 trees="occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf"
 allocator=glibc
-build=1
+build=1 table_only=0
 die() { echo "compare_trees.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -63,6 +65,7 @@ while [[ $# -gt 0 ]]; do
   --trees) trees=$2; shift 2 ;;
   --allocator) allocator=$2; shift 2 ;;
   --no-build) build=0; shift ;;
+  --table-only) table_only=1; build=0; shift ;;
   -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -191,12 +194,17 @@ run_harness() {
 }
 
 machine="$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs"
+variants=(peer baseline fixed)
+if [[ $table_only == 1 ]]; then
+  [[ -s "$out/runs.tsv" ]] || die "--table-only: no $out/runs.tsv"
+  runs=$(awk -F'\t' '$1 ~ /^[0-9]+$/ && $1 > n { n = $1 } END { print n + 0 }' "$out/runs.tsv")
+  machine=$(sed -n '1s/^# [^ ]* \(.*\); allocator.*/\1/p' "$out/runs.tsv")
+else
 {
   echo "# $(date -u +%FT%TZ) $machine; allocator $allocator; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# ASCYLIB $(commit_of "${ascylib:-/nonexistent}"), synchrobench $(commit_of "${synchrobench:-/nonexistent}"), lockFreeIBST $(commit_of "${lfibst:-/nonexistent}")"
   echo -e "run\ttree\tmix\tvariant\tmops\twall_s\tcpu_s"
 } >"$out/runs.tsv"
-variants=(peer baseline fixed)
 for ((run = 1; run <= runs; ++run)); do
   for tree in $trees; do
     for mix in $mixes; do
@@ -210,19 +218,37 @@ for ((run = 1; run <= runs; ++run)); do
   echo "compare_trees.sh: run $run of $runs done" >&2
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/runs.tsv"
+fi
 
 # Median over the runs of column-expression E for one tree, mix and variant.
 median() { # TREE MIX VARIANT AWK-EXPR
   awk -F'\t' -v t="$1" -v m="$2" -v v="$3" '$2 == t && $3 == m && $4 == v && $5 != "nan" && $7 != "nan" && $7 > 0 { print '"$4"' }' "$out/runs.tsv" |
     sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
+# Per run, VARIANT's "at full CPU" figure over the published code's in the same
+# run: the median of those ratios and their range. The three sides of a run
+# ran back to back, so a ratio within a run shares most of the load it met.
+paired() { # TREE MIX VARIANT
+  awk -F'\t' -v t="$1" -v m="$2" -v v="$3" -v n="$threads" '
+    $2 == t && $3 == m && $5 != "nan" && $7 != "nan" && $7 > 0 { full[$1 "," $4] = $5 * $6 * n / $7; runs[$1] = 1 }
+    END {
+      k = 0
+      for (r in runs) if ((r "," v) in full && (r ",peer") in full && full[r ",peer"] > 0) x[++k] = full[r "," v] / full[r ",peer"]
+      if (k == 0) { print "nan"; exit }
+      for (i = 1; i <= k; ++i) for (j = i + 1; j <= k; ++j) if (x[j] < x[i]) { y = x[i]; x[i] = x[j]; x[j] = y }
+      med = k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2
+      printf "%.2f (%.2f–%.2f)\n", med, x[1], x[k]
+    }' "$out/runs.tsv"
+}
 echo "Median of $runs interleaved runs of ${duration} s; $size keys in $range, $threads threads; $machine;"
 echo "$allocator malloc for every process; $(sed -n '2s/^# //p' "$out/runs.tsv")."
 echo "Mops/s per wall second, and per CPU-second of the workers times $threads (\"at full CPU\")."
 echo "$(sed -n '1s/.*load before/load before/p' "$out/runs.tsv"); $(tail -1 "$out/runs.tsv" | sed 's/^# //')."
 echo
-echo "| tree | mix | published code | Mops/s: published | baseline | fixed | at full CPU: published | baseline | fixed | baseline / published | fixed / published |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "The ratios: of the medians; then the median (and range) of each run's own ratio."
+echo
+echo "| tree | mix | published code | Mops/s: published | baseline | fixed | at full CPU: published | baseline | fixed | baseline / published | fixed / published | baseline / published, per run | fixed / published, per run |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for tree in $trees; do
   for mix in $mixes; do
     declare -A wall=() full=()
@@ -231,8 +257,9 @@ for tree in $trees; do
       full[$v]=$(median "$tree" "$mix" "$v" "\$5 * \$6 * $threads / \$7")
     done
     awk -v t="$tree" -v m="$mix" -v p="${peer_of[$tree]}" \
+      -v pb="$(paired "$tree" "$mix" baseline)" -v pf="$(paired "$tree" "$mix" fixed)" \
       -v a="${wall[peer]}" -v b="${wall[baseline]}" -v f="${wall[fixed]}" \
       -v A="${full[peer]}" -v B="${full[baseline]}" -v F="${full[fixed]}" \
-      'BEGIN { printf "| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", t, m, p, a, b, f, A, B, F, (A > 0 ? B / A : 0), (A > 0 ? F / A : 0) }'
+      'BEGIN { printf "| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", t, m, p, a, b, f, A, B, F, (A > 0 ? B / A : 0), (A > 0 ? F / A : 0), pb, pf }'
   done
 done
