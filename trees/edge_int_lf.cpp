@@ -33,35 +33,21 @@ using Promotion = EdgeIntLfPromotion;
 } // namespace
 
 template <class L>
-EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : MapWithRecords("edge-int-lf", policy) {
-  node_kind_ = records_.add_kind("node", sizeof(Node));
-  state_kind_ = records_.add_kind("state", sizeof(StateRecord));
+EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : Bst<EdgeIntLf<L>, Node>("edge-int-lf", policy) {
+  state_kind_ = this->records_.add_kind("state", sizeof(StateRecord));
   t_ = new_node(L::kSentinelKey, 0, kNull, kNull);
   s_ = new_node(L::kSentinelKey, 0, kNull, edge_to(t_));
   r_ = new_node(L::kSentinelKey, 0, kNull, edge_to(s_));
 }
 
-template <class L> EdgeIntLf<L>::~EdgeIntLf() {
-  std::vector<Node *> todo{r_};
-  while (!todo.empty()) {
-    Node *n = todo.back();
-    todo.pop_back();
-    for (int which : {kLeft, kRight}) {
-      uintptr_t e = n->child[which].load(kRelaxed);
-      if (!(e & kNull))
-        todo.push_back(address(e));
-    }
-    delete_node(n);
-  }
-  reclaim_all();
-}
+template <class L> EdgeIntLf<L>::~EdgeIntLf() { this->free_nodes(r_); }
 
 template <class L>
 typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value value, uintptr_t left,
                                                     uintptr_t right) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->allocate_node();
   if (reinterpret_cast<uintptr_t>(p) & kBits) {
-    records_.deallocate(node_kind_, p);
+    this->delete_node(p);
     throw std::runtime_error("edge-int-lf: the allocator returned a node that is not 16-byte "
                              "aligned; child pointers need their 4 low bits");
   }
@@ -75,7 +61,7 @@ typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value val
 }
 
 template <class L> typename EdgeIntLf<L>::StateRecord *EdgeIntLf<L>::new_state() {
-  return new (records_.allocate(state_kind_, sizeof(StateRecord))) StateRecord{};
+  return new (this->records_.allocate(state_kind_, sizeof(StateRecord))) StateRecord{};
 }
 
 // ---------------------------------------------------------------------------
@@ -264,7 +250,7 @@ template <class L> bool EdgeIntLf<L>::insert(Key key, Value value) {
     Node *node = s.last.child;
     if (key_of(node) == key) {
       if (fresh) // never published
-        delete_node(fresh);
+        this->delete_node(fresh);
       return false;
     }
     if (!fresh)
@@ -475,7 +461,7 @@ template <class L> void EdgeIntLf<L>::remove_successor(StateRecord *state) {
     uintptr_t r = succ.child->child[kRight].load(kAcquire);
     uintptr_t desired = (r & kNull) ? (edge_to(succ.child) | kNull | keep) : ((r & ~kBits) | keep);
     if (cas_child(succ.parent, which, edge_to(succ.child) | keep | inject, desired)) {
-      retire(records_, node_kind_, succ.child);
+      this->retire_node(succ.child);
       break;
     }
     if (below_target)
@@ -504,16 +490,16 @@ template <class L> bool EdgeIntLf<L>::cleanup(StateRecord *state) {
     Node *copy = new_node(static_cast<uint64_t>(key_of(node)), node->value.load(kAcquire),
                           (l & kNull) ? kNull : (l & ~kBits), (r & kNull) ? kNull : (r & ~kBits));
     if (cas_child(parent, which, expected, edge_to(copy))) {
-      retire(records_, node_kind_, node);
+      this->retire_node(node);
       return true;
     }
-    delete_node(copy); // never published
+    this->delete_node(copy); // never published
     return false;
   }
   int only = (node->child[kLeft].load(kAcquire) & kNull) ? kRight : kLeft;
   uintptr_t c = node->child[only].load(kAcquire);
   if (cas_child(parent, which, expected, (c & kNull) ? (edge_to(node) | kNull) : (c & ~kBits))) {
-    retire(records_, node_kind_, node);
+    this->retire_node(node);
     return true;
   }
   return false;
@@ -554,21 +540,6 @@ template <class L> void EdgeIntLf<L>::help_successor_node(const Edge &helpee, in
 
 // ---------------------------------------------------------------------------
 // Quiescent
-
-template <class L> void EdgeIntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<Node *> stack;
-  uintptr_t e = t_->child[kLeft].load(kAcquire);
-  while (!(e & kNull) || !stack.empty()) {
-    while (!(e & kNull)) {
-      stack.push_back(address(e));
-      e = stack.back()->child[kLeft].load(kAcquire);
-    }
-    Node *n = stack.back();
-    stack.pop_back();
-    visit(key_of(n), n->value.load(kAcquire));
-    e = n->child[kRight].load(kAcquire);
-  }
-}
 
 template <class L> std::string EdgeIntLf<L>::check_structure() const {
   auto plain_edge_to = [](uintptr_t e, const Node *n) { return e == edge_to(n); };

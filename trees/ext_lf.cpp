@@ -59,33 +59,27 @@ template <class Node> void cas_child(Node *parent, Node *old, Node *replacement)
 
 template <class L>
 ExtLf<L>::ExtLf(AllocPolicy policy)
-    : MapWithRecords("ext-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
-      info_kind_(records_.add_kind("info", sizeof(Info))) {
+    : Bst<ExtLf<L>, Node>("ext-lf", policy),
+      info_kind_(this->records_.add_kind("info", sizeof(Info))) {
   Node *left = new_node(kInf1, 0, nullptr, nullptr);
   Node *right = new_node(kInf2, 0, nullptr, nullptr);
   root_ = new_node(kInf2, 0, left, right);
 }
 
 template <class L> ExtLf<L>::~ExtLf() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    if (!L::is_leaf(n)) {
-      stack.push_back(n->left.load(std::memory_order_relaxed));
-      stack.push_back(n->right.load(std::memory_order_relaxed));
-      // A linked node's info record is in no other linked node, and not retired.
+  this->walk_nodes(root_, [&](Node *n) {
+    // A linked node's info record is in no other linked node, and not retired.
+    if (!L::is_leaf(n))
       if (Info *info = info_of<Info>(n->update.load(std::memory_order_relaxed)))
-        records_.deallocate(info_kind_, info);
-    }
-    records_.deallocate(node_kind_, n);
-  }
+        this->records_.deallocate(info_kind_, info);
+    this->delete_node(n);
+  });
   reclaim_all();
 }
 
 template <class L>
 typename L::Node *ExtLf<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  Node *n = new (records_.allocate(node_kind_, sizeof(Node))) Node{};
+  Node *n = new (this->allocate_node()) Node{};
   n->key = key;
   n->value = value;
   n->update.store(kClean, std::memory_order_relaxed);
@@ -96,12 +90,12 @@ typename L::Node *ExtLf<L>::new_node(Key key, Value value, Node *left, Node *rig
 }
 
 template <class L> typename L::Info *ExtLf<L>::new_info() {
-  return new (records_.allocate(info_kind_, sizeof(Info))) Info{};
+  return new (this->records_.allocate(info_kind_, sizeof(Info))) Info{};
 }
 
 template <class L> void ExtLf<L>::retire_replaced_info(uintptr_t replaced) {
   if (Info *info = info_of<Info>(replaced))
-    retire(records_, info_kind_, info);
+    retire(this->records_, info_kind_, info);
 }
 
 // ---- Search and helping ----------------------------------------------------------
@@ -141,7 +135,7 @@ template <class L> void ExtLf<L>::help_insert(Info *op) {
   cas_child(op->p, op->l, op->new_internal);
   uintptr_t flag = flagged(op, kIFlag);
   if (op->p->update.compare_exchange_strong(flag, flagged(op, kClean), std::memory_order_acq_rel))
-    retire(records_, node_kind_, op->l);
+    this->retire_node(op->l);
 }
 
 // Marks p for the delete, or backs the delete out when p changed since the
@@ -177,8 +171,8 @@ template <class L> void ExtLf<L>::help_marked(Info *op) {
   uintptr_t flag = flagged(op, kDFlag);
   if (op->gp->update.compare_exchange_strong(flag, flagged(op, kClean),
                                              std::memory_order_acq_rel)) {
-    retire(records_, node_kind_, p);
-    retire(records_, node_kind_, op->l);
+    this->retire_node(p);
+    this->retire_node(op->l);
   }
 }
 
@@ -214,8 +208,8 @@ template <class L> bool ExtLf<L>::insert(Key key, Value value) {
     if (s.l->key == key) {
       if (leaf) {
         for (Node *n : {leaf, sibling, internal})
-          records_.deallocate(node_kind_, n);
-        records_.deallocate(info_kind_, op);
+          this->delete_node(n);
+        this->records_.deallocate(info_kind_, op);
       }
       return false;
     }
@@ -256,7 +250,7 @@ template <class L> bool ExtLf<L>::remove(Key key) {
     search(key, s);
     if (s.l->key != key) {
       if (op)
-        records_.deallocate(info_kind_, op);
+        this->records_.deallocate(info_kind_, op);
       return false;
     }
     if (state_of(s.gpupdate) != kClean) {
@@ -287,21 +281,6 @@ template <class L> bool ExtLf<L>::remove(Key key) {
 }
 
 // ---- Quiescent walks -------------------------------------------------------------
-
-template <class L> void ExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack{root_};
-  while (!stack.empty()) {
-    const Node *n = stack.back();
-    stack.pop_back();
-    if (L::is_leaf(n)) {
-      if (n->key <= kMaxKey)
-        visit(n->key, n->value);
-      continue;
-    }
-    stack.push_back(n->right.load(std::memory_order_acquire));
-    stack.push_back(n->left.load(std::memory_order_acquire));
-  }
-}
 
 template <class L> std::string ExtLf<L>::check_structure() const {
   if (root_->key != kInf2 || L::is_leaf(root_))

@@ -23,31 +23,17 @@ inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
 
 } // namespace
 
-template <class L>
-Ticket<L>::Ticket(AllocPolicy policy)
-    : MapWithRecords("ticket", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+template <class L> Ticket<L>::Ticket(AllocPolicy policy) : Bst<Ticket<L>, Node>("ticket", policy) {
   Node *min_leaf = new_node(kLeftSentinel, 0, nullptr, nullptr);
   Node *max_leaf = new_node(kRootKey, 0, nullptr, nullptr);
   root_ = new_node(kRootKey, 0, min_leaf, max_leaf);
 }
 
-template <class L> Ticket<L>::~Ticket() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    if (!L::is_leaf(n)) {
-      stack.push_back(n->child[0].load(std::memory_order_relaxed));
-      stack.push_back(n->child[1].load(std::memory_order_relaxed));
-    }
-    delete_node(n);
-  }
-  reclaim_all();
-}
+template <class L> Ticket<L>::~Ticket() { this->free_nodes(root_); }
 
 template <class L>
 typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->allocate_node();
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -89,8 +75,8 @@ template <class L> bool Ticket<L>::insert(Key key, Value value) {
 
     if (L::key_of(curr) == key) {
       if (leaf) {
-        delete_node(leaf);
-        delete_node(routing);
+        this->delete_node(leaf);
+        this->delete_node(routing);
       }
       return false;
     }
@@ -145,24 +131,9 @@ template <class L> bool Ticket<L>::remove(Key key) {
     Node *sibling = pred->child[1 - dir].load(std::memory_order_relaxed);
     gpred->child[gdir].store(sibling, std::memory_order_release);
     gpred->lock.unlock_half(gdir);
-    retire(records_, node_kind_, curr);
-    retire(records_, node_kind_, pred);
+    this->retire_node(curr);
+    this->retire_node(pred);
     return true;
-  }
-}
-
-template <class L> void Ticket<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack{root_};
-  while (!stack.empty()) {
-    const Node *n = stack.back();
-    stack.pop_back();
-    if (L::is_leaf(n)) {
-      if (L::key_of(n) >= kMinKey && L::key_of(n) <= kMaxKey)
-        visit(L::key_of(n), n->value);
-      continue;
-    }
-    stack.push_back(n->child[1].load(std::memory_order_relaxed));
-    stack.push_back(n->child[0].load(std::memory_order_relaxed));
   }
 }
 

@@ -127,12 +127,12 @@ template <class L> void ascending_inserts_make_a_path() {
   for (Key k = 1; k <= kCount; ++k)
     REQUIRE(tree.insert(k, value_of(k)));
   // Unbalanced: each key is the right child of the previous one (below the
-  // root sentinel's left edge).
-  CHECK(tree.depth() == static_cast<size_t>(kCount));
+  // root sentinel's left edge): a path of kCount nodes.
+  CHECK(tree.height() == static_cast<size_t>(kCount));
   CHECK(tree.check_structure() == "");
   for (Key k = 1; k <= kCount; k += 2)
     REQUIRE(tree.remove(k));
-  CHECK(tree.depth() == static_cast<size_t>(kCount / 2));
+  CHECK(tree.height() == static_cast<size_t>(kCount / 2));
   CHECK(tree.check_structure() == "");
 }
 
