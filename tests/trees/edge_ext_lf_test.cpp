@@ -42,17 +42,10 @@ template <class L> struct EdgeExtLfProbe {
   // Marked edges reachable from the root.
   static size_t marked_edges(Tree &t) {
     size_t marked = 0;
-    std::vector<typename Tree::Node *> todo{t.root_};
-    while (!todo.empty()) {
-      auto *n = todo.back();
-      todo.pop_back();
-      for (bool right : {false, true}) {
-        uintptr_t e = Tree::edge_of(n, right).load();
-        marked += (e & Tree::kMarks) != 0;
-        if (auto *c = Tree::address(e))
-          todo.push_back(c);
-      }
-    }
+    Tree::walk_nodes(t.root_, [&](const typename Tree::Node *n) {
+      for (bool right : {false, true})
+        marked += ((right ? n->right : n->left).load() & Tree::kMarks) != 0;
+    });
     return marked;
   }
 };
