@@ -1,9 +1,9 @@
-// The shape the study's BSTs share, written once: a tree derives from
-// Bst<Tree, Node> and writes only its algorithm.
+// The shape the study's BSTs share, written once: a tree (a class template
+// over its layout L) derives from Bst<Tree, L> and writes only its algorithm.
 //
-//   template <class L> class Citrus final : public Bst<Citrus<L>, typename L::Node> {
+//   template <class L> class Citrus final : public Bst<Citrus, L> {
 //   public:
-//     explicit Citrus(AllocPolicy policy); // : Bst<...>("citrus", policy)
+//     explicit Citrus(AllocPolicy policy); // : Bst<Citrus, L>("citrus", policy)
 //     ~Citrus() override;                  // frees its nodes: free_nodes(root_)
 //     bool lookup(Key key, Value *value) override;
 //     bool insert(Key key, Value value) override;
@@ -35,7 +35,10 @@
 
 namespace memlayout::trees {
 
-template <class Tree, class Node> class Bst : public MapWithRecords {
+template <template <class> class TreeOf, class L> class Bst : public MapWithRecords {
+  using Tree = TreeOf<L>;
+  using Node = typename L::Node;
+
 public:
   // Quiescent: the keys entry() accepts, in the order of an in-order walk of
   // key_root() (ascending, for a search tree).

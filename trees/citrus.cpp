@@ -106,7 +106,7 @@ void citrus_synchronize_readers() {
   }
 }
 
-template <class L> Citrus<L>::Citrus(AllocPolicy policy) : Bst<Citrus<L>, Node>("citrus", policy) {
+template <class L> Citrus<L>::Citrus(AllocPolicy policy) : Bst<Citrus, L>("citrus", policy) {
   root_ = new_node(kRootKey, 0);
 }
 

@@ -58,7 +58,7 @@ struct CitrusFixedLayout : WordSpinLock {
 static_assert(sizeof(CitrusFixedLayout::Node) == 48);
 static_assert(offsetof(CitrusFixedLayout::Node, child) == 8);
 
-template <class L> class Citrus final : public Bst<Citrus<L>, typename L::Node> {
+template <class L> class Citrus final : public Bst<Citrus, L> {
 public:
   using Node = typename L::Node;
 

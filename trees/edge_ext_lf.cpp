@@ -19,7 +19,7 @@ constexpr auto kAcqRel = std::memory_order_acq_rel;
 } // namespace
 
 template <class L>
-EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : Bst<EdgeExtLf<L>, Node>("edge-ext-lf", policy) {
+EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : Bst<EdgeExtLf, L>("edge-ext-lf", policy) {
   auto init = [](Node *n, Key key, const Node *left, const Node *right) {
     n->key = key;
     n->value = 0;

@@ -62,7 +62,7 @@ static_assert(offsetof(EdgeExtLfFixedLayout::Node, right) + sizeof(uintptr_t) <=
 // Test access: tests/trees/edge_ext_lf_test.cpp stops a remove half way.
 template <class L> struct EdgeExtLfProbe;
 
-template <class L> class EdgeExtLf final : public Bst<EdgeExtLf<L>, typename L::Node> {
+template <class L> class EdgeExtLf final : public Bst<EdgeExtLf, L> {
 public:
   using Node = typename L::Node;
 

@@ -33,7 +33,7 @@ using Promotion = EdgeIntLfPromotion;
 } // namespace
 
 template <class L>
-EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : Bst<EdgeIntLf<L>, Node>("edge-int-lf", policy) {
+EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : Bst<EdgeIntLf, L>("edge-int-lf", policy) {
   state_kind_ = this->records_.add_kind("state", sizeof(StateRecord));
   t_ = new_node(L::kSentinelKey, 0, kNull, kNull);
   s_ = new_node(L::kSentinelKey, 0, kNull, edge_to(t_));

@@ -124,7 +124,7 @@ static_assert(sizeof(EdgeIntLfFixedLayout::Node) == 32);
 // Test access: tests/trees/edge_int_lf_test.cpp stops deletes between phases.
 template <class L> struct EdgeIntLfProbe;
 
-template <class L> class EdgeIntLf final : public Bst<EdgeIntLf<L>, typename L::Node> {
+template <class L> class EdgeIntLf final : public Bst<EdgeIntLf, L> {
 public:
   using Node = typename L::Node;
 

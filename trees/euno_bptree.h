@@ -132,8 +132,10 @@ private:
   // The write of put and insert.
   bool write(Key key, Value value, bool overwrite);
 
+  // Read inside every transaction: from a line of its own, after
+  // BptreeMap's members (RecordMap's lock among them, written by refills).
+  alignas(64) LeafShape leaf_;
   htm::HtmTreeOptions::ConflictControl control_;
-  LeafShape leaf_;
   RecordAllocator::Kind segment_kind_ = 0;
   htm::ElidedRegion *upper_, *lower_;
   htm::SpareRecords spare_segments_;

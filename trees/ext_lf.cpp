@@ -59,8 +59,7 @@ template <class Node> void cas_child(Node *parent, Node *old, Node *replacement)
 
 template <class L>
 ExtLf<L>::ExtLf(AllocPolicy policy)
-    : Bst<ExtLf<L>, Node>("ext-lf", policy),
-      info_kind_(this->records_.add_kind("info", sizeof(Info))) {
+    : Bst<ExtLf, L>("ext-lf", policy), info_kind_(this->records_.add_kind("info", sizeof(Info))) {
   Node *left = new_node(kInf1, 0, nullptr, nullptr);
   Node *right = new_node(kInf2, 0, nullptr, nullptr);
   root_ = new_node(kInf2, 0, left, right);

@@ -92,7 +92,7 @@ static_assert(sizeof(ExtLfFixedLayout::Info) == 32);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct ExtLfProbe;
 
-template <class L> class ExtLf final : public Bst<ExtLf<L>, typename L::Node> {
+template <class L> class ExtLf final : public Bst<ExtLf, L> {
 public:
   using Node = typename L::Node;
   using Info = typename L::Info;

@@ -61,7 +61,9 @@ private:
   // Insert or overwrite; true when the key was inserted.
   bool write(Key key, Value value, bool overwrite);
 
-  LeafShape leaf_;
+  // Read inside every transaction: from a line of its own, after
+  // BptreeMap's members (RecordMap's lock among them, written by refills).
+  alignas(64) LeafShape leaf_;
   htm::ElidedRegion *op_; // every operation: one region
 };
 

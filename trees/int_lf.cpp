@@ -146,7 +146,7 @@ using namespace int_lf;
 
 template <class L>
 IntLf<L>::IntLf(AllocPolicy policy)
-    : Bst<IntLf<L>, Node>("int-lf", policy),
+    : Bst<IntLf, L>("int-lf", policy),
       descriptor_kind_(this->records_.add_kind("descriptor", sizeof(ChildCasOp))),
       relocate_kind_(this->records_.add_kind("relocate_descriptor", sizeof(RelocateOp))),
       descriptors_(this->records_) {

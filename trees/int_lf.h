@@ -146,7 +146,7 @@ static_assert(offsetof(IntLfFixedLayout::Node, kv) % 16 == 0);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct IntLfProbe;
 
-template <class L> class IntLf final : public Bst<IntLf<L>, typename L::Node> {
+template <class L> class IntLf final : public Bst<IntLf, L> {
 public:
   using Node = typename L::Node;
   using ChildCasOp = typename L::ChildCasOp;

@@ -63,7 +63,7 @@ template <class N> void update_child(N *parent, N *old_child, N *new_child) {
 
 } // namespace
 
-template <class L> LogInt<L>::LogInt(AllocPolicy policy) : Bst<LogInt<L>, Node>("log-int", policy) {
+template <class L> LogInt<L>::LogInt(AllocPolicy policy) : Bst<LogInt, L>("log-int", policy) {
   min_ = new_node(kMinSentinel, 0);
   root_ = new_node(kMaxSentinel, 0);
   root_->parent.store(min_, std::memory_order_relaxed);

@@ -73,7 +73,7 @@ static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct LogIntProbe;
 
-template <class L> class LogInt final : public Bst<LogInt<L>, typename L::Node> {
+template <class L> class LogInt final : public Bst<LogInt, L> {
 public:
   using Node = typename L::Node;
 

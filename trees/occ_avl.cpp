@@ -147,7 +147,7 @@ bool unbalanced(int bal) { return bal < -1 || bal > 1; }
 
 } // namespace
 
-template <class L> OccAvl<L>::OccAvl(AllocPolicy policy) : Bst<OccAvl<L>, Node>("occ-avl", policy) {
+template <class L> OccAvl<L>::OccAvl(AllocPolicy policy) : Bst<OccAvl, L>("occ-avl", policy) {
   holder_ = new_node(kHolderKey, 0, false, nullptr);
 }
 

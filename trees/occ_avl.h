@@ -90,7 +90,7 @@ static_assert(offsetof(OccAvlFixedLayout::Node, right) == 24);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct OccAvlProbe;
 
-template <class L> class OccAvl final : public Bst<OccAvl<L>, typename L::Node> {
+template <class L> class OccAvl final : public Bst<OccAvl, L> {
 public:
   using Node = typename L::Node;
 

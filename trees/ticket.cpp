@@ -23,7 +23,7 @@ inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
 
 } // namespace
 
-template <class L> Ticket<L>::Ticket(AllocPolicy policy) : Bst<Ticket<L>, Node>("ticket", policy) {
+template <class L> Ticket<L>::Ticket(AllocPolicy policy) : Bst<Ticket, L>("ticket", policy) {
   Node *min_leaf = new_node(kLeftSentinel, 0, nullptr, nullptr);
   Node *max_leaf = new_node(kRootKey, 0, nullptr, nullptr);
   root_ = new_node(kRootKey, 0, min_leaf, max_leaf);

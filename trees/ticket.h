@@ -131,7 +131,7 @@ struct TicketFixedLayout {
 };
 static_assert(sizeof(TicketFixedLayout::Node) == 40);
 
-template <class L> class Ticket final : public Bst<Ticket<L>, typename L::Node> {
+template <class L> class Ticket final : public Bst<Ticket, L> {
 public:
   using Node = typename L::Node;
 
