@@ -12,24 +12,30 @@
 //     // What the quiescent walks below read:
 //     static Node *child(const Node *n, bool right); // nullptr when there is none
 //     const Node *key_root() const;                  // the subtree holding the keys
-//     static bool entry(const Node *n, Key *key, Value *value); // true: n holds a key
+//     // n's key and value (always), and whether n holds a user key (not a
+//     // routing node, a marked one or a sentinel).
+//     static bool entry(const Node *n, Key *key, Value *value);
 //   };
 //
 // lookup, insert and remove override ConcurrentMap's directly: the harness's
 // one virtual call lands in the tree's own code, and a caller holding the
 // (final) tree type calls it without any. Bst supplies what every tree did
 // the same way: the "node" record kind, freeing and retiring nodes, for_each
-// (an in-order walk that visits the nodes entry() accepts), and the node
-// counts the tests read. Code in the tree reaches these members through
+// (an in-order walk that visits the nodes entry() accepts), the walk a
+// check_structure makes with each node's key bounds, and the node counts
+// the tests read. Code in the tree reaches these members through
 // this-> (Bst is a dependent base).
 #pragma once
 
 #include "epoch.h"
 #include "map_with_records.h"
+#include "structure_errors.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -80,11 +86,10 @@ protected:
   Bst(std::string_view tree, AllocPolicy policy)
       : MapWithRecords(tree, policy), node_kind_(records_.add_kind("node", sizeof(Node))) {}
 
-  // Inlined into the tree's new_node, which stays the allocation site that
-  // `memlayout report` names (record_alloc.h).
-  [[gnu::always_inline]] inline void *allocate_node() {
-    return records_.allocate(node_kind_, sizeof(Node));
-  }
+  // Allocating stays in the tree's new_node, written there as
+  // this->records_.allocate(this->node_kind_, sizeof(Node)): that line is the
+  // allocation site `memlayout report` names and `memlayout structs` ties to
+  // the record's type (a helper here would take the site from the tree).
   void delete_node(void *n) { records_.deallocate(node_kind_, n); }
   // Inside an EpochGuard, once n is unreachable.
   void retire_node(Node *n) { retire(records_, node_kind_, n); }
@@ -108,6 +113,40 @@ protected:
   void free_nodes(Node *top) {
     walk_nodes(top, [&](Node *n) { delete_node(n); });
     reclaim_all();
+  }
+
+  // Quiescent, for check_structure: calls check(n, key, lo, hi) on every
+  // node under key_root() (key: what entry() reads), with the bounds its key
+  // must respect: a node with key k hands (lo, k) to its left child and
+  // (k, hi) to its right one; whether a bound is open or closed is the
+  // tree's to check. A node reached twice (a cycle or a shared subtree) is
+  // reported and ends the walk.
+  template <class Check>
+  void walk_in_bounds(Key lo, Key hi, StructureErrors &errors, Check &&check) const {
+    struct Frame {
+      const Node *n;
+      Key lo, hi;
+    };
+    std::vector<Frame> stack;
+    std::unordered_set<const Node *> seen;
+    if (const Node *top = tree().key_root())
+      stack.push_back({top, lo, hi});
+    while (!stack.empty()) {
+      Frame f = stack.back();
+      stack.pop_back();
+      Key key;
+      Value value;
+      Tree::entry(f.n, &key, &value);
+      if (!seen.insert(f.n).second) {
+        errors.add("node " + std::to_string(key) + ": reached twice (cycle or shared subtree)");
+        return;
+      }
+      check(f.n, key, f.lo, f.hi);
+      if (const Node *r = Tree::child(f.n, true))
+        stack.push_back({r, key, f.hi});
+      if (const Node *l = Tree::child(f.n, false))
+        stack.push_back({l, f.lo, key});
+    }
   }
 
   template <class Visit> static void walk_in_order(const Node *top, Visit &&visit) {

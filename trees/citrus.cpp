@@ -113,7 +113,7 @@ template <class L> Citrus<L>::Citrus(AllocPolicy policy) : Bst<Citrus, L>("citru
 template <class L> Citrus<L>::~Citrus() { this->free_nodes(root_); }
 
 template <class L> typename L::Node *Citrus<L>::new_node(Key key, Value value) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -273,30 +273,12 @@ template <class L> std::string Citrus<L>::check_structure() const {
     errors.fail(root_, "the root sentinel has a right child");
   if (root_->marked.load(std::memory_order_relaxed))
     errors.fail(root_, "the root sentinel is marked");
-  struct Frame {
-    const Node *n;
-    Key lo, hi; // exclusive
-  };
-  std::vector<Frame> stack;
-  std::unordered_set<const Node *> seen;
-  if (const Node *top = root_->child[0].load(std::memory_order_relaxed))
-    stack.push_back(Frame{top, kMinKey - 1, kRootKey});
-  while (!stack.empty()) {
-    Frame f = stack.back();
-    stack.pop_back();
-    if (!seen.insert(f.n).second) {
-      errors.fail(f.n, "reached twice (cycle or shared subtree)");
-      break;
-    }
-    if (f.n->key <= f.lo || f.n->key >= f.hi)
-      errors.fail(f.n, "out of search order");
-    if (f.n->marked.load(std::memory_order_relaxed))
-      errors.fail(f.n, "marked node still in the tree");
-    if (const Node *l = f.n->child[0].load(std::memory_order_relaxed))
-      stack.push_back(Frame{l, f.lo, f.n->key});
-    if (const Node *r = f.n->child[1].load(std::memory_order_relaxed))
-      stack.push_back(Frame{r, f.n->key, f.hi});
-  }
+  this->walk_in_bounds(kMinKey - 1, kRootKey, errors, [&](const Node *n, Key key, Key lo, Key hi) {
+    if (key <= lo || key >= hi)
+      errors.fail(n, "out of search order");
+    if (n->marked.load(std::memory_order_relaxed))
+      errors.fail(n, "marked node still in the tree");
+  });
   return errors.report();
 }
 

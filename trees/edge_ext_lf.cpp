@@ -3,11 +3,11 @@
 // of what a cleanup unlinks.
 #include "edge_ext_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
-#include <sstream>
 #include <vector>
 
 namespace memlayout::trees {
@@ -43,7 +43,7 @@ template <class L> EdgeExtLf<L>::~EdgeExtLf() {
 }
 
 template <class L> typename EdgeExtLf<L>::Node *EdgeExtLf<L>::new_node() {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node;
   n->left.store(0, kRelaxed);
   n->right.store(0, kRelaxed);
@@ -199,7 +199,6 @@ void EdgeExtLf<L>::retire_unlinked_chain(Key key, const SeekRecord &s, const Nod
 }
 
 template <class L> std::string EdgeExtLf<L>::check_structure() const {
-  std::ostringstream err;
   auto leaf_with = [](uintptr_t edge, Key key) {
     const Node *n = address(edge);
     return (edge & kMarks) == 0 && n && n->key == key && !n->left.load(kAcquire) &&
@@ -212,39 +211,33 @@ template <class L> std::string EdgeExtLf<L>::check_structure() const {
 
   // Every key under a node lies in [low, high); a routing node with key k
   // sends [low, k) left and [k, high) right and has two children.
-  struct Item {
-    uintptr_t edge;
-    Key low, high;
+  StructureErrors errors;
+  auto check_edge = [&](uintptr_t edge) {
+    if (edge & kMarks)
+      errors.add("edge to key " + (address(edge) ? std::to_string(address(edge)->key) : "null") +
+                 " still " + ((edge & kFlag) ? "flagged" : "tagged") + " after quiescence");
   };
-  std::vector<Item> todo{{first_->left.load(kAcquire), kMinKey, kInf0 + 1}};
+  check_edge(first_->left.load(kAcquire));
   size_t inf0_leaves = 0;
-  while (!todo.empty() && err.tellp() < 2000) {
-    Item it = todo.back();
-    todo.pop_back();
-    const Node *n = address(it.edge);
-    if (!n) {
-      err << "a routing node lacks a child; ";
-      continue;
-    }
-    if (it.edge & kMarks)
-      err << "edge to key " << n->key << " still " << ((it.edge & kFlag) ? "flagged" : "tagged")
-          << " after quiescence; ";
-    if (n->key < it.low || n->key >= it.high)
-      err << "key " << n->key << " outside its subtree's range [" << it.low << ", " << it.high
-          << "); ";
+  this->walk_in_bounds(kMinKey, kInf0 + 1, errors, [&](const Node *n, Key key, Key low, Key high) {
+    if (key < low || key >= high)
+      errors.add("key " + std::to_string(key) + " outside its subtree's range [" +
+                 std::to_string(low) + ", " + std::to_string(high) + ")");
     uintptr_t l = n->left.load(kAcquire), r = n->right.load(kAcquire);
     if (!l && !r) {
-      inf0_leaves += n->key == kInf0;
-      continue;
+      inf0_leaves += key == kInf0;
+      return;
     }
-    if (n->key <= it.low)
-      err << "routing key " << n->key << " leaves its left subtree empty; ";
-    todo.push_back({l, it.low, n->key});
-    todo.push_back({r, n->key, it.high});
-  }
-  if (err.tellp() == 0 && inf0_leaves != 1)
-    err << "the kInf0 sentinel leaf appears " << inf0_leaves << " times";
-  return err.str();
+    check_edge(l);
+    check_edge(r);
+    if (!address(l) || !address(r))
+      errors.add("routing node " + std::to_string(key) + " lacks a child");
+    if (key <= low)
+      errors.add("routing key " + std::to_string(key) + " leaves its left subtree empty");
+  });
+  if (errors.none() && inf0_leaves != 1)
+    errors.add("the kInf0 sentinel leaf appears " + std::to_string(inf0_leaves) + " times");
+  return errors.report();
 }
 
 template class EdgeExtLf<EdgeExtLfBaselineLayout>;

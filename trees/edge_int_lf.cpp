@@ -15,10 +15,10 @@
 #include "edge_int_lf.h"
 
 #include "search_step.h"
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -45,7 +45,7 @@ template <class L> EdgeIntLf<L>::~EdgeIntLf() { this->free_nodes(r_); }
 template <class L>
 typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value value, uintptr_t left,
                                                     uintptr_t right) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   if (reinterpret_cast<uintptr_t>(p) & kBits) {
     this->delete_node(p);
     throw std::runtime_error("edge-int-lf: the allocator returned a node that is not 16-byte "
@@ -557,36 +557,27 @@ template <class L> std::string EdgeIntLf<L>::check_structure() const {
     return "the edge into the user tree is flagged";
 
   // Every key under an edge lies in (low, high).
-  std::ostringstream err;
-  struct Item {
-    Node *n;
-    Key low, high;
-  };
-  std::vector<Item> todo;
-  if (!(t_->child[kLeft].load(kAcquire) & kNull))
-    todo.push_back({address(t_->child[kLeft].load(kAcquire)), kMinKey - 1, kMaxKey + 1});
-  while (!todo.empty() && err.tellp() < 2000) {
-    Item it = todo.back();
-    todo.pop_back();
-    uint64_t w = L::key_word(it.n).load(kAcquire);
-    Key k = L::key_of(w);
-    if (L::promotion(it.n, w) != Promotion::kNone)
-      err << "node " << k << " still holds a promoted key; ";
-    if constexpr (requires { it.n->ready_to_replace; })
-      if (it.n->ready_to_replace.load(kAcquire) != 0)
-        err << "node " << k << " still ready to replace; ";
-    if (k <= it.low || k >= it.high)
-      err << "key " << k << " outside its subtree's range (" << it.low << ", " << it.high << "); ";
-    for (int which : {kLeft, kRight}) {
-      uintptr_t e = it.n->child[which].load(kAcquire);
-      if (e & (kInject | kDelete | kPromote))
-        err << "edge " << (which == kLeft ? "left" : "right") << " of node " << k
-            << " still flagged (" << (e & kBits) << "); ";
-      if (!(e & kNull))
-        todo.push_back({address(e), which == kLeft ? it.low : k, which == kLeft ? k : it.high});
-    }
-  }
-  return err.str();
+  StructureErrors errors;
+  this->walk_in_bounds(
+      kMinKey - 1, kMaxKey + 1, errors, [&](const Node *n, Key k, Key low, Key high) {
+        std::string at = "node " + std::to_string(k) + ": ";
+        Node *m = const_cast<Node *>(n); // the layouts' accessors take a mutable node
+        if (L::promotion(m, L::key_word(m).load(kAcquire)) != Promotion::kNone)
+          errors.add(at + "still holds a promoted key");
+        if constexpr (requires { n->ready_to_replace; })
+          if (n->ready_to_replace.load(kAcquire) != 0)
+            errors.add(at + "still ready to replace");
+        if (k <= low || k >= high)
+          errors.add(at + "outside its subtree's range (" + std::to_string(low) + ", " +
+                     std::to_string(high) + ")");
+        for (int which : {kLeft, kRight}) {
+          uintptr_t e = n->child[which].load(kAcquire);
+          if (e & (kInject | kDelete | kPromote))
+            errors.add(at + "edge " + (which == kLeft ? "left" : "right") + " still flagged (" +
+                       std::to_string(e & kBits) + ")");
+        }
+      });
+  return errors.report();
 }
 
 template class EdgeIntLf<EdgeIntLfBaselineLayout>;

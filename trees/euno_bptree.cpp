@@ -97,6 +97,8 @@ EunoBptree::EunoBptree(const TreeConfig &config)
   std::vector<htm::ElidedRegion *> regions = open_regions({"upper", "lower"});
   upper_ = regions[0];
   lower_ = regions[1];
+  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
   alloc_segment_ = [this] { return reinterpret_cast<uint8_t *>(new_segment()); };
   hdr_.root = alloc_leaf_();
   if (!fixed_)
@@ -112,6 +114,18 @@ EunoBptree::~EunoBptree() {
   });
   for (uint8_t *p : spare_segments_.drain())
     records_.deallocate(segment_kind_, p);
+}
+
+EunoBptree::LeafRecord *EunoBptree::new_leaf() {
+  return reinterpret_cast<LeafRecord *>(
+      fresh_leaf(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                        : records_.allocate(leaf_kind_, leaf_.bytes)));
+}
+
+EunoBptree::InnerRecord *EunoBptree::new_inner() {
+  return reinterpret_cast<InnerRecord *>(
+      fresh_inner(fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
+                         : records_.allocate(inner_kind_, inner_.shape().bytes)));
 }
 
 // The public code's `new Entry[E]`: a separate array per segment.

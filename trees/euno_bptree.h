@@ -70,8 +70,13 @@ private:
   enum class Outcome : uint8_t { kStale, kNo, kYes };
   enum class Control : uint8_t { kProceed, kAbsent, kRetry };
 
-  // Typed for `memlayout report`, as BptreeMap's leaves and inner nodes.
+  // Typed for `memlayout report` (untyped memory from malloc would make
+  // these allocation wrappers).
+  struct LeafRecord;
+  struct InnerRecord;
   struct SegmentRecord;
+  [[gnu::noinline]] LeafRecord *new_leaf();
+  [[gnu::noinline]] InnerRecord *new_inner();
   [[gnu::noinline]] SegmentRecord *new_segment();
   void refill_spares();
 

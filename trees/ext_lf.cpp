@@ -25,6 +25,7 @@
 // not keys, so no helper reads a node it may not be protected from.
 #include "ext_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
@@ -78,7 +79,7 @@ template <class L> ExtLf<L>::~ExtLf() {
 
 template <class L>
 typename L::Node *ExtLf<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  Node *n = new (this->allocate_node()) Node{};
+  Node *n = new (this->records_.allocate(this->node_kind_, sizeof(Node))) Node{};
   n->key = key;
   n->value = value;
   n->update.store(kClean, std::memory_order_relaxed);
@@ -287,41 +288,32 @@ template <class L> std::string ExtLf<L>::check_structure() const {
   const Node *right_sentinel = root_->right.load();
   if (!L::is_leaf(right_sentinel) || right_sentinel->key != kInf2)
     return "root's right child is not the sentinel leaf " + std::to_string(kInf2);
-  // Each node with the range its keys must lie in: [low, high).
-  struct Frame {
-    const Node *node;
-    Key low, high;
-  };
-  std::vector<Frame> stack{{root_->left.load(), kMinKey, kInf2}};
   if (state_of(root_->update.load()) != kClean)
     return "root is flagged or marked";
+  // Keys in a subtree lie in [low, high).
+  StructureErrors errors;
   size_t inf1_leaves = 0;
-  while (!stack.empty()) {
-    auto [n, low, high] = stack.back();
-    stack.pop_back();
-    std::string at = "node " + std::to_string(n->key) + ": ";
+  this->walk_in_bounds(kMinKey, kInf2, errors, [&](const Node *n, Key key, Key low, Key high) {
+    std::string at = "node " + std::to_string(key) + ": ";
     const Node *left = n->left.load(), *right = n->right.load();
     if (L::is_leaf(n) != (left == nullptr) || (left == nullptr) != (right == nullptr))
-      return at + "leaf flag and children disagree";
-    if (n->key < low || n->key >= high)
-      return at + "outside its subtree's range [" + std::to_string(low) + ", " +
-             std::to_string(high) + ")";
+      errors.add(at + "leaf flag and children disagree");
+    if (key < low || key >= high)
+      errors.add(at + "outside its subtree's range [" + std::to_string(low) + ", " +
+                 std::to_string(high) + ")");
     if (L::is_leaf(n)) {
-      if (n->key == kInf1)
+      if (key == kInf1)
         ++inf1_leaves;
-      else if (n->key > kMaxKey)
-        return at + "a leaf key outside the user range";
-      continue;
+      else if (key > kMaxKey)
+        errors.add(at + "a leaf key outside the user range");
+    } else if (uintptr_t update = n->update.load(); state_of(update) != kClean) {
+      errors.add(at + "still flagged or marked (state " + std::to_string(state_of(update)) + ")");
     }
-    if (uintptr_t update = n->update.load(); state_of(update) != kClean)
-      return at + "still flagged or marked (state " + std::to_string(state_of(update)) + ")";
-    stack.push_back({right, n->key, high});
-    stack.push_back({left, low, n->key});
-  }
-  if (inf1_leaves != 1)
-    return "the sentinel leaf " + std::to_string(kInf1) + " appears " +
-           std::to_string(inf1_leaves) + " times";
-  return "";
+  });
+  if (inf1_leaves != 1 && errors.none())
+    errors.add("the sentinel leaf " + std::to_string(kInf1) + " appears " +
+               std::to_string(inf1_leaves) + " times");
+  return errors.report();
 }
 
 template class ExtLf<ExtLfBaselineLayout>;

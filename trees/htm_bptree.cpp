@@ -39,10 +39,24 @@ HtmBptree::HtmBptree(const TreeConfig &config) : BptreeMap("htm-bptree", config)
   leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
   add_node_kinds(leaf_.bytes);
   op_ = open_regions({"op"})[0];
+  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
   hdr_.root = alloc_leaf_();
 }
 
 HtmBptree::~HtmBptree() { free_nodes({}); }
+
+HtmBptree::LeafRecord *HtmBptree::new_leaf() {
+  return reinterpret_cast<LeafRecord *>(
+      fresh_leaf(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                        : records_.allocate(leaf_kind_, leaf_.bytes)));
+}
+
+HtmBptree::InnerRecord *HtmBptree::new_inner() {
+  return reinterpret_cast<InnerRecord *>(
+      fresh_inner(fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
+                         : records_.allocate(inner_kind_, inner_.shape().bytes)));
+}
 
 uint8_t *HtmBptree::descend(const Tx &tx, Key key, InnerLevels::Path *path, Key *hi) const {
   return inner_.descend(tx, &hdr_.root, &hdr_.height, key, path, hi);

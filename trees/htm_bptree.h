@@ -35,6 +35,13 @@ public:
   const LeafShape &leaf_shape() const { return leaf_; }
 
 private:
+  // The records' types for `memlayout report`: a function returning untyped
+  // memory it got from malloc would count as an allocation wrapper.
+  struct LeafRecord;
+  struct InnerRecord;
+  [[gnu::noinline]] LeafRecord *new_leaf();
+  [[gnu::noinline]] InnerRecord *new_inner();
+
   // BptreeMap's quiescent reads.
   uint8_t *next_leaf(uint8_t *leaf) const override { return *next_of(leaf); }
   void visit_leaf(uint8_t *leaf, const std::function<void(Key, Value)> &visit) const override;

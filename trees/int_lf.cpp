@@ -29,6 +29,7 @@
 // marked, which check_structure verifies.
 #include "int_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
@@ -157,9 +158,10 @@ template <class L> IntLf<L>::~IntLf() {
   this->free_nodes(root_); // and the unlinked ones; the descriptor logs free the descriptors
 }
 
+// A word that is no node's address (check_structure reports it) leads nowhere.
 template <class L> typename L::Node *IntLf<L>::child(const Node *n, bool right) {
   uintptr_t word = (right ? n->right : n->left).load(std::memory_order_acquire);
-  return is_null(word) ? nullptr : reinterpret_cast<Node *>(word);
+  return is_null(word) || word % alignof(Node) != 0 ? nullptr : reinterpret_cast<Node *>(word);
 }
 
 template <class L> bool IntLf<L>::entry(const Node *n, Key *key, Value *value) {
@@ -169,7 +171,7 @@ template <class L> bool IntLf<L>::entry(const Node *n, Key *key, Value *value) {
 }
 
 template <class L> typename L::Node *IntLf<L>::new_node(Key key, Value value) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   // The 16-byte CAS needs kv on a 16-byte boundary: malloc and the pools
   // align every block of 16 bytes or more that way.
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
@@ -490,43 +492,30 @@ template <class L> bool IntLf<L>::remove(Key key) {
 // ---- Quiescent walks -------------------------------------------------------------
 
 template <class L> std::string IntLf<L>::check_structure() const {
+  StructureErrors errors;
   if (load_key(root_->kv) != kRootKey)
-    return "root key changed to " + std::to_string(load_key(root_->kv));
+    errors.add("root key changed to " + std::to_string(load_key(root_->kv)));
   if (state_of(root_->op.load()) != kOpNone)
-    return "root is flagged";
+    errors.add("root is flagged");
   if (!is_null(root_->left.load()))
-    return "root has a left child";
-  // Each node with the open interval its key must lie in.
-  struct Frame {
-    const Node *node;
-    Key low, high;
-  };
-  std::vector<Frame> stack;
-  if (uintptr_t top = root_->right.load(); !is_null(top))
-    stack.push_back({reinterpret_cast<const Node *>(top), kRootKey, kMaxKey + 1});
-  while (!stack.empty()) {
-    auto [n, low, high] = stack.back();
-    stack.pop_back();
-    Key key = load_key(n->kv);
-    std::string at = "node " + std::to_string(key) + ": ";
-    if (key <= low || key >= high)
-      return at + "outside its subtree's range (" + std::to_string(low) + ", " +
-             std::to_string(high) + ")";
-    uintptr_t op = n->op.load();
-    if (state_of(op) == kOpMark)
-      return at + "marked but still linked";
-    if (state_of(op) != kOpNone)
-      return at + "still flagged (state " + std::to_string(state_of(op)) + ")";
-    uintptr_t left = n->left.load(), right = n->right.load();
-    if ((!is_null(left) && left % alignof(Node) != 0) ||
-        (!is_null(right) && right % alignof(Node) != 0))
-      return at + "child word is neither a node nor a null";
-    if (!is_null(left))
-      stack.push_back({reinterpret_cast<const Node *>(left), low, key});
-    if (!is_null(right))
-      stack.push_back({reinterpret_cast<const Node *>(right), key, high});
-  }
-  return "";
+    errors.add("root has a left child");
+  // Keys lie in the open interval of their subtree.
+  this->walk_in_bounds(
+      kRootKey, kMaxKey + 1, errors, [&](const Node *n, Key key, Key low, Key high) {
+        std::string at = "node " + std::to_string(key) + ": ";
+        if (key <= low || key >= high)
+          errors.add(at + "outside its subtree's range (" + std::to_string(low) + ", " +
+                     std::to_string(high) + ")");
+        uintptr_t op = n->op.load();
+        if (state_of(op) == kOpMark)
+          errors.add(at + "marked but still linked");
+        else if (state_of(op) != kOpNone)
+          errors.add(at + "still flagged (state " + std::to_string(state_of(op)) + ")");
+        for (uintptr_t child : {n->left.load(), n->right.load()})
+          if (!is_null(child) && child % alignof(Node) != 0)
+            errors.add(at + "child word is neither a node nor a null");
+      });
+  return errors.report();
 }
 
 template class IntLf<IntLfBaselineLayout>;

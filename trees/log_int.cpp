@@ -83,7 +83,7 @@ template <class L> LogInt<L>::~LogInt() {
 }
 
 template <class L> typename L::Node *LogInt<L>::new_node(Key key, Value value) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;

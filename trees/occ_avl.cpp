@@ -165,7 +165,7 @@ template <class L> bool OccAvl<L>::entry(const Node *n, Key *key, Value *value) 
 
 template <class L>
 typename L::Node *OccAvl<L>::new_node(Key key, Value value, bool present, Node *parent) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value.store(value, std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 
 #include "search_step.h"
 #include "spin_lock.h"
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
@@ -33,7 +34,7 @@ template <class L> Ticket<L>::~Ticket() { this->free_nodes(root_); }
 
 template <class L>
 typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  void *p = this->allocate_node();
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -138,50 +139,34 @@ template <class L> bool Ticket<L>::remove(Key key) {
 }
 
 template <class L> std::string Ticket<L>::check_structure() const {
-  struct Frame {
-    const Node *node;
-    Key lo, hi; // keys in the subtree lie in [lo, hi)
-  };
   if (L::key_of(root_) != kRootKey || L::is_leaf(root_))
     return "root is not the routing sentinel";
   const Node *max_leaf = root_->child[1].load(std::memory_order_relaxed);
   if (!max_leaf || !L::is_leaf(max_leaf) || L::key_of(max_leaf) != kRootKey)
     return "root's right child is not the kMaxKey + 1 sentinel leaf";
 
-  std::vector<Frame> stack{
-      {root_->child[0].load(std::memory_order_relaxed), kLeftSentinel, kRootKey}};
+  // Keys in a subtree lie in [lo, hi).
+  StructureErrors errors;
   bool min_leaf_seen = false;
-  size_t visited = 0;
-  while (!stack.empty()) {
-    Frame f = stack.back();
-    stack.pop_back();
-    const Node *n = f.node;
-    if (!n)
-      return "a routing node has a null child";
-    if (++visited > (size_t{1} << 40))
-      return "more nodes than could exist: a cycle";
-    std::string where = " at key " + std::to_string(L::key_of(n));
-    if (L::key_of(n) < f.lo || L::key_of(n) >= f.hi)
-      return "search order violated" + where;
-    if (n->lock.any_held())
-      return "a lock is held (or a removed node is reachable)" + where;
-    Node *left = n->child[0].load(std::memory_order_relaxed);
-    Node *right = n->child[1].load(std::memory_order_relaxed);
-    if (L::is_leaf(n)) {
-      if (left || right)
-        return "a leaf has children" + where;
-      if (L::key_of(n) == kLeftSentinel)
-        min_leaf_seen = true;
-      continue;
-    }
-    if (!left || !right)
-      return "a routing node lacks a child" + where;
-    stack.push_back({left, f.lo, L::key_of(n)});
-    stack.push_back({right, L::key_of(n), f.hi});
-  }
-  if (!min_leaf_seen)
-    return "the kMinKey - 1 sentinel leaf is missing";
-  return {};
+  this->walk_in_bounds(kLeftSentinel, kRootKey, errors,
+                       [&](const Node *n, Key key, Key lo, Key hi) {
+                         std::string at = "node " + std::to_string(key) + ": ";
+                         if (key < lo || key >= hi)
+                           errors.add(at + "search order violated");
+                         if (n->lock.any_held())
+                           errors.add(at + "a lock is held (or a removed node is reachable)");
+                         bool has_left = child(n, false), has_right = child(n, true);
+                         if (L::is_leaf(n)) {
+                           if (has_left || has_right)
+                             errors.add(at + "a leaf has children");
+                           min_leaf_seen |= key == kLeftSentinel;
+                         } else if (!has_left || !has_right) {
+                           errors.add(at + "a routing node lacks a child");
+                         }
+                       });
+  if (!min_leaf_seen && errors.none())
+    errors.add("the kMinKey - 1 sentinel leaf is missing");
+  return errors.report();
 }
 
 template class Ticket<TicketBaselineLayout>;

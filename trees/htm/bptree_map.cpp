@@ -21,8 +21,6 @@ void BptreeMap::add_node_kinds(uint32_t leaf_bytes) {
   leaf_bytes_ = leaf_bytes;
   leaf_kind_ = records_.add_kind("leaf", leaf_bytes);
   inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
-  alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
-  alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
 }
 
 std::vector<ElidedRegion *> BptreeMap::open_regions(std::initializer_list<const char *> names) {
@@ -40,21 +38,18 @@ std::vector<ElidedRegion *> BptreeMap::open_regions(std::initializer_list<const 
   return opened;
 }
 
-BptreeMap::LeafRecord *BptreeMap::new_leaf() {
-  auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_bytes_)
-                                          : records_.allocate(leaf_kind_, leaf_bytes_));
-  zero_record(p, leaf_bytes_);
-  map_.add(p, leaf_bytes_, leaf_kind_);
-  return reinterpret_cast<LeafRecord *>(p);
+uint8_t *BptreeMap::fresh_leaf(void *p) {
+  auto *leaf = static_cast<uint8_t *>(p);
+  zero_record(leaf, leaf_bytes_);
+  map_.add(leaf, leaf_bytes_, leaf_kind_);
+  return leaf;
 }
 
-BptreeMap::InnerRecord *BptreeMap::new_inner() {
-  auto *p = static_cast<uint8_t *>(
-      fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
-             : records_.allocate(inner_kind_, inner_.shape().bytes));
-  inner_.init(p);
-  map_.add(p, inner_.shape().bytes, inner_kind_);
-  return reinterpret_cast<InnerRecord *>(p);
+uint8_t *BptreeMap::fresh_inner(void *p) {
+  auto *inner = static_cast<uint8_t *>(p);
+  inner_.init(inner);
+  map_.add(inner, inner_.shape().bytes, inner_kind_);
+  return inner;
 }
 
 void BptreeMap::refill_node_spares() {

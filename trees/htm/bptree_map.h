@@ -13,6 +13,8 @@
 //     leaf_ = make_leaf_shape(...);
 //     add_node_kinds(leaf_.bytes);    // then any kind of its own
 //     op_ = open_regions({"op"})[0];  // after the last kind
+//     alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
+//     alloc_inner_ = ... new_inner() ...;
 //     hdr_.root = alloc_leaf_();
 //   }
 //   ~HtmBptree() override { free_nodes({}); }
@@ -54,19 +56,17 @@ protected:
   // sizing anything from it.
   BptreeMap(std::string_view tree, const TreeConfig &config);
 
-  // Registers "leaf" and "inner", first of the tree's record kinds, and
-  // sets alloc_leaf_ and alloc_inner_.
+  // Registers "leaf" and "inner", first of the tree's record kinds.
   void add_node_kinds(uint32_t leaf_bytes);
   // Once every kind is registered: the abort sink over them, and one region
   // per name ("<tree>.<name>"); the tree keeps the pointers it returns.
   std::vector<ElidedRegion *> open_regions(std::initializer_list<const char *> names);
 
-  // Typed for `memlayout report` (untyped memory from malloc would make
-  // these allocation wrappers). Fresh records are zeroed.
-  struct LeafRecord;
-  struct InnerRecord;
-  [[gnu::noinline]] LeafRecord *new_leaf();
-  [[gnu::noinline]] InnerRecord *new_inner();
+  // What the tree's new_leaf and new_inner do once they allocated p (those
+  // two allocate themselves: their names are the records' allocation sites
+  // in `memlayout report`): zero the record and enter it in the record map.
+  uint8_t *fresh_leaf(void *p);
+  uint8_t *fresh_inner(void *p);
   // Tops the calling thread's spares up to what one insert may take: a
   // leaf, and an inner node per level plus a new root.
   void refill_node_spares();
@@ -98,7 +98,7 @@ protected:
   RecordMap map_;
   std::unique_ptr<AbortSink> sink_;
   SpareRecords spare_leaves_, spare_inners_;
-  SpareRecords::Allocate alloc_leaf_, alloc_inner_;
+  SpareRecords::Allocate alloc_leaf_, alloc_inner_; // the tree's new_leaf, new_inner
 
 private:
   std::vector<std::pair<std::string, std::unique_ptr<ElidedRegion>>> regions_;
