@@ -24,8 +24,6 @@
 #include <algorithm>
 #include <new>
 #include <string>
-#include <unordered_set>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {

@@ -20,7 +20,6 @@
 
 #include <new>
 #include <stdexcept>
-#include <vector>
 
 namespace memlayout::trees {
 

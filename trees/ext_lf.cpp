@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <new>
 #include <string>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {

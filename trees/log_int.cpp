@@ -36,7 +36,6 @@
 #include "structure_errors.h"
 #include "tree_factories.h"
 
-#include <algorithm>
 #include <new>
 #include <string>
 #include <unordered_set>

@@ -11,7 +11,6 @@
 
 #include <new>
 #include <string>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {
