@@ -24,8 +24,6 @@
 #include <algorithm>
 #include <new>
 #include <string>
-#include <unordered_set>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {
@@ -106,27 +104,14 @@ void citrus_synchronize_readers() {
   }
 }
 
-template <class L>
-Citrus<L>::Citrus(AllocPolicy policy)
-    : MapWithRecords("citrus", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+template <class L> Citrus<L>::Citrus(AllocPolicy policy) : Bst<Citrus, L>("citrus", policy) {
   root_ = new_node(kRootKey, 0);
 }
 
-template <class L> Citrus<L>::~Citrus() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    for (auto &c : n->child)
-      if (Node *child = c.load(std::memory_order_relaxed))
-        stack.push_back(child);
-    delete_node(n);
-  }
-  reclaim_all();
-}
+template <class L> Citrus<L>::~Citrus() { this->free_nodes(root_); }
 
 template <class L> typename L::Node *Citrus<L>::new_node(Key key, Value value) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -229,7 +214,7 @@ template <class L> void Citrus<L>::remove_with_at_most_one_child(Node *prev, Nod
     bump_tag(prev, dir);
   L::unlock(curr->lock);
   L::unlock(prev->lock);
-  retire(records_, node_kind_, curr);
+  this->retire_node(curr);
 }
 
 // A copy of curr's successor (the leftmost node of its right subtree) takes
@@ -273,23 +258,10 @@ template <class L> bool Citrus<L>::remove_with_two_children(Node *prev, Node *cu
   L::unlock(curr->lock);
   L::unlock(prev->lock);
   if (valid) {
-    retire(records_, node_kind_, curr);
-    retire(records_, node_kind_, succ);
+    this->retire_node(curr);
+    this->retire_node(succ);
   }
   return valid;
-}
-
-template <class L> void Citrus<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack;
-  const Node *n = root_->child[0].load(std::memory_order_acquire);
-  while (n || !stack.empty()) {
-    for (; n; n = n->child[0].load(std::memory_order_acquire))
-      stack.push_back(n);
-    n = stack.back();
-    stack.pop_back();
-    visit(n->key, n->value);
-    n = n->child[1].load(std::memory_order_acquire);
-  }
 }
 
 // Search order, no cycle, no marked node left reachable.
@@ -299,30 +271,12 @@ template <class L> std::string Citrus<L>::check_structure() const {
     errors.fail(root_, "the root sentinel has a right child");
   if (root_->marked.load(std::memory_order_relaxed))
     errors.fail(root_, "the root sentinel is marked");
-  struct Frame {
-    const Node *n;
-    Key lo, hi; // exclusive
-  };
-  std::vector<Frame> stack;
-  std::unordered_set<const Node *> seen;
-  if (const Node *top = root_->child[0].load(std::memory_order_relaxed))
-    stack.push_back(Frame{top, kMinKey - 1, kRootKey});
-  while (!stack.empty()) {
-    Frame f = stack.back();
-    stack.pop_back();
-    if (!seen.insert(f.n).second) {
-      errors.fail(f.n, "reached twice (cycle or shared subtree)");
-      break;
-    }
-    if (f.n->key <= f.lo || f.n->key >= f.hi)
-      errors.fail(f.n, "out of search order");
-    if (f.n->marked.load(std::memory_order_relaxed))
-      errors.fail(f.n, "marked node still in the tree");
-    if (const Node *l = f.n->child[0].load(std::memory_order_relaxed))
-      stack.push_back(Frame{l, f.lo, f.n->key});
-    if (const Node *r = f.n->child[1].load(std::memory_order_relaxed))
-      stack.push_back(Frame{r, f.n->key, f.hi});
-  }
+  this->walk_in_bounds(kMinKey - 1, kRootKey, errors, [&](const Node *n, Key key, Key lo, Key hi) {
+    if (key <= lo || key >= hi)
+      errors.fail(n, "out of search order");
+    if (n->marked.load(std::memory_order_relaxed))
+      errors.fail(n, "marked node still in the tree");
+  });
   return errors.report();
 }
 

@@ -16,8 +16,7 @@
 // each odd counter to move on.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 #include "spin_lock.h"
 
 #include <atomic>
@@ -59,7 +58,7 @@ struct CitrusFixedLayout : WordSpinLock {
 static_assert(sizeof(CitrusFixedLayout::Node) == 48);
 static_assert(offsetof(CitrusFixedLayout::Node, child) == 8);
 
-template <class L> class Citrus final : public MapWithRecords {
+template <class L> class Citrus final : public Bst<Citrus, L> {
 public:
   using Node = typename L::Node;
 
@@ -69,8 +68,18 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks.
+  static Node *child(const Node *n, bool right) {
+    return n->child[right].load(std::memory_order_acquire);
+  }
+  const Node *key_root() const { return child(root_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = n->key;
+    *value = n->value;
+    return true;
+  }
 
 private:
   // Where a search for a key ended: curr holds the key (or is null), and is
@@ -84,7 +93,6 @@ private:
   };
 
   Node *new_node(Key key, Value value);
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   Position traverse(Key key) const; // inside a read-side section
   static bool validate(const Node *prev, uint32_t tag, const Node *curr, int dir);
@@ -92,7 +100,6 @@ private:
   void remove_with_at_most_one_child(Node *prev, Node *curr, int dir);
   bool remove_with_two_children(Node *prev, Node *curr, int dir);
 
-  RecordAllocator::Kind node_kind_;
   Node *root_; // sentinel kMaxKey + 1: the tree is its left subtree
 };
 

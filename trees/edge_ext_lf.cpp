@@ -3,12 +3,11 @@
 // of what a cleanup unlinks.
 #include "edge_ext_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
-#include <sstream>
-#include <vector>
 
 namespace memlayout::trees {
 
@@ -19,8 +18,7 @@ constexpr auto kAcqRel = std::memory_order_acq_rel;
 } // namespace
 
 template <class L>
-EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : MapWithRecords("edge-ext-lf", policy) {
-  node_kind_ = records_.add_kind("node", sizeof(Node));
+EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : Bst<EdgeExtLf, L>("edge-ext-lf", policy) {
   auto init = [](Node *n, Key key, const Node *left, const Node *right) {
     n->key = key;
     n->value = 0;
@@ -36,22 +34,15 @@ EdgeExtLf<L>::EdgeExtLf(AllocPolicy policy) : MapWithRecords("edge-ext-lf", poli
 }
 
 template <class L> EdgeExtLf<L>::~EdgeExtLf() {
-  std::vector<Node *> todo{root_};
-  while (!todo.empty()) {
-    Node *n = todo.back();
-    todo.pop_back();
-    if (Node *l = address(n->left.load(kRelaxed)))
-      todo.push_back(l);
-    if (Node *r = address(n->right.load(kRelaxed)))
-      todo.push_back(r);
+  this->walk_nodes(root_, [&](Node *n) {
     if (!is_sentinel(n))
-      delete_node(n);
-  }
+      this->delete_node(n);
+  });
   reclaim_all();
 }
 
 template <class L> typename EdgeExtLf<L>::Node *EdgeExtLf<L>::new_node() {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node;
   n->left.store(0, kRelaxed);
   n->right.store(0, kRelaxed);
@@ -64,7 +55,7 @@ template <class L> typename EdgeExtLf<L>::SeekRecord EdgeExtLf<L>::seek(Key key)
   SeekRecord s{root_, first_, first_, nullptr};
   uintptr_t parent_field = first_->left.load(kAcquire); // the edge parent -> leaf
   s.leaf = address(parent_field);
-  uintptr_t current_field = child(s.leaf, goes_right(key, s.leaf)).load(kAcquire);
+  uintptr_t current_field = edge_of(s.leaf, goes_right(key, s.leaf)).load(kAcquire);
   Node *current = address(current_field);
   while (current) {
     // Only an untagged edge can be the one a cleanup swings.
@@ -75,7 +66,7 @@ template <class L> typename EdgeExtLf<L>::SeekRecord EdgeExtLf<L>::seek(Key key)
     s.parent = s.leaf;
     s.leaf = current;
     parent_field = current_field;
-    current_field = child(current, goes_right(key, current)).load(kAcquire);
+    current_field = edge_of(current, goes_right(key, current)).load(kAcquire);
     current = address(current_field);
   }
   return s;
@@ -86,7 +77,7 @@ template <class L> bool EdgeExtLf<L>::lookup(Key key, Value *value) {
   Node *leaf;
   if constexpr (L::kLeanLookup) {
     leaf = address(first_->left.load(kAcquire));
-    for (Node *next; (next = address(child(leaf, goes_right(key, leaf)).load(kAcquire)));)
+    for (Node *next; (next = address(edge_of(leaf, goes_right(key, leaf)).load(kAcquire)));)
       leaf = next;
   } else {
     leaf = seek(key).leaf;
@@ -106,8 +97,8 @@ template <class L> bool EdgeExtLf<L>::insert(Key key, Value value) {
     Node *leaf = s.leaf;
     if (leaf->key == key) {
       if (routing) { // never published
-        delete_node(routing);
-        delete_node(new_leaf);
+        this->delete_node(routing);
+        this->delete_node(new_leaf);
       }
       return false;
     }
@@ -123,7 +114,7 @@ template <class L> bool EdgeExtLf<L>::insert(Key key, Value value) {
     routing->left.store(edge_to(new_goes_left ? new_leaf : leaf), kRelaxed);
     routing->right.store(edge_to(new_goes_left ? leaf : new_leaf), kRelaxed);
 
-    std::atomic<uintptr_t> &edge = child(s.parent, goes_right(key, s.parent));
+    std::atomic<uintptr_t> &edge = edge_of(s.parent, goes_right(key, s.parent));
     uintptr_t seen = edge_to(leaf);
     if (edge.compare_exchange_strong(seen, edge_to(routing), kAcqRel, kAcquire))
       return true;
@@ -143,7 +134,7 @@ template <class L> bool EdgeExtLf<L>::remove(Key key) {
       leaf = s.leaf;
       if (leaf->key != key)
         return false;
-      std::atomic<uintptr_t> &edge = child(s.parent, goes_right(key, s.parent));
+      std::atomic<uintptr_t> &edge = edge_of(s.parent, goes_right(key, s.parent));
       uintptr_t seen = edge_to(leaf);
       if (edge.compare_exchange_strong(seen, seen | kFlag, kAcqRel, kAcquire)) {
         // Injected: from here on the key is this remove's to delete.
@@ -164,8 +155,8 @@ template <class L> bool EdgeExtLf<L>::remove(Key key) {
 template <class L> bool EdgeExtLf<L>::cleanup(Key key, const SeekRecord &s) {
   Node *parent = s.parent;
   bool key_right = goes_right(key, parent);
-  std::atomic<uintptr_t> *removed_edge = &child(parent, key_right);
-  std::atomic<uintptr_t> *sibling_edge = &child(parent, !key_right);
+  std::atomic<uintptr_t> *removed_edge = &edge_of(parent, key_right);
+  std::atomic<uintptr_t> *sibling_edge = &edge_of(parent, !key_right);
   // The key's side is the removed leaf when flagged; otherwise it was tagged
   // as the sibling of a flagged leaf on the other side.
   if (!(removed_edge->load(kAcquire) & kFlag))
@@ -174,7 +165,7 @@ template <class L> bool EdgeExtLf<L>::cleanup(Key key, const SeekRecord &s) {
   // a flagged sibling moves up still flagged, for its own remove to finish.
   uintptr_t sibling = sibling_edge->fetch_or(kTag, kAcqRel) & ~kTag;
 
-  std::atomic<uintptr_t> &ancestor_edge = child(s.ancestor, goes_right(key, s.ancestor));
+  std::atomic<uintptr_t> &ancestor_edge = edge_of(s.ancestor, goes_right(key, s.ancestor));
   uintptr_t seen = edge_to(s.successor);
   if (!ancestor_edge.compare_exchange_strong(seen, sibling, kAcqRel, kAcquire))
     return false;
@@ -194,36 +185,19 @@ void EdgeExtLf<L>::retire_unlinked_chain(Key key, const SeekRecord &s, const Nod
     if (n == s.parent) {
       Node *l = address(n->left.load(kRelaxed));
       Node *removed = l != kept ? l : address(n->right.load(kRelaxed));
-      retire(records_, node_kind_, removed);
-      retire(records_, node_kind_, n);
+      this->retire_node(removed);
+      this->retire_node(n);
       return;
     }
     bool right = goes_right(key, n);
-    Node *next = address(child(n, right).load(kRelaxed));
-    retire(records_, node_kind_, address(child(n, !right).load(kRelaxed)));
-    retire(records_, node_kind_, n);
+    Node *next = address(edge_of(n, right).load(kRelaxed));
+    this->retire_node(address(edge_of(n, !right).load(kRelaxed)));
+    this->retire_node(n);
     n = next;
   }
 }
 
-template <class L> void EdgeExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack;
-  const Node *n = address(first_->left.load(kAcquire));
-  while (n || !stack.empty()) {
-    while (n) {
-      stack.push_back(n);
-      n = address(n->left.load(kAcquire));
-    }
-    n = stack.back();
-    stack.pop_back();
-    if (!address(n->left.load(kAcquire)) && n->key <= kMaxKey)
-      visit(n->key, n->value);
-    n = address(n->right.load(kAcquire));
-  }
-}
-
 template <class L> std::string EdgeExtLf<L>::check_structure() const {
-  std::ostringstream err;
   auto leaf_with = [](uintptr_t edge, Key key) {
     const Node *n = address(edge);
     return (edge & kMarks) == 0 && n && n->key == key && !n->left.load(kAcquire) &&
@@ -236,39 +210,33 @@ template <class L> std::string EdgeExtLf<L>::check_structure() const {
 
   // Every key under a node lies in [low, high); a routing node with key k
   // sends [low, k) left and [k, high) right and has two children.
-  struct Item {
-    uintptr_t edge;
-    Key low, high;
+  StructureErrors errors;
+  auto check_edge = [&](uintptr_t edge) {
+    if (edge & kMarks)
+      errors.add("edge to key " + (address(edge) ? std::to_string(address(edge)->key) : "null") +
+                 " still " + ((edge & kFlag) ? "flagged" : "tagged") + " after quiescence");
   };
-  std::vector<Item> todo{{first_->left.load(kAcquire), kMinKey, kInf0 + 1}};
+  check_edge(first_->left.load(kAcquire));
   size_t inf0_leaves = 0;
-  while (!todo.empty() && err.tellp() < 2000) {
-    Item it = todo.back();
-    todo.pop_back();
-    const Node *n = address(it.edge);
-    if (!n) {
-      err << "a routing node lacks a child; ";
-      continue;
-    }
-    if (it.edge & kMarks)
-      err << "edge to key " << n->key << " still " << ((it.edge & kFlag) ? "flagged" : "tagged")
-          << " after quiescence; ";
-    if (n->key < it.low || n->key >= it.high)
-      err << "key " << n->key << " outside its subtree's range [" << it.low << ", " << it.high
-          << "); ";
+  this->walk_in_bounds(kMinKey, kInf0 + 1, errors, [&](const Node *n, Key key, Key low, Key high) {
+    if (key < low || key >= high)
+      errors.add("key " + std::to_string(key) + " outside its subtree's range [" +
+                 std::to_string(low) + ", " + std::to_string(high) + ")");
     uintptr_t l = n->left.load(kAcquire), r = n->right.load(kAcquire);
     if (!l && !r) {
-      inf0_leaves += n->key == kInf0;
-      continue;
+      inf0_leaves += key == kInf0;
+      return;
     }
-    if (n->key <= it.low)
-      err << "routing key " << n->key << " leaves its left subtree empty; ";
-    todo.push_back({l, it.low, n->key});
-    todo.push_back({r, n->key, it.high});
-  }
-  if (err.tellp() == 0 && inf0_leaves != 1)
-    err << "the kInf0 sentinel leaf appears " << inf0_leaves << " times";
-  return err.str();
+    check_edge(l);
+    check_edge(r);
+    if (!address(l) || !address(r))
+      errors.add("routing node " + std::to_string(key) + " lacks a child");
+    if (key <= low)
+      errors.add("routing key " + std::to_string(key) + " leaves its left subtree empty");
+  });
+  if (errors.none() && inf0_leaves != 1)
+    errors.add("the kInf0 sentinel leaf appears " + std::to_string(inf0_leaves) + " times");
+  return errors.report();
 }
 
 template class EdgeExtLf<EdgeExtLfBaselineLayout>;

@@ -27,8 +27,7 @@
 // cache line with 32-byte nodes (the study's "collocation luck", §3.2.4).
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 
 #include <atomic>
 #include <cstddef>
@@ -63,7 +62,7 @@ static_assert(offsetof(EdgeExtLfFixedLayout::Node, right) + sizeof(uintptr_t) <=
 // Test access: tests/trees/edge_ext_lf_test.cpp stops a remove half way.
 template <class L> struct EdgeExtLfProbe;
 
-template <class L> class EdgeExtLf final : public MapWithRecords {
+template <class L> class EdgeExtLf final : public Bst<EdgeExtLf, L> {
 public:
   using Node = typename L::Node;
 
@@ -83,8 +82,18 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks: leaves hold the keys (and a sentinel).
+  static Node *child(const Node *n, bool right) {
+    return address((right ? n->right : n->left).load(std::memory_order_acquire));
+  }
+  const Node *key_root() const { return child(first_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = n->key;
+    *value = n->value;
+    return !child(n, false) && n->key <= kMaxKey;
+  }
 
 private:
   friend struct EdgeExtLfProbe<L>;
@@ -102,7 +111,7 @@ private:
 
   static Node *address(uintptr_t edge) { return reinterpret_cast<Node *>(edge & ~kMarks); }
   static uintptr_t edge_to(const Node *n) { return reinterpret_cast<uintptr_t>(n); }
-  static std::atomic<uintptr_t> &child(Node *n, bool right) { return right ? n->right : n->left; }
+  static std::atomic<uintptr_t> &edge_of(Node *n, bool right) { return right ? n->right : n->left; }
   static bool goes_right(Key key, const Node *n) { return !(key < n->key); }
 
   SeekRecord seek(Key key) const;
@@ -112,9 +121,7 @@ private:
   // Routing nodes and leaves are one kind, allocated here in the published
   // order: the routing node first.
   Node *new_node();
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
-  RecordAllocator::Kind node_kind_;
   // The sentinels live here, not in the node pool, as ASCYLIB allocates them
   // apart from its per-insert nodes: five 32-byte sentinels in the pool would
   // shift every later routing/leaf pair by one slot, off its line (the

@@ -15,12 +15,11 @@
 #include "edge_int_lf.h"
 
 #include "search_step.h"
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
-#include <sstream>
 #include <stdexcept>
-#include <vector>
 
 namespace memlayout::trees {
 
@@ -33,35 +32,21 @@ using Promotion = EdgeIntLfPromotion;
 } // namespace
 
 template <class L>
-EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : MapWithRecords("edge-int-lf", policy) {
-  node_kind_ = records_.add_kind("node", sizeof(Node));
-  state_kind_ = records_.add_kind("state", sizeof(StateRecord));
+EdgeIntLf<L>::EdgeIntLf(AllocPolicy policy) : Bst<EdgeIntLf, L>("edge-int-lf", policy) {
+  state_kind_ = this->records_.add_kind("state", sizeof(StateRecord));
   t_ = new_node(L::kSentinelKey, 0, kNull, kNull);
   s_ = new_node(L::kSentinelKey, 0, kNull, edge_to(t_));
   r_ = new_node(L::kSentinelKey, 0, kNull, edge_to(s_));
 }
 
-template <class L> EdgeIntLf<L>::~EdgeIntLf() {
-  std::vector<Node *> todo{r_};
-  while (!todo.empty()) {
-    Node *n = todo.back();
-    todo.pop_back();
-    for (int which : {kLeft, kRight}) {
-      uintptr_t e = n->child[which].load(kRelaxed);
-      if (!(e & kNull))
-        todo.push_back(address(e));
-    }
-    delete_node(n);
-  }
-  reclaim_all();
-}
+template <class L> EdgeIntLf<L>::~EdgeIntLf() { this->free_nodes(r_); }
 
 template <class L>
 typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value value, uintptr_t left,
                                                     uintptr_t right) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   if (reinterpret_cast<uintptr_t>(p) & kBits) {
-    records_.deallocate(node_kind_, p);
+    this->delete_node(p);
     throw std::runtime_error("edge-int-lf: the allocator returned a node that is not 16-byte "
                              "aligned; child pointers need their 4 low bits");
   }
@@ -75,7 +60,7 @@ typename EdgeIntLf<L>::Node *EdgeIntLf<L>::new_node(uint64_t key_word, Value val
 }
 
 template <class L> typename EdgeIntLf<L>::StateRecord *EdgeIntLf<L>::new_state() {
-  return new (records_.allocate(state_kind_, sizeof(StateRecord))) StateRecord{};
+  return new (this->records_.allocate(state_kind_, sizeof(StateRecord))) StateRecord{};
 }
 
 // ---------------------------------------------------------------------------
@@ -264,7 +249,7 @@ template <class L> bool EdgeIntLf<L>::insert(Key key, Value value) {
     Node *node = s.last.child;
     if (key_of(node) == key) {
       if (fresh) // never published
-        delete_node(fresh);
+        this->delete_node(fresh);
       return false;
     }
     if (!fresh)
@@ -475,7 +460,7 @@ template <class L> void EdgeIntLf<L>::remove_successor(StateRecord *state) {
     uintptr_t r = succ.child->child[kRight].load(kAcquire);
     uintptr_t desired = (r & kNull) ? (edge_to(succ.child) | kNull | keep) : ((r & ~kBits) | keep);
     if (cas_child(succ.parent, which, edge_to(succ.child) | keep | inject, desired)) {
-      retire(records_, node_kind_, succ.child);
+      this->retire_node(succ.child);
       break;
     }
     if (below_target)
@@ -504,16 +489,16 @@ template <class L> bool EdgeIntLf<L>::cleanup(StateRecord *state) {
     Node *copy = new_node(static_cast<uint64_t>(key_of(node)), node->value.load(kAcquire),
                           (l & kNull) ? kNull : (l & ~kBits), (r & kNull) ? kNull : (r & ~kBits));
     if (cas_child(parent, which, expected, edge_to(copy))) {
-      retire(records_, node_kind_, node);
+      this->retire_node(node);
       return true;
     }
-    delete_node(copy); // never published
+    this->delete_node(copy); // never published
     return false;
   }
   int only = (node->child[kLeft].load(kAcquire) & kNull) ? kRight : kLeft;
   uintptr_t c = node->child[only].load(kAcquire);
   if (cas_child(parent, which, expected, (c & kNull) ? (edge_to(node) | kNull) : (c & ~kBits))) {
-    retire(records_, node_kind_, node);
+    this->retire_node(node);
     return true;
   }
   return false;
@@ -555,21 +540,6 @@ template <class L> void EdgeIntLf<L>::help_successor_node(const Edge &helpee, in
 // ---------------------------------------------------------------------------
 // Quiescent
 
-template <class L> void EdgeIntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<Node *> stack;
-  uintptr_t e = t_->child[kLeft].load(kAcquire);
-  while (!(e & kNull) || !stack.empty()) {
-    while (!(e & kNull)) {
-      stack.push_back(address(e));
-      e = stack.back()->child[kLeft].load(kAcquire);
-    }
-    Node *n = stack.back();
-    stack.pop_back();
-    visit(key_of(n), n->value.load(kAcquire));
-    e = n->child[kRight].load(kAcquire);
-  }
-}
-
 template <class L> std::string EdgeIntLf<L>::check_structure() const {
   auto plain_edge_to = [](uintptr_t e, const Node *n) { return e == edge_to(n); };
   auto sentinel = [](Node *n) {
@@ -586,36 +556,27 @@ template <class L> std::string EdgeIntLf<L>::check_structure() const {
     return "the edge into the user tree is flagged";
 
   // Every key under an edge lies in (low, high).
-  std::ostringstream err;
-  struct Item {
-    Node *n;
-    Key low, high;
-  };
-  std::vector<Item> todo;
-  if (!(t_->child[kLeft].load(kAcquire) & kNull))
-    todo.push_back({address(t_->child[kLeft].load(kAcquire)), kMinKey - 1, kMaxKey + 1});
-  while (!todo.empty() && err.tellp() < 2000) {
-    Item it = todo.back();
-    todo.pop_back();
-    uint64_t w = L::key_word(it.n).load(kAcquire);
-    Key k = L::key_of(w);
-    if (L::promotion(it.n, w) != Promotion::kNone)
-      err << "node " << k << " still holds a promoted key; ";
-    if constexpr (requires { it.n->ready_to_replace; })
-      if (it.n->ready_to_replace.load(kAcquire) != 0)
-        err << "node " << k << " still ready to replace; ";
-    if (k <= it.low || k >= it.high)
-      err << "key " << k << " outside its subtree's range (" << it.low << ", " << it.high << "); ";
-    for (int which : {kLeft, kRight}) {
-      uintptr_t e = it.n->child[which].load(kAcquire);
-      if (e & (kInject | kDelete | kPromote))
-        err << "edge " << (which == kLeft ? "left" : "right") << " of node " << k
-            << " still flagged (" << (e & kBits) << "); ";
-      if (!(e & kNull))
-        todo.push_back({address(e), which == kLeft ? it.low : k, which == kLeft ? k : it.high});
-    }
-  }
-  return err.str();
+  StructureErrors errors;
+  this->walk_in_bounds(
+      kMinKey - 1, kMaxKey + 1, errors, [&](const Node *n, Key k, Key low, Key high) {
+        std::string at = "node " + std::to_string(k) + ": ";
+        Node *m = const_cast<Node *>(n); // the layouts' accessors take a mutable node
+        if (L::promotion(m, L::key_word(m).load(kAcquire)) != Promotion::kNone)
+          errors.add(at + "still holds a promoted key");
+        if constexpr (requires { n->ready_to_replace; })
+          if (n->ready_to_replace.load(kAcquire) != 0)
+            errors.add(at + "still ready to replace");
+        if (k <= low || k >= high)
+          errors.add(at + "outside its subtree's range (" + std::to_string(low) + ", " +
+                     std::to_string(high) + ")");
+        for (int which : {kLeft, kRight}) {
+          uintptr_t e = n->child[which].load(kAcquire);
+          if (e & (kInject | kDelete | kPromote))
+            errors.add(at + "edge " + (which == kLeft ? "left" : "right") + " still flagged (" +
+                       std::to_string(e & kBits) + ")");
+        }
+      });
+  return errors.report();
 }
 
 template class EdgeIntLf<EdgeIntLfBaselineLayout>;

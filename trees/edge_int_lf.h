@@ -37,8 +37,7 @@
 //             bits instead of its own word; lookups only follow child pointers.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 
 #include <atomic>
 #include <cstddef>
@@ -125,7 +124,7 @@ static_assert(sizeof(EdgeIntLfFixedLayout::Node) == 32);
 // Test access: tests/trees/edge_int_lf_test.cpp stops deletes between phases.
 template <class L> struct EdgeIntLfProbe;
 
-template <class L> class EdgeIntLf final : public MapWithRecords {
+template <class L> class EdgeIntLf final : public Bst<EdgeIntLf, L> {
 public:
   using Node = typename L::Node;
 
@@ -144,8 +143,19 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks.
+  static Node *child(const Node *n, bool right) {
+    uintptr_t e = n->child[right].load(std::memory_order_acquire);
+    return (e & kNull) ? nullptr : address(e);
+  }
+  const Node *key_root() const { return child(t_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = key_of(const_cast<Node *>(n));
+    *value = n->value.load(std::memory_order_acquire);
+    return true;
+  }
 
 private:
   friend struct EdgeIntLfProbe<L>;
@@ -207,10 +217,8 @@ private:
 
   Node *new_node(uint64_t key_word, Value value, uintptr_t left, uintptr_t right);
   StateRecord *new_state();
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
-  void delete_state(StateRecord *s) { records_.deallocate(state_kind_, s); }
+  void delete_state(StateRecord *s) { this->records_.deallocate(state_kind_, s); }
 
-  RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind state_kind_;
   // Sentinels: R -right-> S -right-> T; the user tree hangs off T's left edge.
   Node *r_;

@@ -89,23 +89,14 @@ struct EunoBptree::Place {
 };
 
 EunoBptree::EunoBptree(const TreeConfig &config)
-    : HtmMap("euno-bptree", config.alloc), fixed_(config.layout == Layout::kFixed),
-      control_(config.htm.conflict_control), codec_{config.htm.key_bytes, config.htm.value_bytes},
-      inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
-  const auto &o = config.htm;
-  htm::check_tree_options(o);
-  leaf_ = make_leaf_shape(fixed_, o.node_bytes, codec_.key_bytes, codec_.value_bytes);
-  leaf_kind_ = records_.add_kind("leaf", leaf_.bytes);
-  inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
-  std::vector<std::string> kinds{records_.kind_name(leaf_kind_), records_.kind_name(inner_kind_)};
-  if (!fixed_) {
+    : BptreeMap("euno-bptree", config), control_(config.htm.conflict_control) {
+  leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
+  add_node_kinds(leaf_.bytes);
+  if (!fixed_)
     segment_kind_ = records_.add_kind("segment", leaf_.segment_bytes);
-    kinds.push_back(records_.kind_name(segment_kind_));
-  }
-  rt_ = htm::resolve_runtime(o.htm);
-  sink_ = std::make_unique<htm::AbortSink>(kinds, &map_);
-  upper_ = std::make_unique<htm::ElidedRegion>("euno-bptree.upper", lock_, rt_, sink_.get());
-  lower_ = std::make_unique<htm::ElidedRegion>("euno-bptree.lower", lock_, rt_, sink_.get());
+  std::vector<htm::ElidedRegion *> regions = open_regions({"upper", "lower"});
+  upper_ = regions[0];
+  lower_ = regions[1];
   alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
   alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
   alloc_segment_ = [this] { return reinterpret_cast<uint8_t *>(new_segment()); };
@@ -115,23 +106,26 @@ EunoBptree::EunoBptree(const TreeConfig &config)
       *at<uint8_t *>(hdr_.root, leaf_.seg_ptrs_off + 8 * s) = alloc_segment_();
 }
 
-EunoBptree::~EunoBptree() { free_all(); }
+EunoBptree::~EunoBptree() {
+  free_nodes([&](uint8_t *leaf) {
+    if (!fixed_)
+      for (uint32_t s = 0; s < leaf_.segments; ++s)
+        records_.deallocate(segment_kind_, *at<uint8_t *>(leaf, leaf_.seg_ptrs_off + 8 * s));
+  });
+  for (uint8_t *p : spare_segments_.drain())
+    records_.deallocate(segment_kind_, p);
+}
 
 EunoBptree::LeafRecord *EunoBptree::new_leaf() {
-  auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
-                                          : records_.allocate(leaf_kind_, leaf_.bytes));
-  htm::zero_record(p, leaf_.bytes);
-  map_.add(p, leaf_.bytes, leaf_kind_);
-  return reinterpret_cast<LeafRecord *>(p);
+  return reinterpret_cast<LeafRecord *>(
+      fresh_leaf(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                        : records_.allocate(leaf_kind_, leaf_.bytes)));
 }
 
 EunoBptree::InnerRecord *EunoBptree::new_inner() {
-  auto *p = static_cast<uint8_t *>(
-      fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
-             : records_.allocate(inner_kind_, inner_.shape().bytes));
-  inner_.init(p);
-  map_.add(p, inner_.shape().bytes, inner_kind_);
-  return reinterpret_cast<InnerRecord *>(p);
+  return reinterpret_cast<InnerRecord *>(
+      fresh_inner(fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
+                         : records_.allocate(inner_kind_, inner_.shape().bytes)));
 }
 
 // The public code's `new Entry[E]`: a separate array per segment.
@@ -142,28 +136,8 @@ EunoBptree::SegmentRecord *EunoBptree::new_segment() {
   return reinterpret_cast<SegmentRecord *>(p);
 }
 
-void EunoBptree::free_all() {
-  inner_.free_all(
-      hdr_.root, hdr_.height,
-      [&](uint8_t *leaf) {
-        if (!fixed_)
-          for (uint32_t s = 0; s < leaf_.segments; ++s)
-            records_.deallocate(segment_kind_, *at<uint8_t *>(leaf, leaf_.seg_ptrs_off + 8 * s));
-        records_.deallocate(leaf_kind_, leaf);
-      },
-      [&](uint8_t *inner) { records_.deallocate(inner_kind_, inner); });
-  for (uint8_t *p : spare_leaves_.drain())
-    records_.deallocate(leaf_kind_, p);
-  for (uint8_t *p : spare_inners_.drain())
-    records_.deallocate(inner_kind_, p);
-  for (uint8_t *p : spare_segments_.drain())
-    records_.deallocate(segment_kind_, p);
-  map_.clear();
-}
-
 void EunoBptree::refill_spares() {
-  spare_leaves_.fill(1, alloc_leaf_);
-  spare_inners_.fill(__atomic_load_n(&hdr_.height, __ATOMIC_RELAXED) + 2, alloc_inner_);
+  refill_node_spares();
   if (!fixed_)
     spare_segments_.fill(leaf_.segments, alloc_segment_);
   ThreadScratch &s = t_scratch;
@@ -741,123 +715,80 @@ size_t EunoBptree::scan(Key from, size_t n, const std::function<void(Key, Value)
 
 // ---- Quiescent ---------------------------------------------------------------
 
-void EunoBptree::for_each(const std::function<void(Key, Value)> &visit) const {
-  uint8_t *n = hdr_.root;
-  for (uint32_t d = 0; d < hdr_.height; ++d)
-    n = *inner_.shape().child_slot(n, 0);
+void EunoBptree::visit_leaf(uint8_t *leaf, const std::function<void(Key, Value)> &visit) const {
   Tx direct(htm::Mode::kDirect);
   std::vector<std::pair<Key, Value>> entries;
-  for (; n; n = *at<uint8_t *>(n, leaf_.next_off)) {
-    entries.clear();
-    uint32_t rc = *at<uint32_t>(n, leaf_.reserved_count_off);
-    for (uint32_t i = 0; i < rc; ++i)
-      entries.emplace_back(htm::KeyCodec::plain_key(res_key(n, i)),
-                           htm::KeyCodec::plain_value(res_value(n, i)));
-    for (uint32_t s = 0; s < leaf_.segments; ++s) {
-      uint8_t *seg = segment(direct, n, s);
-      uint32_t c = seg_count(direct, n, seg, s);
-      for (uint32_t i = 0; i < c; ++i)
-        entries.emplace_back(htm::KeyCodec::plain_key(seg_key(seg, i)),
-                             htm::KeyCodec::plain_value(seg_value(seg, i)));
-    }
-    std::sort(entries.begin(), entries.end());
-    for (const auto &[k, v] : entries)
-      visit(k, v);
+  uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
+  for (uint32_t i = 0; i < rc; ++i)
+    entries.emplace_back(htm::KeyCodec::plain_key(res_key(leaf, i)),
+                         htm::KeyCodec::plain_value(res_value(leaf, i)));
+  for (uint32_t s = 0; s < leaf_.segments; ++s) {
+    uint8_t *seg = segment(direct, leaf, s);
+    uint32_t c = seg_count(direct, leaf, seg, s);
+    for (uint32_t i = 0; i < c; ++i)
+      entries.emplace_back(htm::KeyCodec::plain_key(seg_key(seg, i)),
+                           htm::KeyCodec::plain_value(seg_value(seg, i)));
   }
+  std::sort(entries.begin(), entries.end());
+  for (const auto &[k, v] : entries)
+    visit(k, v);
 }
 
-std::string EunoBptree::check_structure() const {
-  StructureErrors errors;
-  std::string inner_errors;
+void EunoBptree::check_leaf(uint8_t *leaf, Key lo, Key hi, StructureErrors &errors) const {
   Tx direct(htm::Mode::kDirect);
-  std::vector<uint8_t *> leaves;
-  inner_.walk(
-      hdr_.root, hdr_.height,
-      [&](uint8_t *leaf, Key lo, Key hi) {
-        leaves.push_back(leaf);
-        std::vector<Key> keys;
-        auto in_range = [&](Key k) { return k >= lo && (!hi || k < hi); };
-        uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
-        if (rc > leaf_.fanout) {
-          errors.add("leaf with " + std::to_string(rc) + " reserved keys, over the fanout");
-          return;
-        }
-        for (uint32_t i = 0; i < rc; ++i) {
-          Key k = htm::KeyCodec::plain_key(res_key(leaf, i));
-          if (i && k <= htm::KeyCodec::plain_key(res_key(leaf, i - 1)))
-            errors.add("reserved key " + std::to_string(k) + " out of order");
-          keys.push_back(k);
-          if (!codec_.filler_intact(res_key(leaf, i)))
-            errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-        }
-        for (uint32_t s = 0; s < leaf_.segments; ++s) {
-          uint8_t *seg = segment(direct, leaf, s);
-          uint32_t c = seg_count(direct, leaf, seg, s);
-          for (uint32_t i = 0; i < c; ++i) {
-            Key k = htm::KeyCodec::plain_key(seg_key(seg, i));
-            if (i && k <= htm::KeyCodec::plain_key(seg_key(seg, i - 1)))
-              errors.add("segment key " + std::to_string(k) + " out of order");
-            if (k < kMinKey)
-              errors.add("segment slot " + std::to_string(i) + " below its count holds no key");
-            keys.push_back(k);
-            if (!codec_.filler_intact(seg_key(seg, i)))
-              errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-          }
-          if (fixed_)
-            for (uint32_t i = c; i < leaf_.seg_slots; ++i)
-              if (htm::KeyCodec::plain_key(seg_key(seg, i)) != 0)
-                errors.add("a key after a free segment slot");
-        }
-        std::sort(keys.begin(), keys.end());
-        if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
-          errors.add("a key held twice in one leaf");
-        if (keys.size() > leaf_.fanout)
-          errors.add("leaf holds " + std::to_string(keys.size()) + " keys, over the fanout");
-        if (!fixed_ && *at<uint32_t>(leaf, leaf_.count_off) != keys.size())
-          errors.add("leaf count " + std::to_string(*at<uint32_t>(leaf, leaf_.count_off)) +
-                     " but it holds " + std::to_string(keys.size()) + " keys");
-        for (Key k : keys) {
-          if (!in_range(k))
-            errors.add("leaf key " + std::to_string(k) + " outside its range");
-          uint32_t slot = slot_of(k);
-          if (!(*at<uint32_t>(leaf, leaf_.mark_bits_off + 4 * (slot / 32)) & (1u << (slot % 32))))
-            errors.add("key " + std::to_string(k) + " has no mark bit: lookups would miss it");
-        }
-        for (uint32_t w = 0; w < leaf_.bit_words; ++w)
-          if (*at<uint32_t>(leaf, leaf_.lock_bits_off + 4 * w))
-            errors.add("a lock bit is still held");
-        if (*at<uint32_t>(leaf, leaf_.split_lock_off))
-          errors.add("a split lock is still held");
-      },
-      inner_errors);
-  if (!inner_errors.empty())
-    errors.add(inner_errors);
-  htm::check_leaf_chain(
-      leaves, [&](uint8_t *n) { return *at<uint8_t *>(n, leaf_.next_off); }, errors);
-  if (lock_.held())
-    errors.add("the fallback lock is held");
-  return errors.report();
-}
-
-htm::HtmReport EunoBptree::htm_report() const {
-  htm::HtmReport r;
-  r.backend = htm::backend_name(rt_.backend);
-  htm::HtmCounts up = upper_->counts(), low = lower_->counts();
-  r.counts = up;
-  r.counts += low;
-  r.regions.emplace_back("upper", up);
-  r.regions.emplace_back("lower", low);
-  if (rt_.backend == htm::Backend::kEmulate) {
-    r.kinds = sink_->kinds();
-    r.l1 = htm::l1_model_text(rt_.l1);
+  std::vector<Key> keys;
+  auto in_range = [&](Key k) { return k >= lo && (!hi || k < hi); };
+  uint32_t rc = *at<uint32_t>(leaf, leaf_.reserved_count_off);
+  if (rc > leaf_.fanout) {
+    errors.add("leaf with " + std::to_string(rc) + " reserved keys, over the fanout");
+    return;
   }
-  return r;
-}
-
-void EunoBptree::reset_htm_stats() {
-  upper_->reset_counts();
-  lower_->reset_counts();
-  sink_->reset();
+  for (uint32_t i = 0; i < rc; ++i) {
+    Key k = htm::KeyCodec::plain_key(res_key(leaf, i));
+    if (i && k <= htm::KeyCodec::plain_key(res_key(leaf, i - 1)))
+      errors.add("reserved key " + std::to_string(k) + " out of order");
+    keys.push_back(k);
+    if (!codec_.filler_intact(res_key(leaf, i)))
+      errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+  }
+  for (uint32_t s = 0; s < leaf_.segments; ++s) {
+    uint8_t *seg = segment(direct, leaf, s);
+    uint32_t c = seg_count(direct, leaf, seg, s);
+    for (uint32_t i = 0; i < c; ++i) {
+      Key k = htm::KeyCodec::plain_key(seg_key(seg, i));
+      if (i && k <= htm::KeyCodec::plain_key(seg_key(seg, i - 1)))
+        errors.add("segment key " + std::to_string(k) + " out of order");
+      if (k < kMinKey)
+        errors.add("segment slot " + std::to_string(i) + " below its count holds no key");
+      keys.push_back(k);
+      if (!codec_.filler_intact(seg_key(seg, i)))
+        errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+    }
+    if (fixed_)
+      for (uint32_t i = c; i < leaf_.seg_slots; ++i)
+        if (htm::KeyCodec::plain_key(seg_key(seg, i)) != 0)
+          errors.add("a key after a free segment slot");
+  }
+  std::sort(keys.begin(), keys.end());
+  if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
+    errors.add("a key held twice in one leaf");
+  if (keys.size() > leaf_.fanout)
+    errors.add("leaf holds " + std::to_string(keys.size()) + " keys, over the fanout");
+  if (!fixed_ && *at<uint32_t>(leaf, leaf_.count_off) != keys.size())
+    errors.add("leaf count " + std::to_string(*at<uint32_t>(leaf, leaf_.count_off)) +
+               " but it holds " + std::to_string(keys.size()) + " keys");
+  for (Key k : keys) {
+    if (!in_range(k))
+      errors.add("leaf key " + std::to_string(k) + " outside its range");
+    uint32_t slot = slot_of(k);
+    if (!(*at<uint32_t>(leaf, leaf_.mark_bits_off + 4 * (slot / 32)) & (1u << (slot % 32))))
+      errors.add("key " + std::to_string(k) + " has no mark bit: lookups would miss it");
+  }
+  for (uint32_t w = 0; w < leaf_.bit_words; ++w)
+    if (*at<uint32_t>(leaf, leaf_.lock_bits_off + 4 * w))
+      errors.add("a lock bit is still held");
+  if (*at<uint32_t>(leaf, leaf_.split_lock_off))
+    errors.add("a split lock is still held");
 }
 
 std::unique_ptr<ConcurrentMap> make_euno_bptree(const TreeConfig &config) {

@@ -27,15 +27,11 @@
 // the conflict-control words off the lines of the keys.
 #pragma once
 
-#include "htm/abort_sink.h"
-#include "htm/bptree_parts.h"
-#include "htm/elided_region.h"
-#include "htm/htm_map.h"
-#include "htm/record_map.h"
+#include "htm/bptree_map.h"
 
 namespace memlayout::trees {
 
-class EunoBptree final : public htm::HtmMap {
+class EunoBptree final : public htm::BptreeMap {
 public:
   explicit EunoBptree(const TreeConfig &config);
   ~EunoBptree() override;
@@ -45,10 +41,6 @@ public:
   bool remove(Key key) override;
   bool put(Key key, Value value) override;
   size_t scan(Key from, size_t n, const std::function<void(Key, Value)> &visit) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
-  std::string check_structure() const override;
-  htm::HtmReport htm_report() const override;
-  void reset_htm_stats() override;
 
   // Where a leaf's fields are (bytes from its start); seg_ptrs_off is used by
   // the baseline layout (separate segment arrays), segments_off by fixed.
@@ -86,8 +78,13 @@ private:
   [[gnu::noinline]] LeafRecord *new_leaf();
   [[gnu::noinline]] InnerRecord *new_inner();
   [[gnu::noinline]] SegmentRecord *new_segment();
-  void free_all();
   void refill_spares();
+
+  // BptreeMap's quiescent reads. A leaf's entries are sorted only in its
+  // reserved keys: visit_leaf sorts them.
+  uint8_t *next_leaf(uint8_t *leaf) const override { return *at<uint8_t *>(leaf, leaf_.next_off); }
+  void visit_leaf(uint8_t *leaf, const std::function<void(Key, Value)> &visit) const override;
+  void check_leaf(uint8_t *leaf, Key lo, Key hi, StructureErrors &errors) const override;
 
   // Field addresses.
   template <class T> T *at(uint8_t *leaf, uint32_t off) const {
@@ -140,25 +137,14 @@ private:
   // The write of put and insert.
   bool write(Key key, Value value, bool overwrite);
 
-  bool fixed_;
+  // Read inside every transaction: from a line of its own, after
+  // BptreeMap's members (RecordMap's lock among them, written by refills).
+  alignas(64) LeafShape leaf_;
   htm::HtmTreeOptions::ConflictControl control_;
-  htm::KeyCodec codec_;
-  LeafShape leaf_;
-  htm::InnerLevels inner_;
-  RecordAllocator::Kind leaf_kind_, inner_kind_, segment_kind_ = 0;
-
-  struct alignas(64) Header {
-    uint8_t *root = nullptr;
-    uint32_t height = 0;
-  } hdr_;
-  htm::FallbackLock lock_;
-
-  htm::Runtime rt_;
-  htm::RecordMap map_;
-  std::unique_ptr<htm::AbortSink> sink_;
-  std::unique_ptr<htm::ElidedRegion> upper_, lower_;
-  htm::SpareRecords spare_leaves_, spare_inners_, spare_segments_;
-  htm::SpareRecords::Allocate alloc_leaf_, alloc_inner_, alloc_segment_;
+  RecordAllocator::Kind segment_kind_ = 0;
+  htm::ElidedRegion *upper_, *lower_;
+  htm::SpareRecords spare_segments_;
+  htm::SpareRecords::Allocate alloc_segment_;
 };
 
 } // namespace memlayout::trees

@@ -25,12 +25,12 @@
 // not keys, so no helper reads a node it may not be protected from.
 #include "ext_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <algorithm>
 #include <new>
 #include <string>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {
@@ -59,33 +59,26 @@ template <class Node> void cas_child(Node *parent, Node *old, Node *replacement)
 
 template <class L>
 ExtLf<L>::ExtLf(AllocPolicy policy)
-    : MapWithRecords("ext-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
-      info_kind_(records_.add_kind("info", sizeof(Info))) {
+    : Bst<ExtLf, L>("ext-lf", policy), info_kind_(this->records_.add_kind("info", sizeof(Info))) {
   Node *left = new_node(kInf1, 0, nullptr, nullptr);
   Node *right = new_node(kInf2, 0, nullptr, nullptr);
   root_ = new_node(kInf2, 0, left, right);
 }
 
 template <class L> ExtLf<L>::~ExtLf() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    if (!L::is_leaf(n)) {
-      stack.push_back(n->left.load(std::memory_order_relaxed));
-      stack.push_back(n->right.load(std::memory_order_relaxed));
-      // A linked node's info record is in no other linked node, and not retired.
+  this->walk_nodes(root_, [&](Node *n) {
+    // A linked node's info record is in no other linked node, and not retired.
+    if (!L::is_leaf(n))
       if (Info *info = info_of<Info>(n->update.load(std::memory_order_relaxed)))
-        records_.deallocate(info_kind_, info);
-    }
-    records_.deallocate(node_kind_, n);
-  }
+        this->records_.deallocate(info_kind_, info);
+    this->delete_node(n);
+  });
   reclaim_all();
 }
 
 template <class L>
 typename L::Node *ExtLf<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  Node *n = new (records_.allocate(node_kind_, sizeof(Node))) Node{};
+  Node *n = new (this->records_.allocate(this->node_kind_, sizeof(Node))) Node{};
   n->key = key;
   n->value = value;
   n->update.store(kClean, std::memory_order_relaxed);
@@ -96,12 +89,12 @@ typename L::Node *ExtLf<L>::new_node(Key key, Value value, Node *left, Node *rig
 }
 
 template <class L> typename L::Info *ExtLf<L>::new_info() {
-  return new (records_.allocate(info_kind_, sizeof(Info))) Info{};
+  return new (this->records_.allocate(info_kind_, sizeof(Info))) Info{};
 }
 
 template <class L> void ExtLf<L>::retire_replaced_info(uintptr_t replaced) {
   if (Info *info = info_of<Info>(replaced))
-    retire(records_, info_kind_, info);
+    retire(this->records_, info_kind_, info);
 }
 
 // ---- Search and helping ----------------------------------------------------------
@@ -141,7 +134,7 @@ template <class L> void ExtLf<L>::help_insert(Info *op) {
   cas_child(op->p, op->l, op->new_internal);
   uintptr_t flag = flagged(op, kIFlag);
   if (op->p->update.compare_exchange_strong(flag, flagged(op, kClean), std::memory_order_acq_rel))
-    retire(records_, node_kind_, op->l);
+    this->retire_node(op->l);
 }
 
 // Marks p for the delete, or backs the delete out when p changed since the
@@ -177,8 +170,8 @@ template <class L> void ExtLf<L>::help_marked(Info *op) {
   uintptr_t flag = flagged(op, kDFlag);
   if (op->gp->update.compare_exchange_strong(flag, flagged(op, kClean),
                                              std::memory_order_acq_rel)) {
-    retire(records_, node_kind_, p);
-    retire(records_, node_kind_, op->l);
+    this->retire_node(p);
+    this->retire_node(op->l);
   }
 }
 
@@ -214,8 +207,8 @@ template <class L> bool ExtLf<L>::insert(Key key, Value value) {
     if (s.l->key == key) {
       if (leaf) {
         for (Node *n : {leaf, sibling, internal})
-          records_.deallocate(node_kind_, n);
-        records_.deallocate(info_kind_, op);
+          this->delete_node(n);
+        this->records_.deallocate(info_kind_, op);
       }
       return false;
     }
@@ -256,7 +249,7 @@ template <class L> bool ExtLf<L>::remove(Key key) {
     search(key, s);
     if (s.l->key != key) {
       if (op)
-        records_.deallocate(info_kind_, op);
+        this->records_.deallocate(info_kind_, op);
       return false;
     }
     if (state_of(s.gpupdate) != kClean) {
@@ -288,62 +281,38 @@ template <class L> bool ExtLf<L>::remove(Key key) {
 
 // ---- Quiescent walks -------------------------------------------------------------
 
-template <class L> void ExtLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack{root_};
-  while (!stack.empty()) {
-    const Node *n = stack.back();
-    stack.pop_back();
-    if (L::is_leaf(n)) {
-      if (n->key <= kMaxKey)
-        visit(n->key, n->value);
-      continue;
-    }
-    stack.push_back(n->right.load(std::memory_order_acquire));
-    stack.push_back(n->left.load(std::memory_order_acquire));
-  }
-}
-
 template <class L> std::string ExtLf<L>::check_structure() const {
   if (root_->key != kInf2 || L::is_leaf(root_))
     return "root is not the routing node " + std::to_string(kInf2);
   const Node *right_sentinel = root_->right.load();
   if (!L::is_leaf(right_sentinel) || right_sentinel->key != kInf2)
     return "root's right child is not the sentinel leaf " + std::to_string(kInf2);
-  // Each node with the range its keys must lie in: [low, high).
-  struct Frame {
-    const Node *node;
-    Key low, high;
-  };
-  std::vector<Frame> stack{{root_->left.load(), kMinKey, kInf2}};
   if (state_of(root_->update.load()) != kClean)
     return "root is flagged or marked";
+  // Keys in a subtree lie in [low, high).
+  StructureErrors errors;
   size_t inf1_leaves = 0;
-  while (!stack.empty()) {
-    auto [n, low, high] = stack.back();
-    stack.pop_back();
-    std::string at = "node " + std::to_string(n->key) + ": ";
+  this->walk_in_bounds(kMinKey, kInf2, errors, [&](const Node *n, Key key, Key low, Key high) {
+    std::string at = "node " + std::to_string(key) + ": ";
     const Node *left = n->left.load(), *right = n->right.load();
     if (L::is_leaf(n) != (left == nullptr) || (left == nullptr) != (right == nullptr))
-      return at + "leaf flag and children disagree";
-    if (n->key < low || n->key >= high)
-      return at + "outside its subtree's range [" + std::to_string(low) + ", " +
-             std::to_string(high) + ")";
+      errors.add(at + "leaf flag and children disagree");
+    if (key < low || key >= high)
+      errors.add(at + "outside its subtree's range [" + std::to_string(low) + ", " +
+                 std::to_string(high) + ")");
     if (L::is_leaf(n)) {
-      if (n->key == kInf1)
+      if (key == kInf1)
         ++inf1_leaves;
-      else if (n->key > kMaxKey)
-        return at + "a leaf key outside the user range";
-      continue;
+      else if (key > kMaxKey)
+        errors.add(at + "a leaf key outside the user range");
+    } else if (uintptr_t update = n->update.load(); state_of(update) != kClean) {
+      errors.add(at + "still flagged or marked (state " + std::to_string(state_of(update)) + ")");
     }
-    if (uintptr_t update = n->update.load(); state_of(update) != kClean)
-      return at + "still flagged or marked (state " + std::to_string(state_of(update)) + ")";
-    stack.push_back({right, n->key, high});
-    stack.push_back({left, low, n->key});
-  }
-  if (inf1_leaves != 1)
-    return "the sentinel leaf " + std::to_string(kInf1) + " appears " +
-           std::to_string(inf1_leaves) + " times";
-  return "";
+  });
+  if (inf1_leaves != 1 && errors.none())
+    errors.add("the sentinel leaf " + std::to_string(kInf1) + " appears " +
+               std::to_string(inf1_leaves) + " times");
+  return errors.report();
 }
 
 template class ExtLf<ExtLfBaselineLayout>;

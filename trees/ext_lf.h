@@ -15,8 +15,7 @@
 // becomes safe to retire is explained in ext_lf.cpp.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 
 #include <atomic>
 #include <cstddef>
@@ -93,7 +92,7 @@ static_assert(sizeof(ExtLfFixedLayout::Info) == 32);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct ExtLfProbe;
 
-template <class L> class ExtLf final : public MapWithRecords {
+template <class L> class ExtLf final : public Bst<ExtLf, L> {
 public:
   using Node = typename L::Node;
   using Info = typename L::Info;
@@ -104,8 +103,18 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks: leaves hold the keys (and the sentinels).
+  static Node *child(const Node *n, bool right) {
+    return (right ? n->right : n->left).load(std::memory_order_acquire);
+  }
+  const Node *key_root() const { return child(root_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = n->key;
+    *value = n->value;
+    return L::is_leaf(n) && n->key <= kMaxKey;
+  }
 
 private:
   friend struct ExtLfProbe<L>;
@@ -130,7 +139,6 @@ private:
   Node *new_node(Key key, Value value, Node *left, Node *right);
   Info *new_info();
 
-  RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind info_kind_;
   Node *root_; // routing key kMaxKey + 2 over the sentinel leaves kMaxKey + 1 and + 2
 };

@@ -35,52 +35,27 @@ HtmBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t k
 
 } // namespace
 
-HtmBptree::HtmBptree(const TreeConfig &config)
-    : HtmMap("htm-bptree", config.alloc),
-      fixed_(config.layout == Layout::kFixed), codec_{config.htm.key_bytes, config.htm.value_bytes},
-      inner_(htm::InnerShape::make(fixed_, config.htm.node_bytes, config.htm.key_bytes), codec_) {
-  htm::check_tree_options(config.htm);
+HtmBptree::HtmBptree(const TreeConfig &config) : BptreeMap("htm-bptree", config) {
   leaf_ = make_leaf_shape(fixed_, config.htm.node_bytes, codec_.key_bytes, codec_.value_bytes);
-  leaf_kind_ = records_.add_kind("leaf", leaf_.bytes);
-  inner_kind_ = records_.add_kind("inner", inner_.shape().bytes);
-  rt_ = htm::resolve_runtime(config.htm.htm);
-  sink_ = std::make_unique<htm::AbortSink>(
-      std::vector<std::string>{records_.kind_name(leaf_kind_), records_.kind_name(inner_kind_)},
-      &map_);
-  op_ = std::make_unique<htm::ElidedRegion>("htm-bptree.op", lock_, rt_, sink_.get());
+  add_node_kinds(leaf_.bytes);
+  op_ = open_regions({"op"})[0];
   alloc_leaf_ = [this] { return reinterpret_cast<uint8_t *>(new_leaf()); };
   alloc_inner_ = [this] { return reinterpret_cast<uint8_t *>(new_inner()); };
   hdr_.root = alloc_leaf_();
 }
 
-HtmBptree::~HtmBptree() { free_all(); }
+HtmBptree::~HtmBptree() { free_nodes({}); }
 
 HtmBptree::LeafRecord *HtmBptree::new_leaf() {
-  auto *p = static_cast<uint8_t *>(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
-                                          : records_.allocate(leaf_kind_, leaf_.bytes));
-  htm::zero_record(p, leaf_.bytes);
-  map_.add(p, leaf_.bytes, leaf_kind_);
-  return reinterpret_cast<LeafRecord *>(p);
+  return reinterpret_cast<LeafRecord *>(
+      fresh_leaf(fixed_ ? records_.allocate_aligned(leaf_kind_, 64, leaf_.bytes)
+                        : records_.allocate(leaf_kind_, leaf_.bytes)));
 }
 
 HtmBptree::InnerRecord *HtmBptree::new_inner() {
-  auto *p = static_cast<uint8_t *>(
-      fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
-             : records_.allocate(inner_kind_, inner_.shape().bytes));
-  inner_.init(p);
-  map_.add(p, inner_.shape().bytes, inner_kind_);
-  return reinterpret_cast<InnerRecord *>(p);
-}
-
-void HtmBptree::free_all() {
-  inner_.free_all(
-      hdr_.root, hdr_.height, [&](uint8_t *leaf) { records_.deallocate(leaf_kind_, leaf); },
-      [&](uint8_t *inner) { records_.deallocate(inner_kind_, inner); });
-  for (uint8_t *p : spare_leaves_.drain())
-    records_.deallocate(leaf_kind_, p);
-  for (uint8_t *p : spare_inners_.drain())
-    records_.deallocate(inner_kind_, p);
-  map_.clear();
+  return reinterpret_cast<InnerRecord *>(
+      fresh_inner(fixed_ ? records_.allocate_aligned(inner_kind_, 64, inner_.shape().bytes)
+                         : records_.allocate(inner_kind_, inner_.shape().bytes)));
 }
 
 uint8_t *HtmBptree::descend(const Tx &tx, Key key, InnerLevels::Path *path, Key *hi) const {
@@ -126,13 +101,8 @@ bool HtmBptree::lookup(Key key, Value *value) {
   return r.found;
 }
 
-void HtmBptree::refill_spares() {
-  spare_leaves_.fill(1, alloc_leaf_);
-  spare_inners_.fill(__atomic_load_n(&hdr_.height, __ATOMIC_RELAXED) + 2, alloc_inner_);
-}
-
 bool HtmBptree::write(Key key, Value value, bool overwrite) {
-  refill_spares();
+  refill_node_spares();
   struct Result {
     bool inserted;
     size_t leaves, inners;
@@ -182,7 +152,7 @@ bool HtmBptree::write(Key key, Value value, bool overwrite) {
         tx.store(count_of(leaf), c + 1);
         return {true, leaves.used(), inners.used()};
       },
-      [&] { refill_spares(); });
+      [&] { refill_node_spares(); });
   spare_leaves_.consume(r.leaves);
   spare_inners_.consume(r.inners);
   return r.inserted;
@@ -237,67 +207,27 @@ size_t HtmBptree::scan(Key from, size_t n, const std::function<void(Key, Value)>
   return got;
 }
 
-void HtmBptree::for_each(const std::function<void(Key, Value)> &visit) const {
-  uint8_t *n = hdr_.root;
-  for (uint32_t d = 0; d < hdr_.height; ++d)
-    n = *inner_.shape().child_slot(n, 0);
-  auto *self = const_cast<HtmBptree *>(this);
-  for (; n; n = *self->next_of(n))
-    for (uint32_t i = 0; i < *self->count_of(n); ++i)
-      visit(htm::KeyCodec::plain_key(self->key_at(n, i)),
-            htm::KeyCodec::plain_value(self->value_at(n, i)));
+void HtmBptree::visit_leaf(uint8_t *leaf, const std::function<void(Key, Value)> &visit) const {
+  for (uint32_t i = 0; i < *count_of(leaf); ++i)
+    visit(htm::KeyCodec::plain_key(key_at(leaf, i)), htm::KeyCodec::plain_value(value_at(leaf, i)));
 }
 
-std::string HtmBptree::check_structure() const {
-  auto *self = const_cast<HtmBptree *>(this);
-  StructureErrors errors;
-  std::string inner_errors;
-  std::vector<uint8_t *> leaves; // in key order, as the tree reaches them
-  inner_.walk(
-      hdr_.root, hdr_.height,
-      [&](uint8_t *leaf, Key lo, Key hi) {
-        leaves.push_back(leaf);
-        uint32_t c = *self->count_of(leaf);
-        if (c > leaf_.fanout) {
-          errors.add("leaf with count " + std::to_string(c) + " over the fanout");
-          return;
-        }
-        for (uint32_t i = 0; i < c; ++i) {
-          Key k = htm::KeyCodec::plain_key(self->key_at(leaf, i));
-          if (k < lo || (hi && k >= hi))
-            errors.add("leaf key " + std::to_string(k) + " outside its range [" +
-                       std::to_string(lo) + ", " + std::to_string(hi) + ")");
-          if (i && k <= htm::KeyCodec::plain_key(self->key_at(leaf, i - 1)))
-            errors.add("leaf key " + std::to_string(k) + " out of order");
-          if (!codec_.filler_intact(self->key_at(leaf, i)))
-            errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
-        }
-      },
-      inner_errors);
-  if (!inner_errors.empty())
-    errors.add(inner_errors);
-  htm::check_leaf_chain(
-      leaves, [&](uint8_t *n) { return *self->next_of(n); }, errors);
-  if (lock_.held())
-    errors.add("the fallback lock is held");
-  return errors.report();
-}
-
-htm::HtmReport HtmBptree::htm_report() const {
-  htm::HtmReport r;
-  r.backend = htm::backend_name(rt_.backend);
-  r.counts = op_->counts();
-  r.regions.emplace_back("op", r.counts);
-  if (rt_.backend == htm::Backend::kEmulate) {
-    r.kinds = sink_->kinds();
-    r.l1 = htm::l1_model_text(rt_.l1);
+void HtmBptree::check_leaf(uint8_t *leaf, Key lo, Key hi, StructureErrors &errors) const {
+  uint32_t c = *count_of(leaf);
+  if (c > leaf_.fanout) {
+    errors.add("leaf with count " + std::to_string(c) + " over the fanout");
+    return;
   }
-  return r;
-}
-
-void HtmBptree::reset_htm_stats() {
-  op_->reset_counts();
-  sink_->reset();
+  for (uint32_t i = 0; i < c; ++i) {
+    Key k = htm::KeyCodec::plain_key(key_at(leaf, i));
+    if (k < lo || (hi && k >= hi))
+      errors.add("leaf key " + std::to_string(k) + " outside its range [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + ")");
+    if (i && k <= htm::KeyCodec::plain_key(key_at(leaf, i - 1)))
+      errors.add("leaf key " + std::to_string(k) + " out of order");
+    if (!codec_.filler_intact(key_at(leaf, i)))
+      errors.add("key " + std::to_string(k) + ": its filler bytes were not copied");
+  }
 }
 
 std::unique_ptr<ConcurrentMap> make_htm_bptree(const TreeConfig &config) {

@@ -13,15 +13,11 @@
 // next pointer alone on the first line, keys and payloads each from a line.
 #pragma once
 
-#include "htm/abort_sink.h"
-#include "htm/bptree_parts.h"
-#include "htm/elided_region.h"
-#include "htm/htm_map.h"
-#include "htm/record_map.h"
+#include "htm/bptree_map.h"
 
 namespace memlayout::trees {
 
-class HtmBptree final : public htm::HtmMap {
+class HtmBptree final : public htm::BptreeMap {
 public:
   explicit HtmBptree(const TreeConfig &config);
   ~HtmBptree() override;
@@ -31,17 +27,12 @@ public:
   bool remove(Key key) override;
   bool put(Key key, Value value) override;
   size_t scan(Key from, size_t n, const std::function<void(Key, Value)> &visit) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
-  std::string check_structure() const override;
-  htm::HtmReport htm_report() const override;
-  void reset_htm_stats() override;
 
   struct LeafShape {
     uint32_t fanout = 0;
     uint32_t count_off = 0, next_off = 0, keys_off = 0, values_off = 0, bytes = 0;
   };
   const LeafShape &leaf_shape() const { return leaf_; }
-  const htm::InnerShape &inner_shape() const { return inner_.shape(); }
 
 private:
   // The records' types for `memlayout report`: a function returning untyped
@@ -50,7 +41,11 @@ private:
   struct InnerRecord;
   [[gnu::noinline]] LeafRecord *new_leaf();
   [[gnu::noinline]] InnerRecord *new_inner();
-  void free_all();
+
+  // BptreeMap's quiescent reads.
+  uint8_t *next_leaf(uint8_t *leaf) const override { return *next_of(leaf); }
+  void visit_leaf(uint8_t *leaf, const std::function<void(Key, Value)> &visit) const override;
+  void check_leaf(uint8_t *leaf, Key lo, Key hi, StructureErrors &errors) const override;
 
   uint8_t *key_at(uint8_t *leaf, uint32_t i) const {
     return leaf + leaf_.keys_off + i * codec_.key_bytes;
@@ -72,28 +67,11 @@ private:
   void shift_right(const htm::Tx &tx, uint8_t *leaf, uint32_t pos, uint32_t count) const;
   // Insert or overwrite; true when the key was inserted.
   bool write(Key key, Value value, bool overwrite);
-  void refill_spares();
 
-  bool fixed_;
-  htm::KeyCodec codec_;
-  LeafShape leaf_;
-  htm::InnerLevels inner_;
-  RecordAllocator::Kind leaf_kind_, inner_kind_;
-
-  // The tree's shared header, read by every transaction; the fallback lock
-  // on a line of its own.
-  struct alignas(64) Header {
-    uint8_t *root = nullptr;
-    uint32_t height = 0; // inner levels above the leaves
-  } hdr_;
-  htm::FallbackLock lock_;
-
-  htm::Runtime rt_;
-  htm::RecordMap map_;
-  std::unique_ptr<htm::AbortSink> sink_;
-  std::unique_ptr<htm::ElidedRegion> op_;
-  htm::SpareRecords spare_leaves_, spare_inners_;
-  htm::SpareRecords::Allocate alloc_leaf_, alloc_inner_;
+  // Read inside every transaction: from a line of its own, after
+  // BptreeMap's members (RecordMap's lock among them, written by refills).
+  alignas(64) LeafShape leaf_;
+  htm::ElidedRegion *op_; // every operation: one region
 };
 
 } // namespace memlayout::trees

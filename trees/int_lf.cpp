@@ -29,6 +29,7 @@
 // marked, which check_structure verifies.
 #include "int_lf.h"
 
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
@@ -146,33 +147,35 @@ using namespace int_lf;
 
 template <class L>
 IntLf<L>::IntLf(AllocPolicy policy)
-    : MapWithRecords("int-lf", policy), node_kind_(records_.add_kind("node", sizeof(Node))),
-      descriptor_kind_(records_.add_kind("descriptor", sizeof(ChildCasOp))),
-      relocate_kind_(records_.add_kind("relocate_descriptor", sizeof(RelocateOp))),
-      descriptors_(records_) {
+    : Bst<IntLf, L>("int-lf", policy),
+      descriptor_kind_(this->records_.add_kind("descriptor", sizeof(ChildCasOp))),
+      relocate_kind_(this->records_.add_kind("relocate_descriptor", sizeof(RelocateOp))),
+      descriptors_(this->records_) {
   root_ = new_node(kRootKey, 0);
 }
 
 template <class L> IntLf<L>::~IntLf() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    for (uintptr_t child :
-         {n->left.load(std::memory_order_relaxed), n->right.load(std::memory_order_relaxed)})
-      if (!is_null(child))
-        stack.push_back(reinterpret_cast<Node *>(child));
-    records_.deallocate(node_kind_, n);
-  }
-  reclaim_all(); // the unlinked nodes; the descriptor logs free the descriptors
+  this->free_nodes(root_); // and the unlinked ones; the descriptor logs free the descriptors
+}
+
+// A word that is no node's address (check_structure reports it) leads nowhere.
+template <class L> typename L::Node *IntLf<L>::child(const Node *n, bool right) {
+  uintptr_t word = (right ? n->right : n->left).load(std::memory_order_acquire);
+  return is_null(word) || word % alignof(Node) != 0 ? nullptr : reinterpret_cast<Node *>(word);
+}
+
+template <class L> bool IntLf<L>::entry(const Node *n, Key *key, Value *value) {
+  *key = load_key(n->kv);
+  *value = load_value(n->kv);
+  return state_of(n->op.load(std::memory_order_acquire)) != kOpMark;
 }
 
 template <class L> typename L::Node *IntLf<L>::new_node(Key key, Value value) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   // The 16-byte CAS needs kv on a 16-byte boundary: malloc and the pools
   // align every block of 16 bytes or more that way.
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
-    records_.deallocate(node_kind_, p);
+    this->delete_node(p);
     throw std::runtime_error("int-lf: the allocator returned a node not aligned to 16 bytes");
   }
   Node *n = new (p) Node{};
@@ -184,11 +187,11 @@ template <class L> typename L::Node *IntLf<L>::new_node(Key key, Value value) {
 }
 
 template <class L> typename L::ChildCasOp *IntLf<L>::new_descriptor() {
-  return new (records_.allocate(descriptor_kind_, sizeof(ChildCasOp))) ChildCasOp{};
+  return new (this->records_.allocate(descriptor_kind_, sizeof(ChildCasOp))) ChildCasOp{};
 }
 
 template <class L> typename L::RelocateOp *IntLf<L>::new_relocate_descriptor() {
-  return new (records_.allocate(relocate_kind_, sizeof(RelocateOp))) RelocateOp{};
+  return new (this->records_.allocate(relocate_kind_, sizeof(RelocateOp))) RelocateOp{};
 }
 
 // ---- Search ----------------------------------------------------------------------
@@ -286,7 +289,7 @@ template <class L> void IntLf<L>::help_child_cas(ChildCasOp *op, Node *dest) {
   uintptr_t flag = flagged(op, kOpChildCas);
   if (dest->op.compare_exchange_strong(flag, flagged(op, kOpNone), std::memory_order_acq_rel) &&
       !is_null(op->expected))
-    retire(records_, node_kind_, reinterpret_cast<Node *>(op->expected)); // change 2
+    this->retire_node(reinterpret_cast<Node *>(op->expected)); // change 2
 }
 
 // Returns whether the relocation succeeded; *unlink_installed (when given)
@@ -348,7 +351,7 @@ template <class L> bool IntLf<L>::help_marked(Node *pred, uintptr_t pred_op, Nod
   uintptr_t expected = pred_op;
   if (!pred->op.compare_exchange_strong(expected, flagged(op, kOpChildCas),
                                         std::memory_order_acq_rel)) {
-    records_.deallocate(descriptor_kind_, op); // never published
+    this->records_.deallocate(descriptor_kind_, op); // never published
     return false;
   }
   descriptors_.add(descriptor_kind_, op);
@@ -415,8 +418,8 @@ template <class L> bool IntLf<L>::insert(Key key, Value value) {
     Found found = find(key, pos, root_);
     if (found == Found::kFound) {
       if (node) { // allocated for an attempt that lost, never published
-        records_.deallocate(node_kind_, node);
-        records_.deallocate(descriptor_kind_, op);
+        this->delete_node(node);
+        this->records_.deallocate(descriptor_kind_, op);
       }
       return false;
     }
@@ -473,7 +476,7 @@ template <class L> bool IntLf<L>::remove(Key key) {
     uintptr_t expected = succ.curr_op;
     if (!replace->op.compare_exchange_strong(expected, flagged(op, kOpRelocate),
                                              std::memory_order_acq_rel)) {
-      records_.deallocate(relocate_kind_, op); // never published
+      this->records_.deallocate(relocate_kind_, op); // never published
       continue;
     }
     descriptors_.add(relocate_kind_, op);
@@ -488,61 +491,31 @@ template <class L> bool IntLf<L>::remove(Key key) {
 
 // ---- Quiescent walks -------------------------------------------------------------
 
-template <class L> void IntLf<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack;
-  uintptr_t next = root_->right.load(std::memory_order_acquire);
-  while (!is_null(next) || !stack.empty()) {
-    while (!is_null(next)) {
-      const Node *n = reinterpret_cast<const Node *>(next);
-      stack.push_back(n);
-      next = n->left.load(std::memory_order_acquire);
-    }
-    const Node *n = stack.back();
-    stack.pop_back();
-    if (state_of(n->op.load(std::memory_order_acquire)) != kOpMark)
-      visit(load_key(n->kv), load_value(n->kv));
-    next = n->right.load(std::memory_order_acquire);
-  }
-}
-
 template <class L> std::string IntLf<L>::check_structure() const {
+  StructureErrors errors;
   if (load_key(root_->kv) != kRootKey)
-    return "root key changed to " + std::to_string(load_key(root_->kv));
+    errors.add("root key changed to " + std::to_string(load_key(root_->kv)));
   if (state_of(root_->op.load()) != kOpNone)
-    return "root is flagged";
+    errors.add("root is flagged");
   if (!is_null(root_->left.load()))
-    return "root has a left child";
-  // Each node with the open interval its key must lie in.
-  struct Frame {
-    const Node *node;
-    Key low, high;
-  };
-  std::vector<Frame> stack;
-  if (uintptr_t top = root_->right.load(); !is_null(top))
-    stack.push_back({reinterpret_cast<const Node *>(top), kRootKey, kMaxKey + 1});
-  while (!stack.empty()) {
-    auto [n, low, high] = stack.back();
-    stack.pop_back();
-    Key key = load_key(n->kv);
-    std::string at = "node " + std::to_string(key) + ": ";
-    if (key <= low || key >= high)
-      return at + "outside its subtree's range (" + std::to_string(low) + ", " +
-             std::to_string(high) + ")";
-    uintptr_t op = n->op.load();
-    if (state_of(op) == kOpMark)
-      return at + "marked but still linked";
-    if (state_of(op) != kOpNone)
-      return at + "still flagged (state " + std::to_string(state_of(op)) + ")";
-    uintptr_t left = n->left.load(), right = n->right.load();
-    if ((!is_null(left) && left % alignof(Node) != 0) ||
-        (!is_null(right) && right % alignof(Node) != 0))
-      return at + "child word is neither a node nor a null";
-    if (!is_null(left))
-      stack.push_back({reinterpret_cast<const Node *>(left), low, key});
-    if (!is_null(right))
-      stack.push_back({reinterpret_cast<const Node *>(right), key, high});
-  }
-  return "";
+    errors.add("root has a left child");
+  // Keys lie in the open interval of their subtree.
+  this->walk_in_bounds(
+      kRootKey, kMaxKey + 1, errors, [&](const Node *n, Key key, Key low, Key high) {
+        std::string at = "node " + std::to_string(key) + ": ";
+        if (key <= low || key >= high)
+          errors.add(at + "outside its subtree's range (" + std::to_string(low) + ", " +
+                     std::to_string(high) + ")");
+        uintptr_t op = n->op.load();
+        if (state_of(op) == kOpMark)
+          errors.add(at + "marked but still linked");
+        else if (state_of(op) != kOpNone)
+          errors.add(at + "still flagged (state " + std::to_string(state_of(op)) + ")");
+        for (uintptr_t child : {n->left.load(), n->right.load()})
+          if (!is_null(child) && child % alignof(Node) != 0)
+            errors.add(at + "child word is neither a node nor a null");
+      });
+  return errors.report();
 }
 
 template class IntLf<IntLfBaselineLayout>;

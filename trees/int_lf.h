@@ -15,8 +15,7 @@
 // and the study do the same). They are freed with the tree.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 
 #include <atomic>
 #include <cstddef>
@@ -147,7 +146,7 @@ static_assert(offsetof(IntLfFixedLayout::Node, kv) % 16 == 0);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct IntLfProbe;
 
-template <class L> class IntLf final : public MapWithRecords {
+template <class L> class IntLf final : public Bst<IntLf, L> {
 public:
   using Node = typename L::Node;
   using ChildCasOp = typename L::ChildCasOp;
@@ -159,8 +158,12 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks: a marked node's key is removed.
+  static Node *child(const Node *n, bool right);
+  const Node *key_root() const { return child(root_, true); }
+  static bool entry(const Node *n, Key *key, Value *value);
 
 private:
   friend struct IntLfProbe<L>;
@@ -187,7 +190,6 @@ private:
   ChildCasOp *new_descriptor();
   RelocateOp *new_relocate_descriptor();
 
-  RecordAllocator::Kind node_kind_;
   RecordAllocator::Kind descriptor_kind_;
   RecordAllocator::Kind relocate_kind_;
   int_lf::DescriptorLog descriptors_;

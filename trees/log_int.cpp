@@ -36,7 +36,6 @@
 #include "structure_errors.h"
 #include "tree_factories.h"
 
-#include <algorithm>
 #include <new>
 #include <string>
 #include <unordered_set>
@@ -51,10 +50,6 @@ constexpr Key kMaxSentinel = kMaxKey + 1;
 template <class L> void lock(typename L::Lock &l) { L::lock(l); }
 template <class L> void unlock(typename L::Lock &l) { L::unlock(l); }
 
-template <class N> N *child_of(const N *n, bool right) {
-  return (right ? n->right : n->left).load();
-}
-
 // Replaces old_child under parent (both tree-locked) by new_child.
 template <class N> void update_child(N *parent, N *old_child, N *new_child) {
   if (parent->left.load() == old_child)
@@ -67,9 +62,7 @@ template <class N> void update_child(N *parent, N *old_child, N *new_child) {
 
 } // namespace
 
-template <class L>
-LogInt<L>::LogInt(AllocPolicy policy)
-    : MapWithRecords("log-int", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+template <class L> LogInt<L>::LogInt(AllocPolicy policy) : Bst<LogInt, L>("log-int", policy) {
   min_ = new_node(kMinSentinel, 0);
   root_ = new_node(kMaxSentinel, 0);
   root_->parent.store(min_, std::memory_order_relaxed);
@@ -82,14 +75,14 @@ LogInt<L>::LogInt(AllocPolicy policy)
 template <class L> LogInt<L>::~LogInt() {
   for (Node *n = min_; n;) {
     Node *next = n->succ.load(std::memory_order_relaxed);
-    delete_node(n);
+    this->delete_node(n);
     n = next;
   }
   reclaim_all();
 }
 
 template <class L> typename L::Node *LogInt<L>::new_node(Key key, Value value) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -205,7 +198,7 @@ template <class L> bool LogInt<L>::remove(Key key) {
       unlock<L>(s->succ_lock);
       unlock<L>(p->succ_lock);
       remove_from_tree(s, has_two_children);
-      retire(records_, node_kind_, s);
+      this->retire_node(s);
       return true;
     }
     unlock<L>(p->succ_lock);
@@ -292,26 +285,6 @@ template <class L> void LogInt<L>::remove_from_tree(Node *node, bool has_two_chi
   if (s_parent != node)
     unlock<L>(s_parent->tree_lock);
   unlock<L>(s->tree_lock);
-}
-
-template <class L> void LogInt<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  for (Node *n = min_->succ.load(); n != root_; n = n->succ.load())
-    if (!n->mark.load())
-      visit(n->key, n->value);
-}
-
-template <class L> size_t LogInt<L>::depth() const {
-  size_t deepest = 0;
-  std::vector<std::pair<const Node *, size_t>> stack{{root_, 0}};
-  while (!stack.empty()) {
-    auto [n, d] = stack.back();
-    stack.pop_back();
-    deepest = std::max(deepest, d);
-    for (bool right : {false, true})
-      if (const Node *c = child_of(n, right))
-        stack.emplace_back(c, d + 1);
-  }
-  return deepest;
 }
 
 // Tree: search order, parent pointers, no marked node. List: ascending keys,

@@ -13,8 +13,7 @@
 // its successor, moved (not copied) into its place.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 #include "spin_lock.h"
 
 #include <atomic>
@@ -74,7 +73,7 @@ static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct LogIntProbe;
 
-template <class L> class LogInt final : public MapWithRecords {
+template <class L> class LogInt final : public Bst<LogInt, L> {
 public:
   using Node = typename L::Node;
 
@@ -84,18 +83,24 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
 
-  // Quiescent only, for tests: the number of edges on the longest path from
-  // the root sentinel to a leaf.
-  size_t depth() const;
+  // Bst's quiescent walks. Quiescent, the tree's in-order is the list's
+  // unmarked nodes (check_structure checks it).
+  static Node *child(const Node *n, bool right) {
+    return (right ? n->right : n->left).load(std::memory_order_acquire);
+  }
+  const Node *key_root() const { return child(root_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = n->key;
+    *value = n->value;
+    return !n->mark.load(std::memory_order_acquire);
+  }
 
 private:
   friend struct LogIntProbe<L>;
 
   Node *new_node(Key key, Value value);
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   Node *search(Key key) const;
   Node *choose_parent(Node *pred, Node *succ, Node *first_candidate);
@@ -103,7 +108,6 @@ private:
   bool acquire_tree_locks(Node *node);
   void remove_from_tree(Node *node, bool has_two_children);
 
-  RecordAllocator::Kind node_kind_;
   // Sentinels: min_ (kMinKey - 1) heads the list; root_ (kMaxKey + 1) is the
   // tree's root, min_'s right child, and the list's tail. User keys live in
   // root_'s left subtree.

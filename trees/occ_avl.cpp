@@ -147,28 +147,25 @@ bool unbalanced(int bal) { return bal < -1 || bal > 1; }
 
 } // namespace
 
-template <class L>
-OccAvl<L>::OccAvl(AllocPolicy policy)
-    : MapWithRecords("occ-avl", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+template <class L> OccAvl<L>::OccAvl(AllocPolicy policy) : Bst<OccAvl, L>("occ-avl", policy) {
   holder_ = new_node(kHolderKey, 0, false, nullptr);
 }
 
-template <class L> OccAvl<L>::~OccAvl() {
-  std::vector<Node *> stack{holder_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    for (bool right : {false, true})
-      if (Node *c = child_of(n, right))
-        stack.push_back(c);
-    delete_node(n);
-  }
-  reclaim_all();
+template <class L> OccAvl<L>::~OccAvl() { this->free_nodes(holder_); }
+
+template <class L> typename L::Node *OccAvl<L>::child(const Node *n, bool right) {
+  return child_of(n, right);
+}
+
+template <class L> bool OccAvl<L>::entry(const Node *n, Key *key, Value *value) {
+  *key = n->key;
+  *value = n->value.load(std::memory_order_relaxed);
+  return is_present(n->version.load(std::memory_order_acquire));
 }
 
 template <class L>
 typename L::Node *OccAvl<L>::new_node(Key key, Value value, bool present, Node *parent) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value.store(value, std::memory_order_relaxed);
@@ -344,7 +341,7 @@ template <class L> bool OccAvl<L>::attempt_unlink_nl(Node *parent, Node *node) {
   if (is_present(v))
     v = toggle_presence(v);
   node->version.store(v | kUnlinked, std::memory_order_release);
-  retire(records_, node_kind_, node);
+  this->retire_node(node);
   return true;
 }
 
@@ -574,44 +571,11 @@ typename L::Node *OccAvl<L>::rotate_double_nl(Node *n_parent, Node *n, Node *n_h
   return after_rotation_nl(n_parent, {n, n_heavy, n_inner}, revisit);
 }
 
-template <class L> void OccAvl<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack;
-  const Node *n = child_of(holder_, true);
-  while (n || !stack.empty()) {
-    for (; n; n = child_of(n, false))
-      stack.push_back(n);
-    n = stack.back();
-    stack.pop_back();
-    if (is_present(n->version.load(std::memory_order_acquire)))
-      visit(n->key, n->value.load(std::memory_order_relaxed));
-    n = child_of(n, true);
-  }
-}
-
-template <class L> template <class F> void OccAvl<L>::for_each_node(F &&visit) const {
-  std::vector<const Node *> stack;
-  if (const Node *root = child_of(holder_, true))
-    stack.push_back(root);
-  while (!stack.empty()) {
-    const Node *n = stack.back();
-    stack.pop_back();
-    visit(n);
-    for (bool right : {false, true})
-      if (const Node *c = child_of(n, right))
-        stack.push_back(c);
-  }
-}
-
-template <class L> size_t OccAvl<L>::node_count() const {
-  size_t count = 0;
-  for_each_node([&](const Node *) { ++count; });
-  return count;
-}
-
 template <class L> size_t OccAvl<L>::routing_node_count() const {
   size_t count = 0;
-  for_each_node(
-      [&](const Node *n) { count += !is_present(n->version.load(std::memory_order_relaxed)); });
+  this->walk_nodes(key_root(), [&](const Node *n) {
+    count += !is_present(n->version.load(std::memory_order_relaxed));
+  });
   return count;
 }
 

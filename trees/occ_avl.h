@@ -23,8 +23,7 @@
 // checking that word before and after; searches ignore those bits.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 #include "spin_lock.h"
 
 #include <atomic>
@@ -91,7 +90,7 @@ static_assert(offsetof(OccAvlFixedLayout::Node, right) == 24);
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct OccAvlProbe;
 
-template <class L> class OccAvl final : public MapWithRecords {
+template <class L> class OccAvl final : public Bst<OccAvl, L> {
 public:
   using Node = typename L::Node;
 
@@ -101,12 +100,15 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
 
-  // Quiescent only, for tests: nodes in the tree, and of those the routing
-  // nodes (removed keys whose node had two children).
-  size_t node_count() const;
+  // Bst's quiescent walks: routing nodes hold no key.
+  static Node *child(const Node *n, bool right);
+  const Node *key_root() const { return child(holder_, true); }
+  static bool entry(const Node *n, Key *key, Value *value);
+
+  // Quiescent only, for tests: of node_count(), the routing nodes (removed
+  // keys whose node had two children).
   size_t routing_node_count() const;
 
 private:
@@ -117,7 +119,6 @@ private:
   enum class Outcome { kDone, kNotDone, kRetry };
 
   Node *new_node(Key key, Value value, bool present, Node *parent);
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
   bool update(Key key, bool is_insert, Value value);
   Outcome insert_leaf(Node *node, uint64_t node_version, bool right, Key key, Value value);
@@ -142,9 +143,6 @@ private:
                          Node *n_inner, int h_inner_near, bool heavy_right,
                          std::vector<Node *> &revisit);
 
-  template <class F> void for_each_node(F &&visit) const; // quiescent, any order
-
-  RecordAllocator::Kind node_kind_;
   // Routing node below every key (kMinKey - 1): the tree hangs off its right.
   // It is never rotated or unlinked, so its version never changes.
   Node *holder_;

@@ -6,11 +6,11 @@
 
 #include "search_step.h"
 #include "spin_lock.h"
+#include "structure_errors.h"
 #include "tree_factories.h"
 
 #include <new>
 #include <string>
-#include <vector>
 
 namespace memlayout::trees {
 namespace {
@@ -23,31 +23,17 @@ inline int direction(Key key, Key routing) { return key >= routing ? 1 : 0; }
 
 } // namespace
 
-template <class L>
-Ticket<L>::Ticket(AllocPolicy policy)
-    : MapWithRecords("ticket", policy), node_kind_(records_.add_kind("node", sizeof(Node))) {
+template <class L> Ticket<L>::Ticket(AllocPolicy policy) : Bst<Ticket, L>("ticket", policy) {
   Node *min_leaf = new_node(kLeftSentinel, 0, nullptr, nullptr);
   Node *max_leaf = new_node(kRootKey, 0, nullptr, nullptr);
   root_ = new_node(kRootKey, 0, min_leaf, max_leaf);
 }
 
-template <class L> Ticket<L>::~Ticket() {
-  std::vector<Node *> stack{root_};
-  while (!stack.empty()) {
-    Node *n = stack.back();
-    stack.pop_back();
-    if (!L::is_leaf(n)) {
-      stack.push_back(n->child[0].load(std::memory_order_relaxed));
-      stack.push_back(n->child[1].load(std::memory_order_relaxed));
-    }
-    delete_node(n);
-  }
-  reclaim_all();
-}
+template <class L> Ticket<L>::~Ticket() { this->free_nodes(root_); }
 
 template <class L>
 typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *right) {
-  void *p = records_.allocate(node_kind_, sizeof(Node));
+  void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
   n->value = value;
@@ -89,8 +75,8 @@ template <class L> bool Ticket<L>::insert(Key key, Value value) {
 
     if (L::key_of(curr) == key) {
       if (leaf) {
-        delete_node(leaf);
-        delete_node(routing);
+        this->delete_node(leaf);
+        this->delete_node(routing);
       }
       return false;
     }
@@ -145,72 +131,41 @@ template <class L> bool Ticket<L>::remove(Key key) {
     Node *sibling = pred->child[1 - dir].load(std::memory_order_relaxed);
     gpred->child[gdir].store(sibling, std::memory_order_release);
     gpred->lock.unlock_half(gdir);
-    retire(records_, node_kind_, curr);
-    retire(records_, node_kind_, pred);
+    this->retire_node(curr);
+    this->retire_node(pred);
     return true;
   }
 }
 
-template <class L> void Ticket<L>::for_each(const std::function<void(Key, Value)> &visit) const {
-  std::vector<const Node *> stack{root_};
-  while (!stack.empty()) {
-    const Node *n = stack.back();
-    stack.pop_back();
-    if (L::is_leaf(n)) {
-      if (L::key_of(n) >= kMinKey && L::key_of(n) <= kMaxKey)
-        visit(L::key_of(n), n->value);
-      continue;
-    }
-    stack.push_back(n->child[1].load(std::memory_order_relaxed));
-    stack.push_back(n->child[0].load(std::memory_order_relaxed));
-  }
-}
-
 template <class L> std::string Ticket<L>::check_structure() const {
-  struct Frame {
-    const Node *node;
-    Key lo, hi; // keys in the subtree lie in [lo, hi)
-  };
   if (L::key_of(root_) != kRootKey || L::is_leaf(root_))
     return "root is not the routing sentinel";
   const Node *max_leaf = root_->child[1].load(std::memory_order_relaxed);
   if (!max_leaf || !L::is_leaf(max_leaf) || L::key_of(max_leaf) != kRootKey)
     return "root's right child is not the kMaxKey + 1 sentinel leaf";
 
-  std::vector<Frame> stack{
-      {root_->child[0].load(std::memory_order_relaxed), kLeftSentinel, kRootKey}};
+  // Keys in a subtree lie in [lo, hi).
+  StructureErrors errors;
   bool min_leaf_seen = false;
-  size_t visited = 0;
-  while (!stack.empty()) {
-    Frame f = stack.back();
-    stack.pop_back();
-    const Node *n = f.node;
-    if (!n)
-      return "a routing node has a null child";
-    if (++visited > (size_t{1} << 40))
-      return "more nodes than could exist: a cycle";
-    std::string where = " at key " + std::to_string(L::key_of(n));
-    if (L::key_of(n) < f.lo || L::key_of(n) >= f.hi)
-      return "search order violated" + where;
-    if (n->lock.any_held())
-      return "a lock is held (or a removed node is reachable)" + where;
-    Node *left = n->child[0].load(std::memory_order_relaxed);
-    Node *right = n->child[1].load(std::memory_order_relaxed);
-    if (L::is_leaf(n)) {
-      if (left || right)
-        return "a leaf has children" + where;
-      if (L::key_of(n) == kLeftSentinel)
-        min_leaf_seen = true;
-      continue;
-    }
-    if (!left || !right)
-      return "a routing node lacks a child" + where;
-    stack.push_back({left, f.lo, L::key_of(n)});
-    stack.push_back({right, L::key_of(n), f.hi});
-  }
-  if (!min_leaf_seen)
-    return "the kMinKey - 1 sentinel leaf is missing";
-  return {};
+  this->walk_in_bounds(kLeftSentinel, kRootKey, errors,
+                       [&](const Node *n, Key key, Key lo, Key hi) {
+                         std::string at = "node " + std::to_string(key) + ": ";
+                         if (key < lo || key >= hi)
+                           errors.add(at + "search order violated");
+                         if (n->lock.any_held())
+                           errors.add(at + "a lock is held (or a removed node is reachable)");
+                         bool has_left = child(n, false), has_right = child(n, true);
+                         if (L::is_leaf(n)) {
+                           if (has_left || has_right)
+                             errors.add(at + "a leaf has children");
+                           min_leaf_seen |= key == kLeftSentinel;
+                         } else if (!has_left || !has_right) {
+                           errors.add(at + "a routing node lacks a child");
+                         }
+                       });
+  if (!min_leaf_seen && errors.none())
+    errors.add("the kMinKey - 1 sentinel leaf is missing");
+  return errors.report();
 }
 
 template class Ticket<TicketBaselineLayout>;

@@ -9,8 +9,7 @@
 // stays locked forever, which fails every update that saw it.
 #pragma once
 
-#include "epoch.h"
-#include "map_with_records.h"
+#include "bst.h"
 
 #include <atomic>
 #include <cstddef>
@@ -132,7 +131,7 @@ struct TicketFixedLayout {
 };
 static_assert(sizeof(TicketFixedLayout::Node) == 40);
 
-template <class L> class Ticket final : public MapWithRecords {
+template <class L> class Ticket final : public Bst<Ticket, L> {
 public:
   using Node = typename L::Node;
 
@@ -142,15 +141,23 @@ public:
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;
-  void for_each(const std::function<void(Key, Value)> &visit) const override;
   std::string check_structure() const override;
+
+  // Bst's quiescent walks: leaves hold the keys (and the sentinels).
+  static Node *child(const Node *n, bool right) {
+    return n->child[right].load(std::memory_order_acquire);
+  }
+  const Node *key_root() const { return child(root_, false); }
+  static bool entry(const Node *n, Key *key, Value *value) {
+    *key = L::key_of(n);
+    *value = n->value;
+    return L::is_leaf(n) && *key >= kMinKey && *key <= kMaxKey;
+  }
 
 private:
   // Leaves and routing nodes are one record kind, "node", as in bst-tk.
   Node *new_node(Key key, Value value, Node *left, Node *right);
-  void delete_node(Node *n) { records_.deallocate(node_kind_, n); }
 
-  RecordAllocator::Kind node_kind_;
   Node *root_; // routing key kMaxKey + 1: every user key goes left
 };
 

@@ -26,7 +26,7 @@ template <class L> struct EdgeExtLfProbe {
     if (s.leaf->key != key)
       return false;
     uintptr_t seen = Tree::edge_to(s.leaf);
-    return Tree::child(s.parent, Tree::goes_right(key, s.parent))
+    return Tree::edge_of(s.parent, Tree::goes_right(key, s.parent))
         .compare_exchange_strong(seen, seen | Tree::kFlag);
   }
 
@@ -35,24 +35,17 @@ template <class L> struct EdgeExtLfProbe {
       return false;
     EpochGuard guard;
     auto s = t.seek(key);
-    Tree::child(s.parent, !Tree::goes_right(key, s.parent)).fetch_or(Tree::kTag);
+    Tree::edge_of(s.parent, !Tree::goes_right(key, s.parent)).fetch_or(Tree::kTag);
     return true;
   }
 
   // Marked edges reachable from the root.
   static size_t marked_edges(Tree &t) {
     size_t marked = 0;
-    std::vector<typename Tree::Node *> todo{t.root_};
-    while (!todo.empty()) {
-      auto *n = todo.back();
-      todo.pop_back();
-      for (bool right : {false, true}) {
-        uintptr_t e = Tree::child(n, right).load();
-        marked += (e & Tree::kMarks) != 0;
-        if (auto *c = Tree::address(e))
-          todo.push_back(c);
-      }
-    }
+    Tree::walk_nodes(t.root_, [&](const typename Tree::Node *n) {
+      for (bool right : {false, true})
+        marked += ((right ? n->right : n->left).load() & Tree::kMarks) != 0;
+    });
     return marked;
   }
 };

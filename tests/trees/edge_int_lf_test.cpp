@@ -97,17 +97,10 @@ template <class L> struct EdgeIntLfProbe {
 
   static size_t flagged_edges(Tree &t) {
     size_t flagged = 0;
-    std::vector<typename Tree::Node *> todo{t.t_};
-    while (!todo.empty()) {
-      auto *n = todo.back();
-      todo.pop_back();
-      for (int which : {Tree::kLeft, Tree::kRight}) {
-        uintptr_t e = n->child[which].load();
-        flagged += (e & (Tree::kInject | Tree::kDelete | Tree::kPromote)) != 0;
-        if (!(e & Tree::kNull))
-          todo.push_back(Tree::address(e));
-      }
-    }
+    Tree::walk_nodes(t.t_, [&](const typename Tree::Node *n) {
+      for (int which : {Tree::kLeft, Tree::kRight})
+        flagged += (n->child[which].load() & (Tree::kInject | Tree::kDelete | Tree::kPromote)) != 0;
+    });
     return flagged;
   }
 };
@@ -118,8 +111,6 @@ using namespace memlayout::trees;
 using namespace memlayout::trees::test;
 
 namespace {
-
-Value value_of(Key k) { return k * 1000 + 7; }
 
 // 50 has two children; its successor 60 is the left child of 70 and has a
 // right child 65.

@@ -88,16 +88,6 @@ using namespace memlayout::trees::test;
 
 namespace {
 
-Value value_of(Key key) { return key * 1000 + 3; }
-
-std::map<Key, Value> expected_of(std::initializer_list<Key> keys) {
-  return keys_with_values(keys, value_of);
-}
-
-template <class L> void fill(ExtLf<L> &t, std::initializer_list<Key> keys) {
-  insert_all(t, keys, value_of);
-}
-
 // 50 then 30: leaf 30's parent is the routing node 50 (children 30, 50),
 // its grandparent the routing node kMaxKey + 1.
 template <class L> void stalled_insert_is_completed() {
@@ -279,7 +269,7 @@ template <class L> void four_keys_under_contention() {
   constexpr Key kStable[] = {20, 23, 40, 43};
   ExtLf<L> t(AllocPolicy::kMalloc);
   fill(t, {20, 23, 40, 43});
-  check_contended_keys_next_to_stable_ones(t, kContended, kStable, false, 50, value_of);
+  check_contended_keys_next_to_stable_ones(t, kContended, kStable, false, 50);
 }
 
 TEST_CASE("ext-lf: four threads on four keys, per-key accounting", "[ext-lf]") {
@@ -290,7 +280,7 @@ TEST_CASE("ext-lf: four threads on four keys, per-key accounting", "[ext-lf]") {
 TEST_CASE("ext-lf: nodes and info records are reclaimed while the tree runs", "[ext-lf]") {
   PoolCount nodes("ext-lf.node"), infos("ext-lf.info");
   ExtLf<ExtLfFixedLayout> t(AllocPolicy::kSegregated);
-  churn_sixteen_keys(t, 2000, value_of);
+  churn_sixteen_keys(t, 2000);
   nodes.refresh();
   infos.refresh();
   // 64 000 records replaced or unlinked; only the last few epochs' may wait.

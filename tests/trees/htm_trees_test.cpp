@@ -23,10 +23,6 @@ using CC = htm::HtmTreeOptions::ConflictControl;
 
 namespace {
 
-Value value_of(Key k) {
-  return static_cast<Value>(static_cast<uint64_t>(k) * 0x2545F4914F6CDD1DULL);
-}
-
 TreeConfig config(Layout layout, uint32_t key_bytes = 8, uint32_t value_bytes = 8,
                   CC control = CC::kAdaptive, uint32_t node_bytes = 256) {
   TreeConfig c{layout, AllocPolicy::kMalloc, {}};

@@ -74,16 +74,6 @@ using namespace memlayout::trees::test;
 
 namespace {
 
-Value value_of(Key key) { return key * 1000 + 7; }
-
-std::map<Key, Value> expected_of(std::initializer_list<Key> keys) {
-  return keys_with_values(keys, value_of);
-}
-
-template <class L> void fill(IntLf<L> &t, std::initializer_list<Key> keys) {
-  insert_all(t, keys, value_of);
-}
-
 template <class L> void stalled_relocation_is_completed() {
   using Probe = IntLfProbe<L>;
   IntLf<L> t(AllocPolicy::kMalloc);
@@ -367,7 +357,7 @@ template <class L> void four_keys_under_contention() {
   constexpr Key kStable[] = {20, 30, 70, 80};
   IntLf<L> t(AllocPolicy::kMalloc);
   fill(t, {50, 25, 75, 20, 30, 70, 80, 60});
-  check_contended_keys_next_to_stable_ones(t, kContended, kStable, true, 0, value_of);
+  check_contended_keys_next_to_stable_ones(t, kContended, kStable, true, 0);
 }
 
 TEST_CASE("int-lf: four threads on four keys, per-key accounting", "[int-lf]") {
@@ -378,7 +368,7 @@ TEST_CASE("int-lf: four threads on four keys, per-key accounting", "[int-lf]") {
 TEST_CASE("int-lf: removed nodes are reclaimed while the tree runs", "[int-lf]") {
   PoolCount nodes("int-lf.node");
   IntLf<IntLfFixedLayout> t(AllocPolicy::kSegregated);
-  churn_sixteen_keys(t, 2000, value_of);
+  churn_sixteen_keys(t, 2000);
   nodes.refresh();
   // 32 000 nodes unlinked; only those of the last few epochs may wait.
   CHECK(nodes.allocations - nodes.frees < 1000);

@@ -18,10 +18,6 @@
 using namespace memlayout::trees;
 using namespace memlayout::trees::test;
 
-namespace {
-Value value_of(Key key) { return key * 5 - 2; }
-} // namespace
-
 namespace memlayout::trees {
 
 // Runs a removal in two steps, as a remover preempted between them does.
@@ -46,7 +42,7 @@ template <class L> struct LogIntProbe {
     bool two_children = t.acquire_tree_locks(s);
     t.lock_parent(s);
     t.remove_from_tree(s, two_children);
-    retire(t.records_, t.node_kind_, s);
+    t.retire_node(s);
   }
 };
 
@@ -60,7 +56,7 @@ namespace {
 template <class L> void lookup_finds_a_key_reinserted_while_its_old_node_is_in_the_tree() {
   using Probe = LogIntProbe<L>;
   LogInt<L> tree(AllocPolicy::kMalloc);
-  insert_all(tree, {20, 10, 30}, value_of);
+  fill(tree, {20, 10, 30});
   auto *old20 = Probe::remove_from_list_only(tree, 20);
   Value v = 0;
   CHECK_FALSE(tree.lookup(20, &v)); // removed: its node is marked
@@ -127,12 +123,12 @@ template <class L> void ascending_inserts_make_a_path() {
   for (Key k = 1; k <= kCount; ++k)
     REQUIRE(tree.insert(k, value_of(k)));
   // Unbalanced: each key is the right child of the previous one (below the
-  // root sentinel's left edge).
-  CHECK(tree.depth() == static_cast<size_t>(kCount));
+  // root sentinel's left edge): a path of kCount nodes.
+  CHECK(tree.height() == static_cast<size_t>(kCount));
   CHECK(tree.check_structure() == "");
   for (Key k = 1; k <= kCount; k += 2)
     REQUIRE(tree.remove(k));
-  CHECK(tree.depth() == static_cast<size_t>(kCount / 2));
+  CHECK(tree.height() == static_cast<size_t>(kCount / 2));
   CHECK(tree.check_structure() == "");
 }
 
@@ -142,11 +138,7 @@ template <class L> void ascending_inserts_make_a_path() {
 // still find them through the list.
 template <class L> void stable_keys_never_missed() {
   LogInt<L> tree(AllocPolicy::kMalloc);
-  constexpr Key kRange = 2048;
-  for (Key k : shuffled_keys(1, kRange, 9))
-    if (k % 4 == 0)
-      REQUIRE(tree.insert(k, value_of(k)));
-  check_stable_keys_never_missed(tree, kRange, 150'000, value_of);
+  check_stable_keys_never_missed(tree, 2048, 150'000, 9);
 }
 
 } // namespace
@@ -182,5 +174,5 @@ TEMPLATE_TEST_CASE("log-int: lookups never miss keys that removals move", "[log-
 TEMPLATE_TEST_CASE("log-int: four threads on eight keys", "[log-int]", LogIntBaselineLayout,
                    LogIntFixedLayout) {
   LogInt<TestType> tree(AllocPolicy::kMalloc);
-  check_per_key_accounting(tree, 8, 4, 100'000, value_of);
+  check_per_key_accounting(tree, 8, 4, 100'000);
 }

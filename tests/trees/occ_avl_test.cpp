@@ -15,10 +15,6 @@
 using namespace memlayout::trees;
 using namespace memlayout::trees::test;
 
-namespace {
-Value value_of(Key key) { return key * 3 + 1; }
-} // namespace
-
 namespace memlayout::trees {
 
 // Builds trees node by node and runs pieces of an update with the locks an
@@ -131,10 +127,7 @@ template <class L> void routing_nodes_are_revived_then_unlinked() {
 // of a stable key must find it with its value.
 template <class L> void stable_keys_never_missed() {
   OccAvl<L> tree(AllocPolicy::kMalloc);
-  constexpr Key kRange = 2048;
-  for (Key k = 4; k <= kRange; k += 4)
-    REQUIRE(tree.insert(k, value_of(k)));
-  check_stable_keys_never_missed(tree, kRange, 150'000, value_of);
+  check_stable_keys_never_missed(tree, 2048, 150'000, 4);
 }
 
 // Fix 1 of occ_avl.cpp. An insert of 35 reaches 30's empty right slot and
@@ -145,7 +138,7 @@ template <class L> void stable_keys_never_missed() {
 template <class L> void insert_that_loses_the_slot_then_restarts_inserts() {
   using Probe = OccAvlProbe<L>;
   OccAvl<L> tree(AllocPolicy::kMalloc);
-  insert_all(tree, {20, 10, 30}, value_of);
+  fill(tree, {20, 10, 30});
   auto *n20 = Probe::find(tree, 20);
   auto *n30 = Probe::find(tree, 30);
 
@@ -172,7 +165,7 @@ template <class L> void insert_that_loses_the_slot_then_restarts_inserts() {
   Value v = 0;
   CHECK(tree.lookup(35, &v));
   CHECK(v == value_of(35));
-  CHECK(contents(tree) == keys_with_values({10, 20, 30, 33, 35}, value_of));
+  CHECK(contents(tree) == expected_of({10, 20, 30, 33, 35}));
   CHECK(tree.check_structure() == "");
 }
 
@@ -194,7 +187,7 @@ template <class L> void rotation_with_a_stale_height_repairs_it() {
 
   Probe::rotate_single(tree, n50, false, /*h_other=*/1, /*h_outer=*/2, /*stale h_inner=*/1);
   CHECK(tree.check_structure() == "");
-  CHECK(contents(tree) == keys_with_values({10, 20, 30, 40, 45, 50, 60}, value_of));
+  CHECK(contents(tree) == expected_of({10, 20, 30, 40, 45, 50, 60}));
 }
 
 } // namespace
@@ -234,5 +227,5 @@ TEMPLATE_TEST_CASE("occ-avl: lookups never miss keys that rotations move", "[occ
 TEMPLATE_TEST_CASE("occ-avl: four threads on eight keys", "[occ-avl]", OccAvlBaselineLayout,
                    OccAvlFixedLayout) {
   OccAvl<TestType> tree(AllocPolicy::kMalloc);
-  check_per_key_accounting(tree, 8, 4, 100'000, value_of);
+  check_per_key_accounting(tree, 8, 4, 100'000);
 }

@@ -1,8 +1,10 @@
-// Scaffolding the per-tree tests share: reading a tree's contents, counting
-// a pool's live records, and the concurrent drivers that several trees run
-// with their own parameters (stable keys under churn, per-key accounting,
-// one or a few keys fought over by every thread). Each driver takes the
-// tree's type as a template parameter, so the tests call the tree directly.
+// The fixture every per-tree test shares: the values it stores, filling a
+// tree and reading its contents back, counting a pool's live records, and
+// the concurrent drivers that several trees run with their own parameters
+// (stable keys under churn, per-key accounting, one or a few keys fought
+// over by every thread). Each driver takes the tree's type as a template
+// parameter, so the tests call the tree directly. A tree's own test file
+// then holds its probe (access to its internals) and its own scenarios.
 #pragma once
 
 #include "map.h"
@@ -26,7 +28,10 @@
 
 namespace memlayout::trees::test {
 
-using ValueOf = Value (*)(Key);
+// What the tests store under a key: never the key itself, so a lookup that
+// returns another node's value fails, and a failure message shows whose
+// value it was (50007: key 50's).
+inline Value value_of(Key key) { return key * 1000 + 7; }
 
 // Quiescent only: the tree's keys and values, in key order.
 inline std::map<Key, Value> contents(const ConcurrentMap &m) {
@@ -35,7 +40,9 @@ inline std::map<Key, Value> contents(const ConcurrentMap &m) {
   return out;
 }
 
-inline std::map<Key, Value> keys_with_values(std::initializer_list<Key> keys, ValueOf value_of) {
+// What contents() should read after the keys were inserted with value_of's
+// values.
+inline std::map<Key, Value> expected_of(std::initializer_list<Key> keys) {
   std::map<Key, Value> out;
   for (Key k : keys)
     out.emplace(k, value_of(k));
@@ -51,8 +58,8 @@ inline std::vector<Key> shuffled_keys(Key first, Key last, uint64_t seed) {
   return keys;
 }
 
-template <class Tree>
-void insert_all(Tree &tree, std::initializer_list<Key> keys, ValueOf value_of) {
+// Inserts the keys in the order given (the order shapes an unbalanced tree).
+template <class Tree> void fill(Tree &tree, std::initializer_list<Key> keys) {
   for (Key k : keys)
     REQUIRE(tree.insert(k, value_of(k)));
 }
@@ -79,7 +86,7 @@ inline std::vector<RecordKind> record_kinds(TreeFactory make, Layout layout) {
 
 // rounds times: inserts keys 1..16 in a scattered order (k * 7 % 17), then
 // removes them all, so every round retires what the previous one built.
-template <class Tree> void churn_sixteen_keys(Tree &tree, int rounds, ValueOf value_of) {
+template <class Tree> void churn_sixteen_keys(Tree &tree, int rounds) {
   for (int round = 0; round < rounds; ++round) {
     for (Key k = 1; k <= 16; ++k)
       REQUIRE(tree.insert(k * 7 % 17, value_of(k)));
@@ -133,12 +140,15 @@ int failures_of_lockstep_races(int rounds, Prepare prepare, Race race) {
   return failures.load();
 }
 
-// The keys of 1..range divisible by 4 must already be in the tree, with
-// value_of's values; they are never removed. Two writers insert and remove
-// the other keys (writer_ops attempts each) while two readers look the
-// stable keys up until the writers are done: no lookup may miss one.
+// On an empty tree: the keys of 1..range divisible by 4 are inserted first
+// (in an order shuffled with seed) and never removed. Two writers insert and
+// remove the other keys (writer_ops attempts each) while two readers look
+// the stable keys up until the writers are done: no lookup may miss one.
 template <class Tree>
-void check_stable_keys_never_missed(Tree &tree, Key range, int writer_ops, ValueOf value_of) {
+void check_stable_keys_never_missed(Tree &tree, Key range, int writer_ops, uint64_t seed) {
+  for (Key k : shuffled_keys(1, range, seed))
+    if (k % 4 == 0)
+      REQUIRE(tree.insert(k, value_of(k)));
   constexpr int kWriters = 2, kReaders = 2;
   std::atomic<int> writers_done{0};
   std::atomic<uint64_t> misses{0}, lookups{0};
@@ -178,8 +188,7 @@ void check_stable_keys_never_missed(Tree &tree, Key range, int writer_ops, Value
 // threads insert and remove keys 1..range at random (ops each). Per key, the
 // successful inserts minus the successful removes of all threads must be 0
 // or 1, and say whether the key is there at the end.
-template <class Tree>
-void check_per_key_accounting(Tree &tree, Key range, int threads, int ops, ValueOf value_of) {
+template <class Tree> void check_per_key_accounting(Tree &tree, Key range, int threads, int ops) {
   std::vector<std::vector<int>> delta(threads, std::vector<int>(range + 1, 0));
   run_threads(threads, [&](int t) {
     std::mt19937_64 rng(t);
@@ -211,7 +220,7 @@ void check_per_key_accounting(Tree &tree, Key range, int threads, int ops, Value
 template <class Tree>
 void check_contended_keys_next_to_stable_ones(Tree &tree, const Key (&contended)[4],
                                               const Key (&stable)[4], bool contended_present,
-                                              unsigned seed, ValueOf value_of) {
+                                              unsigned seed) {
   constexpr int kThreads = 4;
   constexpr int kOps = 200'000;
   std::vector<std::vector<int>> delta(kThreads, std::vector<int>(4, 0));
