@@ -6,8 +6,8 @@
 #include "pmu_counters.h"
 
 #include <array>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +50,7 @@ struct BenchResult {
   std::vector<RecordKind> records;
   // Totals over the threads, for the events every thread counted.
   std::array<int64_t, kPmuEventCount> counters{-1, -1, -1};
-  std::string counters_unavailable; // "" when all events were counted
+  std::string counters_unavailable;  // "" when all events were counted
   std::optional<htm::HtmReport> htm; // the HTM trees' transactions
 };
 
