@@ -3,7 +3,6 @@
 // bad arguments.
 #include "htm_report.h"
 #include "json_write.h"
-#include "option_table.h"
 #include "tree_options.h"
 #include "ycsb_lite_options.h"
 #include "ycsb_lite_run.h"
@@ -90,11 +89,8 @@ void print_text(const YcsbOptions &o, const YcsbResult &r) {
 
 int main(int argc, char **argv) {
   YcsbOptions o;
-  YcsbCommand command = make_ycsb_command(o);
-  if (int rc = memlayout::cli::parse_command(*command.app, argc, argv); rc >= 0)
+  if (int rc = parse_ycsb_command_line(argc, argv, o); rc >= 0)
     return rc;
-  if (std::string e = check_ycsb_options(o, command); !e.empty())
-    return memlayout::cli::usage_error(*command.app, e);
   YcsbResult r;
   try {
     r = run_ycsb(o);

@@ -58,4 +58,13 @@ std::string check_ycsb_options(const YcsbOptions &o, const YcsbCommand &command)
   return {};
 }
 
+int parse_ycsb_command_line(int argc, char **argv, YcsbOptions &o) {
+  YcsbCommand command = make_ycsb_command(o);
+  if (int rc = cli::parse_command(*command.app, argc, argv); rc >= 0)
+    return rc;
+  if (std::string e = check_ycsb_options(o, command); !e.empty())
+    return cli::usage_error(*command.app, e);
+  return -1;
+}
+
 } // namespace memlayout::trees::ycsb

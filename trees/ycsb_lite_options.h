@@ -3,11 +3,14 @@
 
 #include "map.h"
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
+
+// CLI11 stays out of headers (tree_options.h says why).
+namespace CLI {
+class App;
+}
 
 namespace memlayout::trees::ycsb {
 
@@ -34,5 +37,10 @@ struct YcsbCommand {
 YcsbCommand make_ycsb_command(YcsbOptions &o);
 // What the parsed options, together, get wrong, or "".
 std::string check_ycsb_options(const YcsbOptions &o, const YcsbCommand &command);
+
+// Parses argv into `o`, printing --help or a usage error; -1 when the run
+// should go on, else the exit status. The option table is gone when it
+// returns, so that none of it is live in a recorded heap.
+int parse_ycsb_command_line(int argc, char **argv, YcsbOptions &o);
 
 } // namespace memlayout::trees::ycsb

@@ -88,9 +88,22 @@ public:
     return usage_.empty() ? CLI::Formatter::make_usage(app, std::move(name)) : usage_ + "\n";
   }
 
+  // Paragraphs (split at blank lines) refilled to 80 columns, except those
+  // with an indented line (examples), kept as written.
   std::string make_description(const CLI::App *app) const override {
-    std::string text = CLI::Formatter::make_description(app);
-    return text.empty() ? text : wrap(text, 80, true);
+    const std::string text = CLI::Formatter::make_description(app);
+    std::string out;
+    for (size_t at = 0; at < text.size();) {
+      size_t end = text.find("\n\n", at);
+      std::string paragraph = text.substr(at, end == std::string::npos ? end : end - at);
+      at = end == std::string::npos ? text.size() : end + 2;
+      bool indented = paragraph.starts_with(' ') || paragraph.find("\n ") != std::string::npos;
+      std::string body = indented ? paragraph : wrap(paragraph, 80, false);
+      while (!body.empty() && body.back() == '\n')
+        body.pop_back();
+      out += (out.empty() ? "" : "\n\n") + body;
+    }
+    return out.empty() ? out : out + "\n";
   }
 
   std::string make_option_desc(const CLI::Option *opt) const override {

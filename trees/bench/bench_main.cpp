@@ -3,7 +3,6 @@
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_run.h"
-#include "option_table.h"
 
 #include <iostream>
 #include <new>
@@ -14,11 +13,8 @@ using namespace memlayout::trees::bench;
 
 int main(int argc, char **argv) {
   BenchOptions o;
-  BenchCommand command = make_bench_command(o);
-  if (int rc = memlayout::cli::parse_command(*command.app, argc, argv); rc >= 0)
+  if (int rc = parse_bench_command_line(argc, argv, o); rc >= 0)
     return rc;
-  if (std::string e = check_bench_options(o, command); !e.empty())
-    return memlayout::cli::usage_error(*command.app, e);
   if (o.list) {
     for (const TreeInfo &t : all_trees())
       std::cout << t.name << "\t" << t.description << "\n";

@@ -164,6 +164,15 @@ std::string check_bench_options(const BenchOptions &o, const BenchCommand &comma
   return {};
 }
 
+int parse_bench_command_line(int argc, char **argv, BenchOptions &o) {
+  BenchCommand command = make_bench_command(o);
+  if (int rc = cli::parse_command(*command.app, argc, argv); rc >= 0)
+    return rc;
+  if (std::string e = check_bench_options(o, command); !e.empty())
+    return cli::usage_error(*command.app, e);
+  return -1;
+}
+
 ParsedOptions parse_bench_options(int argc, char **argv) {
   ParsedOptions r;
   BenchCommand command = make_bench_command(r.options);

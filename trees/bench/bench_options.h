@@ -3,12 +3,15 @@
 
 #include "map.h"
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+
+// CLI11 stays out of headers (tree_options.h says why).
+namespace CLI {
+class App;
+}
 
 namespace memlayout::trees::bench {
 
@@ -64,6 +67,12 @@ BenchCommand make_bench_command(BenchOptions &o);
 // What the parsed options, together, get wrong, or "" (--tree missing,
 // a mix the tree cannot run, a prefill larger than the key range, ...).
 std::string check_bench_options(const BenchOptions &o, const BenchCommand &command);
+
+// Parses argv into `o`, printing --help or a usage error; -1 when the
+// benchmark should run, else the exit status. The option table is gone when
+// it returns: what it allocated would otherwise be live in the recorded heap
+// beside the tree's records (and in `memlayout advise`'s rules).
+int parse_bench_command_line(int argc, char **argv, BenchOptions &o);
 
 // The two in one, printing nothing, for tests: `exit_status` -1 when the
 // benchmark should run, 0 after --help, 2 with `error` for a usage error.

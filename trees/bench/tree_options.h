@@ -5,10 +5,15 @@
 
 #include "map.h"
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
+
+// Only the files that declare option tables include CLI11: its header
+// defines validator objects in every file that includes it, which would be
+// live, allocated, in every recorded heap of the program.
+namespace CLI {
+class App;
+}
 
 namespace memlayout::trees::bench {
 
