@@ -53,6 +53,9 @@ std::string pool_name(const Group &g) {
   return n;
 }
 
+// The rule that gives the group a pool of its own.
+std::string own_pool(const Group &g) { return rule_match(g) + ",pool=" + pool_name(g); }
+
 const GroupReport *by_id(const Report &r, uint32_t id) {
   for (const auto &g : r.groups)
     if (g.group.id == id)
@@ -120,18 +123,16 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
     f.message += ", interleaved with " + other->group.name + " in the " +
                  std::to_string(g.group.size_class) + "-byte size class";
     f.fix = "segregate " + g.group.name + " from " + other->group.name + ": --segregate " +
-            rule_match(g.group) + ",pool=" + pool_name(g.group);
+            own_pool(g.group);
   } else if (!g.strides.empty() && g.strides[0].share >= 0.5 && g.strides[0].bytes >= 128 &&
              is_pow2(static_cast<uint64_t>(std::llabs(g.strides[0].bytes)))) {
     uint64_t lines = static_cast<uint64_t>(std::llabs(g.strides[0].bytes)) / 64;
     f.message += "; its objects sit " + std::to_string(g.strides[0].bytes) + " bytes apart";
     f.fix = "pad the objects to an odd number of lines (e.g. " + std::to_string((lines + 1) * 64) +
             " bytes: pad=" + std::to_string((lines + 1) * 64) +
-            ") or segregate them: --segregate " + rule_match(g.group) +
-            ",pool=" + pool_name(g.group);
+            ") or segregate them: --segregate " + own_pool(g.group);
   } else {
-    f.fix = "segregate " + g.group.name + " into its own pool: --segregate " + rule_match(g.group) +
-            ",pool=" + pool_name(g.group);
+    f.fix = "segregate " + g.group.name + " into its own pool: --segregate " + own_pool(g.group);
   }
   out.push_back(std::move(f));
 }
@@ -154,7 +155,7 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
               " across a line boundary: one more cache miss each";
   // In a pool of their own: aligned objects served from the size class they
   // grow into would interleave with that class's other groups.
-  const std::string rule = rule_match(g.group) + ",pool=" + pool_name(g.group) + ",align=64";
+  const std::string rule = own_pool(g.group) + ",align=64";
   if (bytes <= 64)
     f.fix = "align the objects to 64 bytes, in a pool of their own: --segregate " + rule;
   else
@@ -187,7 +188,7 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.message = g.group.name + " and " + other->group.name + " share the " +
                   std::to_string(g.group.size_class) + "-byte size class: " + pct(next_to) +
                   " of " + g.group.name + "'s objects sit on or next to a line of the other";
-      f.fix = "segregate them: --segregate " + rule_match(g.group) + ",pool=" + pool_name(g.group);
+      f.fix = "segregate them: --segregate " + own_pool(g.group);
       out.push_back(std::move(f));
     }
     double adjacent = static_cast<double>(n.adjacent_line) / g.objects;
@@ -200,8 +201,7 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.message = pct(adjacent) + " of " + g.group.name +
                   "'s lines pair (128-byte prefetch) with a line of " + other->group.name +
                   ": the adjacent-line prefetcher fills the cache with it";
-      f.fix = "segregate " + g.group.name + ": --segregate " + rule_match(g.group) +
-              ",pool=" + pool_name(g.group);
+      f.fix = "segregate " + g.group.name + ": --segregate " + own_pool(g.group);
       out.push_back(std::move(f));
     }
   }
@@ -224,11 +224,10 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
               (small ? std::string(": small objects (") + std::to_string(g.group.size_class) +
                            " bytes) written by different threads ping-pong the line"
                      : "");
-  f.fix = small
-              ? "pad each object to a line, in a pool of their own: --segregate " +
-                    rule_match(g.group) + ",pool=" + pool_name(g.group) + ",pad=64,align=64"
-              : "give each thread's objects their own lines or pool: --segregate " +
-                    rule_match(g.group) + ",pool=" + pool_name(g.group);
+  f.fix = small ? "pad each object to a line, in a pool of their own: --segregate " +
+                      own_pool(g.group) + ",pad=64,align=64"
+                : "give each thread's objects their own lines or pool: --segregate " +
+                      own_pool(g.group);
   out.push_back(std::move(f));
 }
 
@@ -248,8 +247,7 @@ void page_spread(const GroupReport &g, const FindingThresholds &t, std::vector<F
   f.message = g.group.name + " spreads over " + std::to_string(g.pages_4k) + " pages where " +
               std::to_string(g.pages_min) + " would hold it (" + num(ratio) +
               "x): that many more TLB entries on every traversal";
-  f.fix = "segregate it into a pool (its own contiguous pages): --segregate " +
-          rule_match(g.group) + ",pool=" + pool_name(g.group) +
+  f.fix = "segregate it into a pool (its own contiguous pages): --segregate " + own_pool(g.group) +
           (g.pages_min >= 512 ? ",hugepages=1" : "");
   out.push_back(std::move(f));
 }
@@ -311,18 +309,18 @@ void htm_false_conflict(const Report &r, const HtmGroupAborts &h, const FindingT
     f.message += " of " + sharer->group.name + " (" + std::to_string(h.sharers[0].second) +
                  " times), which shares those lines";
   if (sharer) {
-    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name +
-            ": --segregate " + rule_match(g->group) + ",pool=" + pool_name(g->group);
+    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name + ": --segregate " +
+            own_pool(g->group);
   } else if (h.neighbour_object_conflicts * 2 >= h.conflicts_false &&
              g->group.requested_size <= 64) {
     f.fix = "the other side touched a neighbouring object of the group: give each its own "
             "line: --segregate " +
-            rule_match(g->group) + ",pad=64,align=64";
+            own_pool(g->group) + ",pad=64,align=64";
   } else if (g->straddle_fraction >= t.straddle_medium) {
     // Objects starting mid-line: fields laid out a line apart share one.
     f.fix = "align the objects to lines, so that fields laid out on different lines stay "
             "there: --segregate " +
-            rule_match(g->group) +
+            own_pool(g->group) +
             ",align=64; where conflicts remain, put the fields that different transactions "
             "write on lines of their own";
   } else {
@@ -371,8 +369,8 @@ void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresho
   f.metric["same_page_offset_share"] = same_offset;
   f.message = pct(share) + " of the aborts (" + std::to_string(capacity) +
               ") are capacity aborts, and " + pct(group_share) +
-              " of the lines in the overflowing L1 sets are " + g->group.name +
-              "'s (offsets " + offsets_text(h.capacity_offsets, 4) + " of its objects)";
+              " of the lines in the overflowing L1 sets are " + g->group.name + "'s (offsets " +
+              offsets_text(h.capacity_offsets, 4) + " of its objects)";
   if (uneven)
     f.message += "; the transactions held only " + num(hr.capacity_mean_lines) + " lines over " +
                  num(hr.capacity_mean_sets) + " sets of the " + std::to_string(l1_lines) +
@@ -478,8 +476,9 @@ std::string rule_of_fix(const std::string &fix) {
   if (at == std::string::npos)
     return {};
   std::string rule = fix.substr(at + kFlag.size());
-  if (size_t alt = rule.find(" (or "); alt != std::string::npos)
-    rule.resize(alt);
+  // The rule ends where the prose goes on: " (or ...)" or "; ...".
+  if (size_t end = std::min(rule.find(" (or "), rule.find("; ")); end != std::string::npos)
+    rule.resize(end);
   while (!rule.empty() && (rule.back() == ' ' || rule.back() == '.'))
     rule.pop_back();
   rules::Rule parsed;

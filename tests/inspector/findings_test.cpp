@@ -187,3 +187,12 @@ TEST_CASE("findings: one call site's size classes share one finding", "[findings
   CHECK(merged->metric.at("groups_merged") == Approx(5));
   CHECK(merged->message.find("4 more size classes") != std::string::npos);
 }
+
+TEST_CASE("a fix's rule ends where its prose goes on", "[findings]") {
+  CHECK(rule_of_fix("align the objects: --segregate function=leaf,pool=leaf,align=64; where "
+                    "conflicts remain, put the fields ...") == "function=leaf,pool=leaf,align=64");
+  CHECK(rule_of_fix("segregate: --segregate function=node,pool=node (or pad them)") ==
+        "function=node,pool=node");
+  CHECK(rule_of_fix("put the fields on lines of their own") == "");
+  CHECK(rule_of_fix("--segregate function=node,pool=") == "");
+}
