@@ -19,8 +19,6 @@
 namespace memlayout::cli {
 namespace {
 
-int severity_rank(const std::string &s) { return s == "high" ? 2 : s == "medium" ? 1 : 0; }
-
 struct MergedRule {
   rules::Rule rule;
   std::vector<const inspector::Finding *> because;
@@ -92,7 +90,7 @@ int advise_main(int argc, char **argv) {
   std::map<std::string, size_t> index;
   size_t without_rule = 0, considered = 0;
   for (const auto &f : report.findings) {
-    if (severity_rank(f.severity) < severity_rank(min_severity))
+    if (inspector::severity_rank(f.severity) < inspector::severity_rank(min_severity))
       continue;
     ++considered;
     rules::Rule r;

@@ -397,10 +397,6 @@ void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresho
   out.push_back(std::move(f));
 }
 
-int rank(const std::string &severity) {
-  return severity == "high" ? 0 : severity == "medium" ? 1 : 2;
-}
-
 // A call site allocating many sizes (a buffer pool, a string builder) has one
 // group per size class, and each would carry the same finding: one finding
 // per (kind, site) reads better. Single-group findings of the same kind and
@@ -462,7 +458,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     }
   // Most severe first, so a merged finding keeps its worst case's words.
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {
-    return rank(a.severity) < rank(b.severity);
+    return severity_rank(a.severity) > severity_rank(b.severity);
   });
   out = merge_by_site(r, std::move(out));
   for (Finding &f : out)

@@ -5,14 +5,6 @@
 
 namespace memlayout::inspector {
 
-namespace {
-
-int rank(const std::string &severity) {
-  return severity == "high" ? 2 : severity == "medium" ? 1 : 0;
-}
-
-} // namespace
-
 std::vector<RankedFix> rank_fixes(const Report &r) {
   std::vector<RankedFix> fixes;
   std::map<std::string, size_t> by_key;
@@ -23,7 +15,7 @@ std::vector<RankedFix> rank_fixes(const Report &r) {
       fixes.push_back({f.fix, f.rule, {}, {}, 0, 0, f.severity});
     RankedFix &x = fixes[it->second];
     x.findings.push_back(&f);
-    if (rank(f.severity) > rank(x.severity)) {
+    if (severity_rank(f.severity) > severity_rank(x.severity)) {
       x.severity = f.severity;
       x.fix = f.fix;
     }
@@ -41,7 +33,7 @@ std::vector<RankedFix> rank_fixes(const Report &r) {
           x.lines += g.lines_total;
         }
     std::stable_sort(x.findings.begin(), x.findings.end(), [](const Finding *a, const Finding *b) {
-      return rank(a->severity) > rank(b->severity);
+      return severity_rank(a->severity) > severity_rank(b->severity);
     });
   }
   std::stable_sort(fixes.begin(), fixes.end(), [](const RankedFix &a, const RankedFix &b) {
@@ -49,7 +41,7 @@ std::vector<RankedFix> rank_fixes(const Report &r) {
       return a.bytes > b.bytes;
     if (a.lines != b.lines)
       return a.lines > b.lines;
-    return rank(a.severity) > rank(b.severity);
+    return severity_rank(a.severity) > severity_rank(b.severity);
   });
   return fixes;
 }

@@ -53,6 +53,11 @@ struct GroupReport {
   uint64_t lines_total = 0;
 };
 
+// Severity as a number: high 2, medium 1, low (or unknown) 0.
+inline int severity_rank(const std::string &severity) {
+  return severity == "high" ? 2 : severity == "medium" ? 1 : 0;
+}
+
 struct Finding {
   std::string kind;     // set_underutilization, line_straddle, ...
   std::string severity; // high, medium, low
@@ -158,12 +163,12 @@ struct Report {
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::vector<ReportCacheLevel> levels;
-  std::vector<GroupReport> groups;  // by descending bytes
-  std::vector<Finding> findings;    // by descending severity, then groups
-  std::vector<std::string> notes;   // caveats the reader must know
-  std::vector<RuleStat> rules;      // when recorded under rules
+  std::vector<GroupReport> groups;   // by descending bytes
+  std::vector<Finding> findings;     // by descending severity, then groups
+  std::vector<std::string> notes;    // caveats the reader must know
+  std::vector<RuleStat> rules;       // when recorded under rules
   std::optional<HtmAbortReport> htm; // when the trace records aborted transactions
-  std::optional<ReportPlots> plots; // only when asked for (HTML)
+  std::optional<ReportPlots> plots;  // only when asked for (HTML)
 };
 
 } // namespace memlayout::inspector
