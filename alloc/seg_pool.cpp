@@ -17,9 +17,10 @@ constinit Pool g_pools[kMaxPools];
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-// Small objects take the first half of the range; the arena's metadata takes
-// the first 2 MiB block of the rest.
-constexpr size_t kMinReserve = 2 * kHugePage;
+// Small objects take the first half of the range (whole 2 MiB blocks); the
+// arena's metadata takes the first 2 MiB block of the rest. The smallest pool
+// keeps a block for small objects, the metadata's and one for larger objects.
+constexpr size_t kMinReserve = 3 * kHugePage;
 constexpr size_t kMaxAlignment = size_t{1} << 30;
 
 // Slots whose arena jemalloc would not destroy: its hooks still point here.

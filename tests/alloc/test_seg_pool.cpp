@@ -439,11 +439,17 @@ TEST_CASE("pool: destroy releases the range; its pointers have no pool after", "
 
 TEST_CASE("pool: an exhausted pool answers NULL with ENOMEM and recovers", "[seg]") {
   seg_pool_options opts{};
-  opts.reserve_bytes = size_t{4} << 20; // the smallest: 2 MiB of arena metadata, 2 for objects
+  // Raised to the smallest, 6 MiB: 2 MiB of pages for objects up to 1 KiB,
+  // 2 of arena metadata, 2 for larger objects.
+  opts.reserve_bytes = size_t{4} << 20;
   seg_pool *pool = seg_pool_create("tiny", &opts);
   REQUIRE(pool);
   auto range = bounds_of(pool);
-  CHECK(range.end - range.begin == opts.reserve_bytes);
+  CHECK(range.end - range.begin == size_t{6} << 20);
+  void *large = seg_malloc(pool, 2000); // past the small classes: the arena's
+  REQUIRE(large);
+  CHECK(range.contains(large));
+  seg_free(large);
   std::vector<void *> objects;
   void *p;
   while ((p = seg_malloc(pool, 1000)) != nullptr) {
