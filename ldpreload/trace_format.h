@@ -405,9 +405,10 @@ inline uint8_t *put_varint_pdep(uint8_t *p, uint64_t v) {
 #if defined(__x86_64__)
   if (__builtin_expect(v >> 56, 0))
     return put_varint(p, v);
-  uint64_t x, clz;
-  asm("lzcnt %1, %0" : "=r"(clz) : "r"(v | 1)); // every CPU with a fast PDEP has LZCNT
-  const VarintShape &shape = kVarintShapes.by_clz[clz];
+  uint64_t x;
+  // Not the lzcnt instruction: a VM may report BMI2 without LZCNT, and there
+  // lzcnt runs as bsr and gives another count (a wrong length, a corrupt trace).
+  const VarintShape &shape = kVarintShapes.by_clz[__builtin_clzll(v | 1)];
   asm("pdep %2, %1, %0" : "=r"(x) : "r"(v), "r"(0x7f7f7f7f7f7f7f7full));
   x |= shape.continuation;
   std::memcpy(p, &x, sizeof x);
