@@ -24,27 +24,6 @@ struct MergedRule {
   std::vector<const inspector::Finding *> because;
 };
 
-// Folds b's actions into a (same match keys): the larger pad and alignment,
-// a's pool unless it has none, huge pages if either asks.
-void merge_actions(rules::Rule &a, const rules::Rule &b) {
-  if (!a.pool[0])
-    std::memcpy(a.pool, b.pool, sizeof a.pool);
-  a.pad = std::max(a.pad, b.pad);
-  a.align = std::max(a.align, b.align);
-  a.huge_pages = a.huge_pages || b.huge_pages;
-}
-
-std::string match_key(const rules::Rule &r) {
-  rules::Rule m = r;
-  m.pool[0] = 0;
-  m.pad = m.align = 0;
-  m.huge_pages = false;
-  m.pad = 1; // any action: format_rule only writes what is set
-  char buf[4096];
-  size_t n = rules::format_rule(m, buf, sizeof buf);
-  return std::string(buf, n);
-}
-
 const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
   for (const auto &g : r.groups)
     if (g.group.id == id)
@@ -99,12 +78,12 @@ int advise_main(int argc, char **argv) {
       ++without_rule;
       continue;
     }
-    std::string key = match_key(r);
+    std::string key = inspector::match_keys_of(r);
     auto [it, fresh] = index.emplace(key, merged.size());
     if (fresh)
       merged.push_back({r, {&f}});
     else {
-      merge_actions(merged[it->second].rule, r);
+      inspector::merge_actions(merged[it->second].rule, r);
       merged[it->second].because.push_back(&f);
     }
   }

@@ -18,8 +18,9 @@ struct RankedFix {
   std::string severity;                  // the highest of its findings
 };
 
-// Findings with the same rule (or, without one, the same fix text) are one
-// fix. Ranked by the bytes of the groups it is about, then their lines, then
+// Findings whose rules have the same match keys (or, without a rule, the
+// same fix text) are one fix, its rule theirs merged as advise merges them,
+// its groups those the rule routes. Ranked by the bytes of the groups it is about, then their lines, then
 // severity.
 std::vector<RankedFix> rank_fixes(const Report &r);
 

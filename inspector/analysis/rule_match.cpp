@@ -1,5 +1,8 @@
 #include "rule_match.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace memlayout::inspector {
 
 namespace {
@@ -44,6 +47,25 @@ std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &repor
     if (rule_matches(rule, g.group.site, g.group.requested_size, g.group.type))
       ids.push_back(g.group.id);
   return ids;
+}
+
+std::string match_keys_of(const rules::Rule &r) {
+  rules::Rule m = r;
+  m.pool[0] = 0;
+  m.align = 0;
+  m.huge_pages = false;
+  m.pad = 1; // any action: format_rule only writes what is set
+  char buf[4096];
+  size_t n = rules::format_rule(m, buf, sizeof buf);
+  return std::string(buf, n);
+}
+
+void merge_actions(rules::Rule &a, const rules::Rule &b) {
+  if (!a.pool[0])
+    std::memcpy(a.pool, b.pool, sizeof a.pool);
+  a.pad = std::max(a.pad, b.pad);
+  a.align = std::max(a.align, b.align);
+  a.huge_pages = a.huge_pages || b.huge_pages;
 }
 
 } // namespace memlayout::inspector

@@ -28,4 +28,11 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 // most common requested size and type.
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
 
+// Rules with the same match keys route the same allocations: advise writes
+// them as one rule, and the report ranks them as one fix.
+std::string match_keys_of(const rules::Rule &r);
+// Folds b's actions into a (same match keys): the larger pad and alignment,
+// a's pool unless it has none, huge pages if either asks.
+void merge_actions(rules::Rule &a, const rules::Rule &b);
+
 } // namespace memlayout::inspector

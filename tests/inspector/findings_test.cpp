@@ -1,6 +1,7 @@
 // Findings on synthetic measurements: the study's pathologies are flagged
 // with the right fix, a clean layout is not.
 #include "findings.h"
+#include "fix_ranking.h"
 
 #include <catch2/catch.hpp>
 
@@ -195,4 +196,39 @@ TEST_CASE("a fix's rule ends where its prose goes on", "[findings]") {
         "function=node,pool=node");
   CHECK(rule_of_fix("put the fields on lines of their own") == "");
   CHECK(rule_of_fix("--segregate function=node,pool=") == "");
+}
+
+TEST_CASE("fixes whose rules route the same allocations rank as one, as advise merges them",
+          "[findings]") {
+  Report r = base_report();
+  r.groups = {clean_group(1, "new_leaf", 64), clean_group(2, "new_inner", 256),
+              clean_group(3, "new_tiny", 16)};
+  auto finding = [](const char *kind, const char *severity, uint32_t group, const char *rule) {
+    Finding f;
+    f.kind = kind;
+    f.severity = severity;
+    f.groups = {group};
+    f.rule = rule;
+    f.fix = std::string("--segregate ") + rule;
+    return f;
+  };
+  Finding straddle =
+      finding("line_straddle", "medium", 1, "function=new_leaf,pool=new_leaf,align=64");
+  Finding sharing = finding("set_underutilization", "high", 1, "function=new_leaf,pool=new_leaf");
+  Finding prose = finding("htm_false_conflict", "low", 3, "");
+  prose.fix = "split the record";
+  Finding inner = finding("page_spread", "low", 2, "function=new_inner,pool=new_inner,hugepages=1");
+  r.findings = {straddle, sharing, prose, inner};
+
+  std::vector<RankedFix> fixes = rank_fixes(r);
+  REQUIRE(fixes.size() == 3);
+  // By bytes: new_inner's 25.6 MB, new_leaf's 6.4 MB, new_tiny's 1.6 MB.
+  CHECK(fixes[0].groups == std::vector<uint32_t>{2});
+  CHECK(fixes[1].rule == "function=new_leaf,pool=new_leaf,align=64");
+  CHECK(fixes[1].findings.size() == 2);
+  CHECK(fixes[1].severity == "high");
+  CHECK(fixes[1].groups == std::vector<uint32_t>{1});
+  CHECK(fixes[1].bytes == 6400000);
+  CHECK(fixes[2].rule.empty());
+  CHECK(fixes[2].groups == std::vector<uint32_t>{3});
 }
