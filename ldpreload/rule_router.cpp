@@ -539,6 +539,7 @@ const Route *route_by_callers(const UnwindStart &start, size_t size) {
   // are cached per return address, so a frame costs a few ns once warm.
   constexpr size_t kDepths[] = {3, 10};
   uintptr_t frames[10];
+  size_t decided = 1; // frames[1, decided) said "decide by the caller"
   for (size_t depth : kDepths) {
     size_t n = 1;
     // The unwinder's first use on a thread may allocate: that allocation is
@@ -548,11 +549,12 @@ const Route *route_by_callers(const UnwindStart &start, size_t size) {
       n = cfi::unwind_rules_only(start, frames, depth);
       tl_unwinding = false;
     }
-    for (size_t i = 1; i < n; ++i) {
+    for (size_t i = decided; i < n; ++i) {
       uint64_t kind = frame_decision(frames[i], size);
       if (kind != kDecideByCaller)
         return kind ? &g_routes[kind - 1] : nullptr;
     }
+    decided = std::max(decided, n);
     if (n < depth)
       break; // the stack ended: every frame was looked through
   }
