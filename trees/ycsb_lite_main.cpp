@@ -51,7 +51,7 @@ void print_json(const YcsbOptions &o, const YcsbResult &r) {
          {"updates", t.updates},
          {"txn_per_s", t.seconds > 0 ? static_cast<double>(t.txns()) / t.seconds : 0.0}});
   if (r.htm)
-    j["htm"] = bench::htm_json(*r.htm, o.config.htm, r.txns);
+    j["htm"] = bench::htm_json(*r.htm, o.config.htm, r.txns * o.txn_rows); // per index operation
   j["check"] = check_name(r);
   if (!r.check_error.empty())
     j["check_error"] = r.check_error;

@@ -137,7 +137,8 @@ std::string first_unknown_option(const CLI::App &app, int argc, char **argv) {
       break;
     if (!is_unknown_option(a))
       continue;
-    std::string name = a.substr(0, a.find('='));
+    // "--name=value", or "-oVALUE": a short option's value may be attached.
+    std::string name = a[1] == '-' ? a.substr(0, a.find('=')) : a.substr(0, 2);
     if (!app.get_option_no_throw(name) && name != "-h" && name != "--help")
       return a;
   }

@@ -198,7 +198,7 @@ template <Bookkeeping B> void Run::operate(Worker &w, Xoshiro256 &rng, Allocatio
   const unsigned remove_below = insert_below + o_.mix.remove;
   const unsigned put_below = remove_below + o_.mix.put;
   constexpr bool kCounting = B != Bookkeeping::kNone;
-  // The history has no put or scan: parse_bench_options refuses
+  // The history has no put or scan: check_bench_options refuses
   // --linearizable with a mix that has them.
   constexpr bool kRecording = B == Bookkeeping::kHistory;
   int32_t *delta = w.delta.data();
