@@ -88,7 +88,7 @@ bool open_trace() {
         g_options.allocator == AllocatorMode::kJemalloc ? "jemalloc" : "native");
   h.str(HeaderTag::kUnwind, unwind_label());
   h.u32(HeaderTag::kStackDepth, g_options.stack_depth);
-  h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period);
+  h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period_max);
   h.u32(HeaderTag::kPointerBits, 64);
   h.u32(HeaderTag::kUsableModel, static_cast<uint32_t>(g_usable_model));
   char text[8192];

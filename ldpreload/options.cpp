@@ -31,11 +31,13 @@ bool parse_int(const char *name, const char *v, Range r, int64_t *out) {
   return true;
 }
 
-template <class T> void int_option(const char *name, Range r, T *field) {
+template <class T> bool int_option(const char *name, Range r, T *field) {
   const char *v = getenv(name);
   int64_t x;
-  if (v && *v && parse_int(name, v, r, &x))
-    *field = static_cast<T>(x);
+  if (!v || !*v || !parse_int(name, v, r, &x))
+    return false;
+  *field = static_cast<T>(x);
+  return true;
 }
 
 } // namespace
@@ -46,6 +48,7 @@ void load_options(Options *o) {
   o->unwind = UnwindMethod::kCfi;
   o->stack_depth = 8;
   o->tick_period = 16;
+  o->tick_period_max = 128;
   o->block_kib = 64;
   o->zstd_level = 1;
   o->page_frames = true;
@@ -62,7 +65,9 @@ void load_options(Options *o) {
     sys::warn("ignoring unknown MEMLAYOUT_UNWIND (fp|cfi|dwarf)", v);
   int_option("MEMLAYOUT_STACK_DEPTH", {1, kMaxStackDepth}, &o->stack_depth);
   int_option("MEMLAYOUT_ROOT_PID", {0, INT32_MAX}, &o->root_pid);
-  int_option("MEMLAYOUT_TICK_PERIOD", {1, 4096}, &o->tick_period);
+  // A period the user chose is kept as it is: tests and exact timelines want it.
+  if (int_option("MEMLAYOUT_TICK_PERIOD", {1, 4096}, &o->tick_period))
+    o->tick_period_max = o->tick_period;
   int_option("MEMLAYOUT_BLOCK_KIB", {16, 4096}, &o->block_kib);
   int_option("MEMLAYOUT_ZSTD_LEVEL", {-7, 9}, &o->zstd_level);
   // "PID:N": N execs happened in process PID. Other processes that inherit

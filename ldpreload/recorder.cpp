@@ -5,6 +5,7 @@
 #include "stack_table.h"
 #include "trace_writer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -258,13 +259,39 @@ unsigned put_sizes(uint64_t *f, size_t size, size_t usable, trace::Api api) {
 
 } // namespace
 
-void stage_tick(ThreadLog *log) {
+namespace {
+
+void stage_tsc(ThreadLog *log, uint64_t tsc) {
   uint64_t *w = log->stage_pos.load(std::memory_order_relaxed);
   w[0] = uint64_t{kStagedKind} << 56 | 1 << 8 |
          trace::event_head(trace::EventKind::kTick, trace::Api::kMalloc);
-  w[1] = sys::rdtsc();
-  log->tick_countdown = g_options.tick_period;
+  w[1] = tsc;
   log->stage_pos.store(w + 2, std::memory_order_release);
+}
+
+// Samples closer than this (TSC ticks: 0.5-1 us at 2-4 GHz) tell the reader
+// nothing the event order does not: the period doubles, up to
+// tick_period_max; samples four times further apart halve it again.
+constexpr uint64_t kTickGapTicks = 2048;
+
+} // namespace
+
+// Reading the TSC costs as much as a malloc on these VMs, so what a sample
+// buys is time resolution, not one per so many events: a loop allocating
+// every 20 ns needs one in 64 events for a microsecond's, a program
+// allocating every microsecond one in 16 for a few.
+void stage_tick(ThreadLog *log) {
+  uint64_t now = sys::rdtsc();
+  stage_tsc(log, now);
+  uint64_t gap = now - log->sampled_tsc;
+  uint32_t period = log->tick_period;
+  if (gap < kTickGapTicks && period < g_options.tick_period_max)
+    period = std::min(period * 2, g_options.tick_period_max);
+  else if (gap > 4 * kTickGapTicks && period > g_options.tick_period)
+    period = std::max(period / 2, g_options.tick_period);
+  log->tick_period = period;
+  log->sampled_tsc = now;
+  log->tick_countdown = period;
 }
 
 void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size_t align,
@@ -288,13 +315,13 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->stage = reinterpret_cast<uint64_t *>(log + 1);
   log->stage_pos.store(log->stage, std::memory_order_relaxed);
   log->stage_limit = log->stage + kStageWords - kMaxStagedWords;
-  log->tick_countdown = g_options.tick_period;
+  log->tick_period = log->tick_countdown = g_options.tick_period;
   log->data = reinterpret_cast<uint8_t *>(log->stage + kStageWords);
   log->capacity = g_options.block_kib * size_t{1024};
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
   unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
-  log->last_tsc = sys::rdtsc();
+  log->sampled_tsc = log->last_tsc = sys::rdtsc();
   begin_block(log);
   {
     LockGuard g(g_registry_lock);
@@ -385,7 +412,7 @@ void record_mark(ThreadState &ts, const char *name) {
   if (!log)
     return count_lost_event();
   uint64_t id = g_dictionary.intern_string(name);
-  stage_tick(log); // a mark's time matters: sample it exactly
+  stage_tsc(log, sys::rdtsc()); // a mark's time matters: sample it exactly
   stage_record(log, trace::event_head(trace::EventKind::kMark, trace::Api::kMalloc), &id, 1, 0);
 }
 

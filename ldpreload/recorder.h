@@ -51,6 +51,8 @@ struct ThreadLog {
   std::atomic<uint64_t *> stage_pos;
   uint64_t *stage_limit; // encode the stage when stage_pos reaches it
   uint32_t tick_countdown;
+  uint32_t tick_period; // events between TSC samples now (stage_tick adapts it)
+  uint64_t sampled_tsc; // the last sample staged by the countdown
   uint32_t tid;
   uint64_t *stage;
   // The encoder's, under flush_lock: the block being filled.
@@ -135,6 +137,7 @@ void recorder_child_after_fork();
 
 namespace memlayout::preload {
 
+// The countdown's TSC sample; also sets how many events until the next.
 void stage_tick(ThreadLog *log);
 // Events that do not fit the fixed-width forms (record_alloc).
 void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size_t align,

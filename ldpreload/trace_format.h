@@ -50,7 +50,7 @@ enum class HeaderTag : uint16_t {
   kCommandLine = 11,     // NUL-separated argv
   kHostname = 12,        // string
   kKernel = 13,          // string: uname release
-  kTimestampPeriod = 14, // u32: a TSC sample is taken every N events per thread
+  kTimestampPeriod = 14, // u32: a TSC sample is taken at least every N events per thread
   kPointerBits = 15,     // u32 (64)
   kUsableModel = 16,     // u32 (UsableModel): how usable sizes are predicted
 };
@@ -176,8 +176,10 @@ inline constexpr uint32_t kMaxRecordBytes = 64u << 20;
 //   kExt     : varint ext kind, fields (see ExtKind)
 //
 // Events without a kTick since the block start carry first_tsc. The recorder
-// samples the TSC every HeaderTag::kTimestampPeriod events because reading it
-// costs as much as a malloc here (see docs/recording.md).
+// samples the TSC at least every HeaderTag::kTimestampPeriod events (less
+// often than that only while samples come within about a microsecond of
+// each other) because reading it costs as much as a malloc here (see
+// docs/recording.md).
 //
 // RecordHeader::count of a kEvents record counts every event in the payload,
 // kTick included. After a kRealloc prev_ptr is the new pointer. Whether a

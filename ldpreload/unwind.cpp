@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 
@@ -592,20 +593,24 @@ struct SlotRead {
   uintptr_t val;
 };
 
-struct StackEntry {
+// Line-aligned, the reads starting on a line of their own: a hit on a stack
+// of up to four slots reads two lines (misaligned, three).
+struct alignas(64) StackEntry {
   uintptr_t pc, sp, fp;
   uintptr_t stack_hi; // the slots were in bounds for this stack (a sigaltstack may change)
   uint64_t tag;       // rule epoch and load count it was computed under; 0 = empty
   uint32_t n, max_depth, nreads;
   uint32_t memo; // the caller's, for this stack; 0 when filled
+  uint64_t unused;
   SlotRead reads[kStackCacheReads];
   uintptr_t frames[kStackCacheFrames];
 };
 
 struct StackCache {
-  StackCache *next_free;
   StackEntry entries[kStackCacheEntries];
+  StackCache *next_free;
 };
+static_assert(offsetof(StackEntry, reads) == 64);
 
 // Blocks of exited threads, reused by new ones (unwind_thread_exit).
 std::atomic<bool> g_free_caches_lock{false};

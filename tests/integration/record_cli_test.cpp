@@ -306,3 +306,77 @@ TEST_CASE("cli.bench_programs_alike", "[cli]") {
   CHECK(flag.exit_code() == 2);
   CHECK(flag.err.find(name + ": --check takes no value") == 0);
 }
+
+namespace {
+
+struct SampleRuns {
+  size_t events = 0, samples = 0, longest = 0; // samples: runs of one timestamp
+};
+
+// A thread's events carry the last TSC sample staged before them: each run
+// of equal timestamps is the events between two samples. Of the thread's
+// first `limit` events.
+SampleRuns sample_runs(const Dump &d, uint64_t tid, size_t limit = SIZE_MAX) {
+  SampleRuns s;
+  int64_t last = -1;
+  size_t run = 0;
+  for (const Event &e : d.events) {
+    if (e.tid != tid || (e.ev != "alloc" && e.ev != "free"))
+      continue;
+    if (s.events == limit)
+      break;
+    ++s.events;
+    if (e.ts_ns != last) {
+      ++s.samples;
+      run = 0;
+      last = e.ts_ns;
+    }
+    s.longest = std::max(s.longest, ++run);
+  }
+  return s;
+}
+
+} // namespace
+
+// The TSC is sampled for time resolution: about every microsecond in a
+// tight loop (less often than every 16 events), every 16 events in a
+// program that allocates now and then, and exactly as often as
+// MEMLAYOUT_TICK_PERIOD says when it is set.
+TEST_CASE("cli.time_sampling", "[record][cli]") {
+  std::string dir = work_dir("cli_time_sampling");
+  RunResult fast = record({"-o", dir + "/fast.trace"}, {program("churn"), "100000"});
+  REQUIRE(fast.exit_code() == 0);
+  Dump f = dump(dir + "/fast.trace", false);
+  REQUIRE(f.error == "");
+  CHECK(f.header_int("timestamp_period") == 128);
+  SampleRuns fr = sample_runs(f, static_cast<uint64_t>(f.header_int("pid").value_or(0)));
+  REQUIRE(fr.events >= 200000); // and stdio's buffer
+  CAPTURE(fr.events, fr.samples, fr.longest);
+  CHECK(fr.longest > 16); // the period grew
+  CHECK(fr.longest <= 128);
+  CHECK(fr.events > 19 * fr.samples);
+
+  RunResult slow = record({"-o", dir + "/slow.trace"}, {program("churn"), "2000", "slow"});
+  REQUIRE(slow.exit_code() == 0);
+  Dump s = dump(dir + "/slow.trace", false);
+  REQUIRE(s.error == "");
+  // Not its last 256 frees: a tight loop.
+  SampleRuns sr = sample_runs(s, static_cast<uint64_t>(s.header_int("pid").value_or(0)), 3600);
+  REQUIRE(sr.events == 3600);
+  CAPTURE(sr.events, sr.samples, sr.longest);
+  CHECK(sr.longest <= 16);
+  CHECK(sr.samples >= sr.events / 16);
+  CHECK(s.header_int("timestamp_period") == 128);
+
+  RunOptions fixed;
+  fixed.setenv = {{"MEMLAYOUT_TICK_PERIOD", "4"}};
+  RunResult set = record({"-o", dir + "/set.trace"}, {program("churn"), "20000"}, fixed);
+  REQUIRE(set.exit_code() == 0);
+  Dump p = dump(dir + "/set.trace", false);
+  REQUIRE(p.error == "");
+  CHECK(p.header_int("timestamp_period") == 4);
+  SampleRuns pr = sample_runs(p, static_cast<uint64_t>(p.header_int("pid").value_or(0)));
+  CAPTURE(pr.events, pr.samples, pr.longest);
+  CHECK(pr.longest <= 4);
+  CHECK(pr.samples >= pr.events / 4);
+}

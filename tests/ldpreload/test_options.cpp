@@ -69,7 +69,15 @@ TEST_CASE("options: defaults and the environment", "[options]") {
   CHECK(o.unwind == UnwindMethod::kCfi);
   CHECK(o.stack_depth == 8);
   CHECK(o.tick_period == 16);
+  CHECK(o.tick_period_max == 128); // adaptive between the two
   CHECK(o.page_frames);
+  {
+    // A period set by hand is kept fixed.
+    Env e{{"MEMLAYOUT_TICK_PERIOD", "4"}};
+    load_options(&o);
+    CHECK(o.tick_period == 4);
+    CHECK(o.tick_period_max == 4);
+  }
   {
     Env e{{"MEMLAYOUT_ALLOCATOR", "jemalloc"}, {"MEMLAYOUT_UNWIND", "fp"},
           {"MEMLAYOUT_STACK_DEPTH", "3"},      {"MEMLAYOUT_PAGEMAP", "0"},
@@ -91,6 +99,7 @@ TEST_CASE("options: defaults and the environment", "[options]") {
     load_options(&o);
     CHECK(o.stack_depth == 8);
     CHECK(o.tick_period == 16);
+    CHECK(o.tick_period_max == 128);
     CHECK(o.unwind == UnwindMethod::kCfi);
     CHECK(o.allocator == AllocatorMode::kNative);
   }

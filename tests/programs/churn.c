@@ -2,10 +2,12 @@
  * and write-error tests, where the trace cannot be written but the program
  * must carry on.
  *
- *   churn [ROUNDS [close-fds]]
+ *   churn [ROUNDS [close-fds|slow]]
  *
  * close-fds: half way through, close every descriptor above 2 and open
  * /dev/null a few times, as daemons and careful exec'ers do.
+ * slow: sleep 20 us after each round, as a program allocating now and then
+ * does (the recorder's time sampling adapts to the rate of events).
  *
  * stdout: a checksum that depends on every block's content. */
 #define _GNU_SOURCE
@@ -28,6 +30,7 @@ NOINLINE unsigned char *mlk_churn_alloc(size_t size, unsigned char fill) {
 int main(int argc, char **argv) {
   long rounds = argc > 1 ? atol(argv[1]) : 200000;
   int close_fds = argc > 2 && !strcmp(argv[2], "close-fds");
+  int slow = argc > 2 && !strcmp(argv[2], "slow");
   unsigned char *ring[256] = {0};
   unsigned long sum = 0;
   for (long i = 0; i < rounds; ++i) {
@@ -44,6 +47,8 @@ int main(int argc, char **argv) {
       free(ring[slot]);
     }
     ring[slot] = mlk_churn_alloc(16 + (size_t)(i * 37) % 1000, (unsigned char)i);
+    if (slow)
+      usleep(20);
   }
   for (int i = 0; i < 256; ++i)
     free(ring[i]);
