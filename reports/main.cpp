@@ -1,9 +1,15 @@
 // memlayout: record allocations of unmodified programs and report where they
-// landed in the caches and pages. Thin dispatcher over the subcommands.
+// landed in the caches and pages. Thin dispatcher over the subcommands, in
+// both executables (commands.h).
 #include "commands.h"
+#include "preload_launch.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -39,6 +45,23 @@ void usage(FILE *out) {
 
 } // namespace
 
+namespace memlayout::cli {
+
+int run_full_cli(int argc, char **argv) {
+  std::string full = self_dir() + "/memlayout-full";
+  std::vector<char *> args;
+  args.push_back(full.data());
+  for (int i = 0; i < argc; ++i)
+    args.push_back(argv[i]);
+  args.push_back(nullptr);
+  std::fflush(nullptr);
+  execv(full.c_str(), args.data());
+  std::fprintf(stderr, "memlayout: cannot run %s: %s\n", full.c_str(), std::strerror(errno));
+  return 127;
+}
+
+} // namespace memlayout::cli
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -55,7 +78,7 @@ int main(int argc, char **argv) {
   }
   for (const auto &c : kCommands)
     if (!std::strcmp(argv[1], c.name))
-      return c.main(argc - 1, argv + 1);
+      return c.main ? c.main(argc - 1, argv + 1) : memlayout::cli::run_full_cli(argc - 1, argv + 1);
   std::fprintf(stderr, "memlayout: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return 2;

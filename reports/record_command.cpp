@@ -2,8 +2,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "preload_launch.h"
-#include "route_setup.h"
-#include "rule_args.h"
+#include "record_rules.h"
 #include "trace_reader.h"
 
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -31,7 +31,7 @@ struct Options {
   bool follow_children = false;
   bool no_page_frames = false;
   RuleArgs rules;
-  std::string types_file; // --types MAP for type= rules
+  std::string types_file;            // --types MAP for type= rules
   inspector::WrapperPolicy wrappers; // --wrapper, --not-wrapper
   std::vector<std::string> program;
   std::vector<char *> command; // program, for execvp
@@ -74,8 +74,7 @@ int parse(int argc, char **argv, Options &o) {
           ->type_name("cfi|fp|dwarf")
           ->capture_default_str()
           ->group(group),
-      app->add_flag("--follow-children", o.follow_children,
-                    "also record programs COMMAND executes")
+      app->add_flag("--follow-children", o.follow_children, "also record programs COMMAND executes")
           ->group(group),
       app->add_flag("--no-page-frames", o.no_page_frames,
                     "do not read physical frames at snapshots")
@@ -95,8 +94,9 @@ int parse(int argc, char **argv, Options &o) {
   if (g_run_mode)
     for (const CLI::Option *opt : record_only)
       if (opt->count())
-        return usage_error(*app, "'" + (opt->get_lnames().empty() ? "-" + opt->get_snames()[0]
-                                                                   : "--" + opt->get_lnames()[0]) +
+        return usage_error(*app, "'" +
+                                     (opt->get_lnames().empty() ? "-" + opt->get_snames()[0]
+                                                                : "--" + opt->get_lnames()[0]) +
                                      "' is an option of memlayout record");
   if (o.program.empty())
     return usage_error(*app, g_run_mode ? "no command to run" : "no command to record");
@@ -183,14 +183,18 @@ int launch(int argc, char **argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0)
     return rc;
-  LoadedRules rules;
-  if (!load_rules(o.rules, &rules))
-    return 2;
-  if (!expand_match_keys(&rules, o.command[0], o.types_file, true))
-    return 2;
-  RouteSetup routes;
-  if (rules.set->count && !routes.prepare(rules, o.command[0], o.wrappers))
-    return 2;
+  std::unique_ptr<RecordRules> rules;
+  if (!o.rules.empty() || !o.types_file.empty() || !o.wrappers.wrappers.empty() ||
+      !o.wrappers.not_wrappers.empty()) {
+    // Rules read the program's code with LLVM, which `memlayout` does not
+    // load (it would cost every recording its start-up): memlayout-full does.
+    if (!prepare_record_rules)
+      return run_full_cli(argc, argv);
+    int status = 0;
+    rules = prepare_record_rules(o.rules, o.types_file, o.wrappers, o.command[0], &status);
+    if (!rules)
+      return status;
+  }
   std::string preload = find_preload();
   if (preload.empty()) {
     std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
@@ -231,11 +235,8 @@ int launch(int argc, char **argv) {
     env.preload = preload;
     env.mode = g_run_mode ? "run" : "record";
     env.allocator = o.allocator;
-    if (rules.set->count) {
-      env.rules_text = rules.text;
-      env.route_table = routes.table_path();
-      env.rule_stats = routes.stats_path();
-    }
+    if (rules)
+      rules->set_env(env);
     apply_preload_env(env);
     setenv("MEMLAYOUT_OUTPUT", out.c_str(), 1);
     setenv("MEMLAYOUT_UNWIND", o.unwind.c_str(), 1);
@@ -279,13 +280,14 @@ int launch(int argc, char **argv) {
   }
   if (!g_run_mode)
     print_summary(out);
-  if (rules.set->count)
-    routes.print_summary(rules);
+  if (rules)
+    rules->print_summary();
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);
     std::fflush(nullptr);
-    routes.remove_files(); // no destructor runs after raise()
+    if (rules)
+      rules->remove_files(); // no destructor runs after raise()
     signal(sig, SIG_DFL);
     struct rlimit no_core {
       0, 0

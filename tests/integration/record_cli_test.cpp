@@ -352,9 +352,11 @@ TEST_CASE("cli.time_sampling", "[record][cli]") {
   SampleRuns fr = sample_runs(f, static_cast<uint64_t>(f.header_int("pid").value_or(0)));
   REQUIRE(fr.events >= 200000); // and stdio's buffer
   CAPTURE(fr.events, fr.samples, fr.longest);
-  CHECK(fr.longest > 16); // the period grew
+  // The period grew (a tight loop, well under 1 us per 32 events on any
+  // machine), stayed within its bounds, and never went below 16.
+  CHECK(fr.longest > 16);
   CHECK(fr.longest <= 128);
-  CHECK(fr.events > 19 * fr.samples);
+  CHECK(fr.samples <= fr.events / 16 + 2);
 
   RunResult slow = record({"-o", dir + "/slow.trace"}, {program("churn"), "2000", "slow"});
   REQUIRE(slow.exit_code() == 0);
@@ -379,4 +381,20 @@ TEST_CASE("cli.time_sampling", "[record][cli]") {
   CAPTURE(pr.events, pr.samples, pr.longest);
   CHECK(pr.longest <= 4);
   CHECK(pr.samples >= pr.events / 4);
+}
+
+// `memlayout record` loads no LLVM (its start-up would cost every recording
+// ~15 ms): the recorded program reads its parent's mappings. Commands that
+// need LLVM are handed to memlayout-full and work the same.
+TEST_CASE("cli.launcher_loads_no_llvm", "[record][cli]") {
+  std::string dir = work_dir("cli_launcher");
+  RunResult r = record({"-o", dir + "/out.trace"}, {"/bin/sh", "-c", "cat /proc/$PPID/maps"});
+  REQUIRE(r.exit_code() == 0);
+  CHECK(r.out.find("libmemlayout") == std::string::npos); // the launcher itself is not preloaded
+  CHECK(r.out.find("/memlayout") != std::string::npos);   // the maps are memlayout's
+  CHECK(r.out.find("libLLVM") == std::string::npos);
+  CHECK(r.out.find("libclang") == std::string::npos);
+  RunResult d = run({memlayout_bin(), "dump", dir + "/out.trace"});
+  CHECK(d.exit_code() == 0);
+  CHECK(d.out.find("# memlayout trace") == 0);
 }
