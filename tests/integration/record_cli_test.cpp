@@ -398,3 +398,31 @@ TEST_CASE("cli.launcher_loads_no_llvm", "[record][cli]") {
   CHECK(d.exit_code() == 0);
   CHECK(d.out.find("# memlayout trace") == 0);
 }
+
+// Recording again to the same path replaces the trace (the writer reopens
+// it after truncating, see trace_writer.cpp); through a symlink, the file
+// it names is written and the link stays.
+TEST_CASE("cli.rerecord_replaces", "[record][cli]") {
+  std::string dir = work_dir("cli_rerecord");
+  std::string path = dir + "/out.trace";
+  REQUIRE(record({"-o", path}, {program("churn"), "20000"}).exit_code() == 0);
+  REQUIRE(record({"-o", path}, {program("churn"), "3000"}).exit_code() == 0);
+  Dump d = dump(path, false);
+  REQUIRE(d.error == "");
+  CHECK(d.count("alloc") >= 3000);
+  CHECK(d.count("alloc") < 3100);
+  CHECK(d.end_lines == 1);
+
+  std::string target = dir + "/target.trace", link = dir + "/link.trace";
+  REQUIRE(record({"-o", target}, {program("churn"), "20000"}).exit_code() == 0);
+  unlink(link.c_str());
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  REQUIRE(record({"-o", link}, {program("churn"), "3000"}).exit_code() == 0);
+  struct stat st;
+  REQUIRE(lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  Dump t = dump(target, false);
+  REQUIRE(t.error == "");
+  CHECK(t.count("alloc") >= 3000);
+  CHECK(t.count("alloc") < 3100);
+}
