@@ -96,7 +96,8 @@ SEG_HOT void *alloc_in(Pool *pool, size_t bytes, size_t align, bool zero) {
 // the page's local list, no atomic. False otherwise (p untouched).
 SEG_HOT bool free_local(void *p) {
   SmallPage *page = small_page_of(p);
-  if (__builtin_expect(page == nullptr || page->owner != thread_token(), 0))
+  if (__builtin_expect(
+          page == nullptr || page->owner.load(std::memory_order_relaxed) != thread_token(), 0))
     return false;
   add_own(page->heap->small_frees[page->cls], 1);
   small_free_local(page, p);

@@ -107,7 +107,7 @@ void *refill_and_pop(Pool *pool, SmallPage *page) {
 
 void init_page(SmallPage *page, ThreadHeap *heap, unsigned c) {
   size_t size = small_class_size(c);
-  page->owner = heap->owner;
+  page->owner.store(heap->owner, std::memory_order_relaxed);
   page->free = nullptr;
   page->local_free = nullptr;
   page->thread_free.store(nullptr, std::memory_order_relaxed);
@@ -123,7 +123,7 @@ void init_page(SmallPage *page, ThreadHeap *heap, unsigned c) {
 
 // Under the engine lock: an empty page goes back to the pool.
 void release_locked(Pool *pool, SmallPage *page) {
-  page->owner = nullptr;
+  page->owner.store(nullptr, std::memory_order_relaxed);
   page->heap = nullptr;
   page->free = page->local_free = nullptr;
   page->block_size = 0;
@@ -143,7 +143,7 @@ SmallPage *take_page(ThreadHeap *heap, unsigned c) {
   Pool *pool = heap->pool;
   EngineLock lock;
   if (SmallPage *page = pop_front(pool, pool->abandoned[c])) {
-    page->owner = heap->owner;
+    page->owner.store(heap->owner, std::memory_order_relaxed);
     page->heap = heap;
     return page;
   }
@@ -246,7 +246,7 @@ void heap_free_locked(ThreadHeap *heap) {
 void abandon_page(Pool *pool, SmallPage *page) {
   if (page->used == 0)
     return release_locked(pool, page);
-  page->owner = nullptr;
+  page->owner.store(nullptr, std::memory_order_relaxed);
   page->heap = nullptr;
   push_back(pool, pool->abandoned[page->cls], page, kAbandoned);
 }
@@ -322,9 +322,10 @@ void heaps_after_fork_child(Pool *pool) {
   }
   for (size_t i = 0, n = pool->small_next >> kPageShift; i < n; ++i) {
     SmallPage *page = &pool->pages[i];
-    if (!page->owner || page->owner == self)
+    const void *owner = page->owner.load(std::memory_order_relaxed);
+    if (!owner || owner == self)
       continue;
-    page->owner = nullptr;
+    page->owner.store(nullptr, std::memory_order_relaxed);
     page->heap = nullptr;
     push_back(pool, pool->abandoned[page->cls], page, kAbandoned);
   }

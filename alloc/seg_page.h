@@ -80,8 +80,10 @@ using Pool = ::seg_pool;
 struct alignas(64) SmallPage {
   // The owning thread's token (thread_token()); null when the page is free
   // or abandoned. Changed only by the owner, or under the engine lock for a
-  // thread that is gone.
-  const void *owner;
+  // thread that is gone; read by every thread that frees into the page, so
+  // atomic (relaxed: a thread only ever finds its own token here if it put
+  // it there itself).
+  std::atomic<const void *> owner;
   void *free;                      // blocks to hand out next (owner only)
   void *local_free;                // the owner's frees while the page was not current
   std::atomic<void *> thread_free; // blocks other threads freed
