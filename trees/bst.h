@@ -92,7 +92,9 @@ protected:
   // the record's type (a helper here would take the site from the tree).
   void delete_node(void *n) { records_.deallocate(node_kind_, n); }
   // Inside an EpochGuard, once n is unreachable.
-  void retire_node(Node *n) { retire(records_, node_kind_, n); }
+  void retire_node(Node *n, unsigned extra_epochs = 0) {
+    retire(records_, node_kind_, n, extra_epochs);
+  }
 
   // Quiescent, for destructors: calls visit(n) on top and every node below
   // it, reading n's children first, so visit may free n.

@@ -10,9 +10,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 using namespace memlayout::trees;
@@ -36,14 +38,16 @@ template <class L> struct LogIntProbe {
     p->succ.store(s_succ);
     return s;
   }
-  // The tree half, then the node is freed.
+  // The tree half, then the node is retired as remove() retires it.
   static void finish_removal(Tree &t, Node *s) {
     EpochGuard guard;
     bool two_children = t.acquire_tree_locks(s);
     t.lock_parent(s);
     t.remove_from_tree(s, two_children);
-    t.retire_node(s);
+    t.retire_node(s, 1);
   }
+  // Where a search for key ends: the node insert, remove and lookup start from.
+  static Node *search(Tree &t, Key key) { return t.search(key); }
 };
 
 } // namespace memlayout::trees
@@ -141,7 +145,70 @@ template <class L> void stable_keys_never_missed() {
   check_stable_keys_never_missed(tree, 2048, 150'000, 9);
 }
 
+// Fix 2 of log_int.cpp: 20 is off the list and still in the tree, its
+// remover inside its operation; 10, 20's frozen pred, is removed and
+// retired; a thread enters, finds 20 in the tree and may follow 20.pred to
+// 10. However far the others move the epoch meanwhile, 10 must not be freed
+// while that thread is inside.
+template <class L> void a_removed_nodes_pred_outlives_its_readers() {
+  using Probe = LogIntProbe<L>;
+  using Node = typename LogInt<L>::Node;
+  LogInt<L> tree(AllocPolicy::kMalloc);
+  fill(tree, {10, 20, 30}); // a path: 10's removal hoists 20, whose removal waits
+  reclaim_all();
+  REQUIRE(retired_pending() == 0);
+  std::atomic<int> step{0};
+  auto wait_for = [&](int s) {
+    while (step.load() < s)
+      std::this_thread::yield();
+  };
+  // Guard exits of this thread, enough for a periodic advance of the epoch.
+  auto move_epoch = [&] {
+    Value v;
+    for (int i = 0; i < 600; ++i)
+      tree.lookup(30, &v);
+  };
+  std::thread remover([&] {
+    EpochGuard operation;
+    Node *x = Probe::remove_from_list_only(tree, 20);
+    step = 1;
+    wait_for(3); // preempted until a reader has found x in the tree
+    Probe::finish_removal(tree, x);
+    step = 4;
+  });
+  Node *seen_pred = nullptr;
+  std::thread reader([&] {
+    wait_for(2);
+    EpochGuard operation;
+    Node *x = Probe::search(tree, 20);
+    REQUIRE(x->key == 20);
+    REQUIRE(x->mark.load());
+    step = 3;
+    wait_for(5);
+    seen_pred = x->pred.load(); // 10's node: must still be allocated
+    CHECK(seen_pred->key == 10);
+  });
+  wait_for(1);
+  REQUIRE(tree.remove(10)); // retired while 20's remover is inside
+  move_epoch();             // one epoch on: the remover announced the current one
+  step = 2;
+  wait_for(4);
+  move_epoch(); // the reader announced the current one: one more
+  // 20's node and 10's are retired; the reader can still reach both.
+  CHECK(retired_pending() == 2);
+  step = 5;
+  reader.join();
+  remover.join();
+  CHECK(tree.check_structure() == "");
+  CHECK(contents(tree) == std::map<Key, Value>{{30, value_of(30)}});
+}
+
 } // namespace
+
+TEMPLATE_TEST_CASE("log-int: a removed node's pred is not freed under a reader that reached it",
+                   "[log-int]", LogIntBaselineLayout, LogIntFixedLayout) {
+  a_removed_nodes_pred_outlives_its_readers<TestType>();
+}
 
 TEMPLATE_TEST_CASE(
     "log-int: a lookup finds a key re-inserted while its removed node is in the tree", "[log-int]",
