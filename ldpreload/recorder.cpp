@@ -285,9 +285,9 @@ void stage_tick(ThreadLog *log) {
   stage_tsc(log, now);
   uint64_t gap = now - log->sampled_tsc;
   uint32_t period = log->tick_period;
-  if (gap < kTickGapTicks && period < g_options.tick_period_max)
+  if (gap < kTickGapTicks)
     period = std::min(period * 2, g_options.tick_period_max);
-  else if (gap > 4 * kTickGapTicks && period > g_options.tick_period)
+  else if (gap > 4 * kTickGapTicks)
     period = std::max(period / 2, g_options.tick_period);
   log->tick_period = period;
   log->sampled_tsc = now;
