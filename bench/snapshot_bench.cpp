@@ -2,7 +2,10 @@
 // it needs per live object (docs/performance.md).
 //
 //   snapshot-bench [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]
+//                  [--from FILE] [--point peak|end|both]
 //
+// --from replays a trace written before (--keep) instead of generating one;
+// --point replays to one point only (for profiling one of them).
 // Writes a synthetic trace like the recorder's (T threads, compressed
 // blocks of about 64 KiB, a TSC sample every 16 events, blocks interleaved
 // in flush order): each thread allocates until it holds L/T objects, then
@@ -11,8 +14,8 @@
 // events/s and the peak memory the replay added per live object (at the
 // peak; the end has next to none, so its figure is the memory alone).
 #include "heap_snapshot.h"
-#include "trace_reader.h"
 #include "trace_builder.h"
+#include "trace_reader.h"
 
 #include <malloc.h>
 
@@ -126,6 +129,17 @@ uint64_t generate(const std::string &path, uint64_t events, unsigned threads, ui
   return written;
 }
 
+// The events its blocks hold by their headers, ticks included: what
+// generate() counts, so that rates compare.
+uint64_t count_events(const std::string &path) {
+  TraceReader r;
+  if (!r.open(path)) {
+    std::fprintf(stderr, "%s\n", r.error().message.c_str());
+    std::exit(1);
+  }
+  return r.block_event_count();
+}
+
 void run(const std::string &path, SnapshotPoint point, const char *what, uint64_t events) {
   malloc_trim(0);
   reset_peak_rss();
@@ -169,7 +183,7 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
 int main(int argc, char **argv) {
   uint64_t events = 20'000'000, live = 2'000'000;
   unsigned threads = 2;
-  std::string keep;
+  std::string keep, from, point = "both";
   unsigned repeat = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -183,25 +197,41 @@ int main(int argc, char **argv) {
       keep = argv[i + 1];
     else if (a == "--repeat")
       repeat = static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+    else if (a == "--from")
+      from = argv[i + 1];
+    else if (a == "--point" &&
+             (std::strcmp(argv[i + 1], "peak") == 0 || std::strcmp(argv[i + 1], "end") == 0 ||
+              std::strcmp(argv[i + 1], "both") == 0))
+      point = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]\n",
+                   "usage: %s [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]\n"
+                   "          [--from FILE] [--point peak|end|both]\n",
                    argv[0]);
       return 2;
     }
   }
   if (threads == 0)
     threads = 1;
-  std::string path =
-      keep.empty() ? "/tmp/snapshot-bench." + std::to_string(::getpid()) + ".trace" : keep;
-  uint64_t n = generate(path, events, threads, live);
-  std::printf("trace: %llu events, %u threads, up to %llu live objects\n",
-              static_cast<unsigned long long>(n), threads, static_cast<unsigned long long>(live));
-  for (unsigned i = 0; i < std::max(repeat, 1u); ++i) {
-    run(path, SnapshotPoint::kPeak, "peak", n);
-    run(path, SnapshotPoint::kEnd, "end", n);
+  std::string path = !from.empty()  ? from
+                     : keep.empty() ? "/tmp/snapshot-bench." + std::to_string(::getpid()) + ".trace"
+                                    : keep;
+  uint64_t n;
+  if (from.empty()) {
+    n = generate(path, events, threads, live);
+    std::printf("trace: %llu events, %u threads, up to %llu live objects\n",
+                static_cast<unsigned long long>(n), threads, static_cast<unsigned long long>(live));
+  } else {
+    n = count_events(path);
+    std::printf("trace: %s, %llu events\n", path.c_str(), static_cast<unsigned long long>(n));
   }
-  if (keep.empty())
+  for (unsigned i = 0; i < std::max(repeat, 1u); ++i) {
+    if (point != "end")
+      run(path, SnapshotPoint::kPeak, "peak", n);
+    if (point != "peak")
+      run(path, SnapshotPoint::kEnd, "end", n);
+  }
+  if (keep.empty() && from.empty())
     std::remove(path.c_str());
   return 0;
 }
