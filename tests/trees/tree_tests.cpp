@@ -5,10 +5,10 @@
 //
 // Test cases are registered at start-up from the tree registry, one per tree,
 // layout, policy and check ("generic ticket/fixed/segregated: ..."), so CTest
-// lists and times each on its own. The ThreadSanitizer build
-// (MEMLAYOUT_TREE_TESTS_TSAN) runs only the concurrent checks, with fewer
-// operations, and leaves out the segregated policy, whose jemalloc is not
-// instrumented.
+// lists and times each on its own. The sanitized builds (Thread- and
+// AddressSanitizer, MEMLAYOUT_TREE_TESTS_SANITIZED) run only the concurrent
+// checks, with fewer operations, and leave out the segregated policy, whose
+// jemalloc is not instrumented.
 #include "epoch.h"
 #include "map.h"
 
@@ -220,7 +220,7 @@ private:
 
 // Operations per thread. ThreadSanitizer makes every atomic load a call, so
 // its deep traversals of 4096 keys get the fewest.
-#ifdef MEMLAYOUT_TREE_TESTS_TSAN
+#ifdef MEMLAYOUT_TREE_TESTS_SANITIZED
 constexpr int kSmallRangeOps = 30'000, kLargeRangeOps = 3'000;
 #else
 constexpr int kSmallRangeOps = 160'000, kLargeRangeOps = 40'000;
@@ -234,7 +234,7 @@ struct Check {
   ComboTest::Body body;
 };
 constexpr Check kChecks[] = {
-#ifndef MEMLAYOUT_TREE_TESTS_TSAN
+#ifndef MEMLAYOUT_TREE_TESTS_SANITIZED
     {"single thread against std::map", single_thread_against_std_map},
 #endif
     {"4 threads on 64 keys, per-key accounting", stress_small_range},
@@ -245,7 +245,7 @@ constexpr Check kChecks[] = {
 bool register_generic_tests() {
   static std::vector<std::unique_ptr<Catch::AutoReg>> registrars;
   std::vector<AllocPolicy> policies = {AllocPolicy::kMalloc};
-#ifndef MEMLAYOUT_TREE_TESTS_TSAN
+#ifndef MEMLAYOUT_TREE_TESTS_SANITIZED
   policies.push_back(AllocPolicy::kSegregated);
 #endif
   for (const TreeInfo &tree : all_trees())
