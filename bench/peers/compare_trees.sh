@@ -23,6 +23,9 @@
 # - builds lockFreeIBST with std::atomic instead of TBB (its header's switch;
 #   Debian's oneTBB has no tbb/atomic.h), returning the result its std::atomic
 #   CAS computes and drops.
+# It notes in OUT/bin/snapshots which commits it built; --no-build runs the
+# binaries already in OUT/bin (built earlier, or copied to another machine
+# with that file) and reports those commits.
 #
 # Then, for every run, tree and mix, it runs the peer, our baseline and our
 # fixed layout in rotating order (one interleaved series), each with the
@@ -148,10 +151,16 @@ build_lfibst() {
     die "lockFreeIBST did not build (see $out/src/lfibst-build.log; it needs libgsl-dev)"
 }
 
+# Which snapshots the binaries in OUT/bin came from: written by the build,
+# read back by a --no-build run (which may run on another machine).
+snapshots="$out/bin/snapshots"
 if [[ $build == 1 ]]; then
   if needs ascylib; then [[ -n "$ascylib" ]] || die "--ascylib PATH is required"; build_ascylib; fi
   if needs synchrobench; then [[ -n "$synchrobench" ]] || die "--synchrobench PATH is required"; build_synchrobench; fi
   if needs lfibst; then [[ -n "$lfibst" ]] || die "--lfibst PATH is required"; build_lfibst; fi
+  echo "ASCYLIB $(commit_of "${ascylib:-/nonexistent}"), synchrobench $(commit_of "${synchrobench:-/nonexistent}"), lockFreeIBST $(commit_of "${lfibst:-/nonexistent}")" >"$snapshots"
+elif [[ $table_only == 0 && ! -s "$snapshots" ]]; then
+  echo "ASCYLIB unknown, synchrobench unknown, lockFreeIBST unknown (no $snapshots)" >"$snapshots"
 fi
 
 # One run: prints "Mops/s wall-s cpu-s". $1 variant (peer|baseline|fixed), $2 tree, $3 mix.
@@ -202,7 +211,7 @@ if [[ $table_only == 1 ]]; then
 else
 {
   echo "# $(date -u +%FT%TZ) $machine; allocator $allocator; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# ASCYLIB $(commit_of "${ascylib:-/nonexistent}"), synchrobench $(commit_of "${synchrobench:-/nonexistent}"), lockFreeIBST $(commit_of "${lfibst:-/nonexistent}")"
+  echo "# $(cat "$snapshots")"
   echo -e "run\ttree\tmix\tvariant\tmops\twall_s\tcpu_s"
 } >"$out/runs.tsv"
 for ((run = 1; run <= runs; ++run)); do
