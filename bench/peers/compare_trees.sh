@@ -69,7 +69,7 @@ while [[ $# -gt 0 ]]; do
   --allocator) allocator=$2; shift 2 ;;
   --no-build) build=0; shift ;;
   --table-only) table_only=1; build=0; shift ;;
-  -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
