@@ -95,8 +95,7 @@ int advise_main(int argc, char **argv) {
   std::vector<const MergedRule *> kept;
   std::vector<inspector::LookedThrough> wrappers;
   for (const auto &m : merged) {
-    char buf[4096];
-    std::string rule_text(buf, rules::format_rule(m.rule, buf, sizeof buf));
+    std::string text = inspector::rule_text(m.rule);
     std::vector<uint32_t> routed = inspector::groups_routed(m.rule, report);
     // The groups it is for: the findings' groups the rule matches.
     const inspector::GroupReport *target = nullptr;
@@ -105,7 +104,7 @@ int advise_main(int argc, char **argv) {
         if (!target && std::find(routed.begin(), routed.end(), id) != routed.end())
           target = by_id(report, id);
     if (!target) {
-      refused.push_back(rule_text + ": it would route nothing (no group's site matches it)");
+      refused.push_back(text + ": it would route nothing (no group's site matches it)");
       continue;
     }
     std::string others;
@@ -118,7 +117,7 @@ int advise_main(int argc, char **argv) {
                 g->group.name + " (" + std::to_string(g->objects) + " objects)";
     }
     if (!others.empty()) {
-      refused.push_back(rule_text + ": it would also route " + others +
+      refused.push_back(text + ": it would also route " + others +
                         ", whose site has the same name; tell them apart with --not-wrapper "
                         "or a size= key, or segregate in code (docs/segregation-api.md)");
       continue;

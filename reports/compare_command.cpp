@@ -8,6 +8,7 @@
 #include "preload_launch.h"
 #include "route_setup.h"
 #include "rule_args.h"
+#include "rule_match.h"
 #include "text_format.h"
 
 #include <algorithm>
@@ -166,8 +167,7 @@ int compare_main(int argc, char **argv) {
   app->add_option("--types", types_file, "type map for type= rules (memlayout structs)")
       ->type_name("MAP");
   app->add_flag("--show-output", show_output, "let COMMAND's stdout and stderr through");
-  add_format_option(*app, format, {"text", "json"},
-                    "json: schema memlayout.compare/1 on stdout");
+  add_format_option(*app, format, {"text", "json"}, "json: schema memlayout.compare/1 on stdout");
   app->add_option("--export-json", export_json, "also write the JSON to FILE")->type_name("FILE");
   if (int rc = parse_command_with_program(*app, argc, argv, program); rc >= 0)
     return rc;
@@ -271,11 +271,9 @@ int compare_main(int argc, char **argv) {
   j["ratio"] = {{"wall", summary(rw)}, {"cpu", summary(rc)}};
   j["rules"] = Json::array();
   for (unsigned r = 0; r < rules.set->count; ++r) {
-    char buf[4096];
-    j["rules"].push_back(
-        {{"rule", std::string(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf))},
-         {"allocations_per_run",
-          static_cast<double>(counts[r].allocations) / static_cast<double>(runs)}});
+    j["rules"].push_back({{"rule", inspector::rule_text(rules.set->rules[r])},
+                          {"allocations_per_run", static_cast<double>(counts[r].allocations) /
+                                                      static_cast<double>(runs)}});
   }
   std::ostringstream json_text;
   write_json(j, json_text);
@@ -312,8 +310,7 @@ int compare_main(int argc, char **argv) {
               rw.median, gain >= 0 ? "-" : "+", gain >= 0 ? gain : -gain,
               rw.max < 1 || rw.min > 1 ? ", every round" : ": rounds disagree, run more (-r N)");
   for (unsigned r = 0; r < rules.set->count; ++r) {
-    char buf[4096];
-    std::string text(buf, rules::format_rule(rules.set->rules[r], buf, sizeof buf));
+    std::string text = inspector::rule_text(rules.set->rules[r]);
     std::printf("  rule %u %s: %.0f allocations per run%s\n", r + 1, text.c_str(),
                 runs ? static_cast<double>(counts[r].allocations) / static_cast<double>(runs) : 0.0,
                 counts[r].allocations ? "" : " (routed nothing: the rules change nothing)");

@@ -1,6 +1,7 @@
 #include "route_setup.h"
 
 #include "route_table.h"
+#include "rule_match.h"
 #include "text_format.h"
 
 #include <algorithm>
@@ -44,12 +45,6 @@ bool contains_word(const std::string &name, const std::string &part) {
       return true;
   }
   return false;
-}
-
-std::string rule_text(const rules::Rule &r) {
-  char buf[4096];
-  size_t n = rules::format_rule(r, buf, sizeof buf);
-  return std::string(buf, n);
 }
 
 } // namespace
@@ -244,14 +239,14 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
     const RuleCount &c = counts[i];
     if (c.allocations) {
       std::fprintf(stderr, "memlayout: rule %u %s (%s): %llu allocations, %s\n", i + 1,
-                   rule_text(r).c_str(), rules.origin[i].c_str(),
+                   inspector::rule_text(r).c_str(), rules.origin[i].c_str(),
                    static_cast<unsigned long long>(c.allocations),
                    human_bytes(static_cast<double>(c.bytes)).c_str());
       continue;
     }
     ++idle;
     std::fprintf(stderr, "memlayout: warning: rule %u %s (%s) routed nothing", i + 1,
-                 rule_text(r).c_str(), rules.origin[i].c_str());
+                 inspector::rule_text(r).c_str(), rules.origin[i].c_str());
     if (impl_->labelled >> i & 1) {
       // The function is there: it allocated nothing (of that size) this run.
       std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",

@@ -1,5 +1,6 @@
 #include "rule_args.h"
 
+#include "rule_match.h"
 #include "type_map.h"
 
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
@@ -269,9 +270,7 @@ bool replace_with_functions(LoadedRules *rules, unsigned i,
 void rebuild_text(LoadedRules *rules) {
   rules->text.clear();
   for (unsigned i = 0; i < rules->set->count; ++i) {
-    char buf[4096];
-    size_t n = rules::format_rule(rules->set->rules[i], buf, sizeof buf);
-    rules->text.append(buf, n).push_back('\n');
+    rules->text.append(inspector::rule_text(rules->set->rules[i])).push_back('\n');
   }
   for (unsigned i = 0; i < rules->set->wrapper_count; ++i) {
     const rules::WrapperDecl &d = rules->set->wrappers[i];

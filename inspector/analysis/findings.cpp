@@ -1,5 +1,6 @@
 #include "findings.h"
 
+#include "rule_match.h"
 #include "rules.h"
 
 #include <algorithm>
@@ -481,9 +482,7 @@ std::string rule_of_fix(const std::string &fix) {
   rules::ParseError e{};
   if (!rules::parse_rule(rule.data(), rule.size(), 1, &parsed, &e))
     return {};
-  char canonical[4096];
-  size_t n = rules::format_rule(parsed, canonical, sizeof canonical);
-  return n ? std::string(canonical, n) : std::string();
+  return rule_text(parsed);
 }
 
 } // namespace memlayout::inspector

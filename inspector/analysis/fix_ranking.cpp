@@ -39,8 +39,7 @@ std::vector<RankedFix> rank_fixes(const Report &r) {
   }
   for (size_t i = 0; i < fixes.size(); ++i)
     if (!fixes[i].rule.empty()) { // the groups its rule routes
-      char buf[4096];
-      fixes[i].rule.assign(buf, rules::format_rule(merged[i], buf, sizeof buf));
+      fixes[i].rule = rule_text(merged[i]);
       fixes[i].groups = groups_routed(merged[i], r);
     }
   for (auto &x : fixes) {

@@ -49,15 +49,18 @@ std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &repor
   return ids;
 }
 
+std::string rule_text(const rules::Rule &r) {
+  char buf[4096];
+  return std::string(buf, rules::format_rule(r, buf, sizeof buf));
+}
+
 std::string match_keys_of(const rules::Rule &r) {
   rules::Rule m = r;
   m.pool[0] = 0;
   m.align = 0;
   m.huge_pages = false;
   m.pad = 1; // any action: format_rule only writes what is set
-  char buf[4096];
-  size_t n = rules::format_rule(m, buf, sizeof buf);
-  return std::string(buf, n);
+  return rule_text(m);
 }
 
 void merge_actions(rules::Rule &a, const rules::Rule &b) {

@@ -28,6 +28,10 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 // most common requested size and type.
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
 
+// The rule in canonical form (rules::format_rule), as every report and
+// message quotes it; empty when it does not fit.
+std::string rule_text(const rules::Rule &r);
+
 // Rules with the same match keys route the same allocations: advise writes
 // them as one rule, and the report ranks them as one fix.
 std::string match_keys_of(const rules::Rule &r);
