@@ -57,15 +57,16 @@ inline unsigned small_class_for(size_t bytes, size_t align) {
   if (rounded > kSmallMax)
     return kSmallClasses;
   unsigned c = small_class(rounded);
-  return small_class_size(c) % align == 0 ? c : kSmallClasses;
+  return (small_class_size(c) & (align - 1)) == 0 ? c : kSmallClasses; // align: a power of two
 }
 
 // jemalloc's objects: large ones, aligned beyond a class, or all of a thread
 // that has no heap for the pool.
 void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero);
 void free_large(Pool *pool, void *p);
-// Everything alloc_in's fast path leaves: aligned requests, a page to
-// refill, the thread's first allocation from the pool, large objects.
+// Everything alloc_in's fast path leaves: a page to refill, the thread's
+// first allocation from the pool, large objects and alignments no class
+// holds.
 void *alloc_slow(Pool *pool, size_t bytes, size_t align, bool zero);
 // A small object of a page the calling thread does not own.
 void free_small_remote(SmallPage *page, void *p);
@@ -77,11 +78,12 @@ bool free_slow(void *p);
 
 // bytes: the padded size; align: 0 or a power of two, already raised to the
 // pool's alignment. The fast path pops the thread's current page of the
-// class and keeps no register across a call.
+// class and keeps no register across a call. Aligned pools take it too: a
+// pool aligned to 64 is what the report proposes for straddling objects.
 SEG_HOT void *alloc_in(Pool *pool, size_t bytes, size_t align, bool zero) {
   ThreadHeap *heap = tl_caches[pool->index].heap;
-  if (__builtin_expect(heap != nullptr && !align && bytes <= kSmallMax, 1)) {
-    unsigned c = small_class(bytes);
+  unsigned c = small_class_for(bytes, align);
+  if (__builtin_expect(heap != nullptr && c < kSmallClasses, 1)) {
     if (void *p = small_pop(heap, c); __builtin_expect(p != nullptr, 1)) {
       add_own(heap->small_allocations[c], 1);
       if (zero)

@@ -6,6 +6,8 @@
 // frees them. Through
 //   pool (C API)     seg_malloc / seg_free of libmemlayout_seg.so
 //   pool (engine)    the engine linked statically, as the interposer uses it
+//   aligned pool     the engine with a pool aligned to 64 bytes (align=64: the
+//                    fix memlayout report proposes for straddling objects)
 //   jemalloc         jemalloc 5.3's default arena and thread cache (mlje_malloc / mlje_free)
 //   mimalloc         mi_malloc / mi_free of Debian's libmimalloc.so.2, when installed
 //                    (loaded with RTLD_LOCAL, so it does not become the process's malloc)
@@ -199,7 +201,10 @@ int main(int argc, char **argv) {
   seg_pool *api_pool = seg_pool_create("bench", nullptr);
   memlayout::seg::Pool *engine_pool =
       memlayout::seg::pool_create("bench", memlayout::seg::PoolOptions{});
-  if (!api_pool || !engine_pool) {
+  memlayout::seg::PoolOptions aligned_options;
+  aligned_options.alignment = 64;
+  memlayout::seg::Pool *aligned_pool = memlayout::seg::pool_create("bench-64", aligned_options);
+  if (!api_pool || !engine_pool || !aligned_pool) {
     fprintf(stderr, "seg-pool-bench: cannot create the pools: %s\n", strerror(errno));
     return 1;
   }
@@ -207,6 +212,7 @@ int main(int argc, char **argv) {
   auto api_free = [](void *p) { seg_free(p); };
   auto engine_alloc = [&](size_t n) { return memlayout::seg::pool_alloc(engine_pool, n, 0); };
   auto engine_free = [](void *p) { memlayout::seg::pool_free(p); };
+  auto aligned_alloc = [&](size_t n) { return memlayout::seg::pool_alloc(aligned_pool, n, 0); };
   auto je_alloc = [](size_t n) { return mlje_malloc(n); };
   auto je_free = [](void *p) { mlje_free(p); };
   auto glibc_alloc = [](size_t n) { return malloc(n); };
@@ -218,29 +224,32 @@ int main(int argc, char **argv) {
 
   // A column per allocator: ns per pair, median of the runs ("-" when absent).
   struct Row {
-    std::vector<double> api, engine, je, mi, glibc;
+    std::vector<double> api, engine, aligned, je, mi, glibc;
   };
   auto print_row = [&](const char *batch, const char *order, Row &r) {
-    for (auto *v : {&r.api, &r.engine, &r.je, &r.mi, &r.glibc})
+    for (auto *v : {&r.api, &r.engine, &r.aligned, &r.je, &r.mi, &r.glibc})
       if (!v->empty())
         v->erase(v->begin()); // run 0 warms caches, pages and page tables
-    double a = median(r.api), e = median(r.engine), j = median(r.je), g = median(r.glibc);
+    double a = median(r.api), e = median(r.engine), al = median(r.aligned), j = median(r.je),
+           g = median(r.glibc);
     char mi_text[16] = "-";
     if (!r.mi.empty())
       snprintf(mi_text, sizeof mi_text, "%.1f", median(r.mi));
-    printf("%6s %-6s %13.1f %14.1f %9.1f %9s %7.1f %15.2fx %16.2fx\n", batch, order, a, e, j,
-           mi_text, g, a / j, e / j);
+    printf("%6s %-6s %13.1f %14.1f %13.1f %9.1f %9s %7.1f %15.2fx %16.2fx %17.2fx\n", batch, order,
+           a, e, al, j, mi_text, g, a / j, e / j, al / j);
   };
 
   printf("%zu pairs per run (48 and 64 B), median of %d runs, ns per pair\n", cfg.pairs, cfg.runs);
-  printf("%6s %-6s %13s %14s %9s %9s %7s %16s %17s\n", "batch", "order", "pool (C API)",
-         "pool (engine)", "jemalloc", "mimalloc", "glibc", "C API/jemalloc", "engine/jemalloc");
+  printf("%6s %-6s %13s %14s %13s %9s %9s %7s %16s %17s %18s\n", "batch", "order", "pool (C API)",
+         "pool (engine)", "aligned pool", "jemalloc", "mimalloc", "glibc", "C API/jemalloc",
+         "engine/jemalloc", "aligned/jemalloc");
   for (size_t batch : cfg.batches) {
     for (Order order : {Order::kLifo, Order::kFifo}) {
       Row row;
       for (int r = 0; r <= cfg.runs; ++r) {
         row.api.push_back(ns_per_pair(cfg.pairs, batch, order, api_alloc, api_free));
         row.engine.push_back(ns_per_pair(cfg.pairs, batch, order, engine_alloc, engine_free));
+        row.aligned.push_back(ns_per_pair(cfg.pairs, batch, order, aligned_alloc, engine_free));
         row.je.push_back(ns_per_pair(cfg.pairs, batch, order, je_alloc, je_free));
         if (have_mi)
           row.mi.push_back(ns_per_pair(cfg.pairs, batch, order, mi_alloc, mi_free));
@@ -254,6 +263,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r <= cfg.runs; ++r) {
       row.api.push_back(ns_per_pair_across(cfg.pairs, api_alloc, api_free));
       row.engine.push_back(ns_per_pair_across(cfg.pairs, engine_alloc, engine_free));
+      row.aligned.push_back(ns_per_pair_across(cfg.pairs, aligned_alloc, engine_free));
       row.je.push_back(ns_per_pair_across(cfg.pairs, je_alloc, je_free));
       if (have_mi)
         row.mi.push_back(ns_per_pair_across(cfg.pairs, mi_alloc, mi_free));

@@ -2,6 +2,7 @@
 // its own, isolation from jemalloc's default arena in the same jemalloc,
 // thread caches across thread exit, the cache limit, fork and destroy.
 #include "seg_core.h"
+#include "seg_hot_path.h"
 #include "seg_mallocx.h"
 #include "seg_range.h"
 #include "seg_tcache.h"
@@ -330,4 +331,25 @@ TEST_CASE("engine: pool_try_free and pool_of on foreign pointers", "[seg]") {
   CHECK(seg::pool_by_name("nobody") == nullptr);
   seg::pool_destroy(pool);
   CHECK(seg::pool_by_name("foreign") == nullptr);
+}
+
+TEST_CASE("engine: small_class_for gives a class that holds the size at the alignment", "[seg]") {
+  using namespace memlayout::seg;
+  unsigned served = 0;
+  for (size_t bytes = 1; bytes <= kSmallMax + 64; ++bytes) {
+    INFO("bytes " << bytes);
+    // No alignment: the size's own class.
+    unsigned natural = small_class_for(bytes, 0);
+    CHECK(natural == (bytes <= kSmallMax ? small_class(bytes) : kSmallClasses));
+    for (size_t align = 8; align <= 2 * kSmallMax; align *= 2) {
+      INFO("align " << align);
+      unsigned c = small_class_for(bytes, align);
+      if (c == kSmallClasses)
+        continue; // jemalloc serves it
+      ++served;
+      CHECK(small_class_size(c) >= bytes);
+      CHECK(small_class_size(c) % align == 0); // every page starts on 64 KiB
+    }
+  }
+  CHECK(served > kSmallMax); // most small requests at small alignments stay small
 }
