@@ -212,7 +212,9 @@ int main(int argc, char **argv) {
   auto api_free = [](void *p) { seg_free(p); };
   auto engine_alloc = [&](size_t n) { return memlayout::seg::pool_alloc(engine_pool, n, 0); };
   auto engine_free = [](void *p) { memlayout::seg::pool_free(p); };
-  auto aligned_alloc = [&](size_t n) { return memlayout::seg::pool_alloc(aligned_pool, n, 0); };
+  auto aligned_pool_alloc = [&](size_t n) {
+    return memlayout::seg::pool_alloc(aligned_pool, n, 0);
+  };
   auto je_alloc = [](size_t n) { return mlje_malloc(n); };
   auto je_free = [](void *p) { mlje_free(p); };
   auto glibc_alloc = [](size_t n) { return malloc(n); };
@@ -249,7 +251,8 @@ int main(int argc, char **argv) {
       for (int r = 0; r <= cfg.runs; ++r) {
         row.api.push_back(ns_per_pair(cfg.pairs, batch, order, api_alloc, api_free));
         row.engine.push_back(ns_per_pair(cfg.pairs, batch, order, engine_alloc, engine_free));
-        row.aligned.push_back(ns_per_pair(cfg.pairs, batch, order, aligned_alloc, engine_free));
+        row.aligned.push_back(
+            ns_per_pair(cfg.pairs, batch, order, aligned_pool_alloc, engine_free));
         row.je.push_back(ns_per_pair(cfg.pairs, batch, order, je_alloc, je_free));
         if (have_mi)
           row.mi.push_back(ns_per_pair(cfg.pairs, batch, order, mi_alloc, mi_free));
@@ -263,7 +266,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r <= cfg.runs; ++r) {
       row.api.push_back(ns_per_pair_across(cfg.pairs, api_alloc, api_free));
       row.engine.push_back(ns_per_pair_across(cfg.pairs, engine_alloc, engine_free));
-      row.aligned.push_back(ns_per_pair_across(cfg.pairs, aligned_alloc, engine_free));
+      row.aligned.push_back(ns_per_pair_across(cfg.pairs, aligned_pool_alloc, engine_free));
       row.je.push_back(ns_per_pair_across(cfg.pairs, je_alloc, je_free));
       if (have_mi)
         row.mi.push_back(ns_per_pair_across(cfg.pairs, mi_alloc, mi_free));
