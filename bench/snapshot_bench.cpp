@@ -2,10 +2,12 @@
 // it needs per live object (docs/performance.md).
 //
 //   snapshot-bench [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]
-//                  [--from FILE] [--point peak|end|both]
+//                  [--from FILE] [--point peak|end|both] [--decode-thread on|off]
 //
 // --from replays a trace written before (--keep) instead of generating one;
 // --point replays to one point only (for profiling one of them).
+// --decode-thread off decodes the trace on the replay's own thread
+// (SnapshotSpec::decode_thread), for the figure on one CPU.
 // Writes a synthetic trace like the recorder's (T threads, compressed
 // blocks of about 64 KiB, a TSC sample every 16 events, blocks interleaved
 // in flush order): each thread allocates until it holds L/T objects, then
@@ -140,7 +142,8 @@ uint64_t count_events(const std::string &path) {
   return r.block_event_count();
 }
 
-void run(const std::string &path, SnapshotPoint point, const char *what, uint64_t events) {
+void run(const std::string &path, SnapshotPoint point, const char *what, uint64_t events,
+         bool decode_thread) {
   malloc_trim(0);
   reset_peak_rss();
   long base = status_kib("VmRSS");
@@ -156,6 +159,7 @@ void run(const std::string &path, SnapshotPoint point, const char *what, uint64_
   std::string error;
   SnapshotSpec spec;
   spec.point = point;
+  spec.decode_thread = decode_thread;
   if (!build_snapshot(r, spec, s, error)) {
     std::fprintf(stderr, "%s\n", error.c_str());
     std::exit(1);
@@ -185,6 +189,7 @@ int main(int argc, char **argv) {
   unsigned threads = 2;
   std::string keep, from, point = "both";
   unsigned repeat = 1;
+  bool decode_thread = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--events")
@@ -203,10 +208,13 @@ int main(int argc, char **argv) {
              (std::strcmp(argv[i + 1], "peak") == 0 || std::strcmp(argv[i + 1], "end") == 0 ||
               std::strcmp(argv[i + 1], "both") == 0))
       point = argv[i + 1];
+    else if (a == "--decode-thread" &&
+             (std::strcmp(argv[i + 1], "on") == 0 || std::strcmp(argv[i + 1], "off") == 0))
+      decode_thread = std::strcmp(argv[i + 1], "on") == 0;
     else {
       std::fprintf(stderr,
                    "usage: %s [--events N] [--threads T] [--live L] [--keep FILE] [--repeat R]\n"
-                   "          [--from FILE] [--point peak|end|both]\n",
+                   "          [--from FILE] [--point peak|end|both] [--decode-thread on|off]\n",
                    argv[0]);
       return 2;
     }
@@ -227,9 +235,9 @@ int main(int argc, char **argv) {
   }
   for (unsigned i = 0; i < std::max(repeat, 1u); ++i) {
     if (point != "end")
-      run(path, SnapshotPoint::kPeak, "peak", n);
+      run(path, SnapshotPoint::kPeak, "peak", n, decode_thread);
     if (point != "peak")
-      run(path, SnapshotPoint::kEnd, "end", n);
+      run(path, SnapshotPoint::kEnd, "end", n, decode_thread);
   }
   if (keep.empty() && from.empty())
     std::remove(path.c_str());

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -292,6 +295,173 @@ private:
   size_t head_ = 0, n_ = 0;
 };
 
+// ---- Decoding on a second core -----------------------------------------------
+
+// A block's events, decoded whole.
+struct DecodedBlock {
+  std::vector<Step> steps;
+  bool ok = false; // false: the block could not be re-read
+};
+
+// Decodes whole blocks on a second thread, in the order the merge opens
+// them (first stamp, then thread), at most kAhead blocks ahead of it. The
+// replay spends most of its time waiting on its heap's cache misses, and
+// the decoding (a third of its work) then runs beside it. A block the merge
+// needs before the decoder got to it (a look-ahead for a free opens blocks
+// early) the merge decodes itself. A decoded block takes 64 bytes per event
+// (a full one about 1 MB) and each thread has one open, so only traces with
+// few threads are decoded this way; the others stream each block (Merger).
+class BlockDecoder {
+public:
+  static constexpr size_t kAhead = 4;
+  static constexpr size_t kMaxThreads = 32;
+
+  static bool worthwhile(const TraceIndex &ix) {
+    return ix.threads.size() <= kMaxThreads && std::thread::hardware_concurrency() > 1;
+  }
+
+  BlockDecoder(const TraceIndex &ix, RecordSource &src, const std::string &name)
+      : ix_(ix), src_(src), name_(name) {
+    for (uint32_t t = 0; t < ix.threads.size(); ++t) {
+      first_.push_back(static_cast<uint32_t>(refs_.size()));
+      for (uint32_t b = 0; b < ix.threads[t].blocks.size(); ++b)
+        refs_.push_back({t, b});
+    }
+    blocks_.assign(refs_.size(), {});
+    order_.resize(refs_.size());
+    for (uint32_t i = 0; i < order_.size(); ++i)
+      order_[i] = i;
+    std::stable_sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
+      uint64_t ta = first_tsc(a), tb = first_tsc(b);
+      return ta != tb ? ta < tb : refs_[a].thread < refs_[b].thread;
+    });
+    worker_ = std::thread([this] { run(); });
+  }
+  BlockDecoder(const BlockDecoder &) = delete;
+  BlockDecoder &operator=(const BlockDecoder &) = delete;
+  ~BlockDecoder() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    to_worker_.notify_all();
+    worker_.join();
+  }
+
+  // Thread t's block b, decoded; give_back() it when done.
+  DecodedBlock *take(uint32_t t, uint32_t b) {
+    uint32_t id = first_[t] + b;
+    std::unique_lock lk(mu_);
+    to_merge_.wait(lk, [&] { return blocks_[id].state != State::kDecoding; });
+    if (blocks_[id].state == State::kUntouched) {
+      blocks_[id].state = State::kTaken;
+      DecodedBlock *d = spare();
+      lk.unlock();
+      decode(id, *d, own_slot_);
+      return d;
+    }
+    blocks_[id].state = State::kTaken;
+    --ready_;
+    lk.unlock();
+    to_worker_.notify_one();
+    return blocks_[id].decoded;
+  }
+
+  void give_back(DecodedBlock *d) {
+    std::lock_guard lk(mu_);
+    spares_.push_back(d);
+  }
+
+private:
+  enum class State : uint8_t { kUntouched, kDecoding, kReady, kTaken };
+  struct Ref {
+    uint32_t thread, block;
+  };
+  struct Slot {
+    State state = State::kUntouched;
+    DecodedBlock *decoded = nullptr;
+  };
+
+  uint64_t first_tsc(uint32_t id) const {
+    return ix_.threads[refs_[id].thread].blocks[refs_[id].block].first_tsc;
+  }
+
+  DecodedBlock *spare() { // under mu_
+    if (spares_.empty()) {
+      all_.push_back(std::make_unique<DecodedBlock>());
+      return all_.back().get();
+    }
+    DecodedBlock *d = spares_.back();
+    spares_.pop_back();
+    return d;
+  }
+
+  void decode(uint32_t id, DecodedBlock &d, BlockSlot &slot) {
+    const BlockRef &b = ix_.threads[refs_[id].thread].blocks[refs_[id].block];
+    d.steps.clear();
+    TraceReader::Options opts;
+    opts.prescan = false;
+    d.ok = src_.load(b.offset, slot.bytes) &&
+           slot.reader.open_buffer(slot.bytes.data(), slot.bytes.size(), name_, opts);
+    if (!d.ok)
+      return;
+    d.steps.reserve(b.events);
+    for (uint32_t left = b.events; left > 0 && slot.reader.next() == Item::kEvent; --left)
+      d.steps.push_back(Step::of(slot.reader.event()));
+  }
+
+  void run() {
+    BlockSlot slot;
+    for (uint32_t id : order_) {
+      DecodedBlock *d;
+      {
+        std::unique_lock lk(mu_);
+        to_worker_.wait(lk, [&] { return stop_ || ready_ < kAhead; });
+        if (stop_)
+          return;
+        if (blocks_[id].state != State::kUntouched)
+          continue;
+        blocks_[id].state = State::kDecoding;
+        d = spare();
+      }
+      try {
+        decode(id, *d, slot);
+      } catch (...) { // out of memory: the merge decodes what is left itself
+        std::lock_guard lk(mu_);
+        blocks_[id].state = State::kUntouched;
+        spares_.push_back(d);
+        stop_ = true;
+        to_merge_.notify_all();
+        return;
+      }
+      {
+        std::lock_guard lk(mu_);
+        blocks_[id].decoded = d;
+        blocks_[id].state = State::kReady;
+        ++ready_;
+      }
+      to_merge_.notify_all();
+    }
+  }
+
+  const TraceIndex &ix_;
+  RecordSource &src_;
+  const std::string &name_;
+  std::vector<Ref> refs_;       // by block id (threads in order, their blocks in order)
+  std::vector<uint32_t> first_; // a thread's first block id
+  std::vector<uint32_t> order_; // ids in the order the merge opens them
+  std::vector<std::unique_ptr<DecodedBlock>> all_;
+  BlockSlot own_slot_; // the merge's, for blocks it decodes itself
+
+  std::mutex mu_; // guards what follows
+  std::condition_variable to_worker_, to_merge_;
+  std::vector<Slot> blocks_;
+  std::vector<DecodedBlock *> spares_;
+  size_t ready_ = 0; // decoded, not yet taken
+  bool stop_ = false;
+  std::thread worker_;
+};
+
 // ---- The k-way merge ---------------------------------------------------------
 
 // One thread's events in order: `ahead` (decoded, their table slots
@@ -301,7 +471,9 @@ struct Source {
   const std::vector<BlockRef> *blocks = nullptr;
   size_t next_block = 0;
   BlockSlot *slot = nullptr;
-  uint32_t left = 0; // events still to take from the open block
+  uint32_t left = 0;               // events still to take from the open block
+  DecodedBlock *decoded = nullptr; // the open block, when a BlockDecoder decoded it
+  size_t decoded_pos = 0;
   EventRing ahead;
 
   bool ready() const { return !ahead.empty(); }
@@ -317,8 +489,12 @@ public:
   static constexpr size_t kDecodeAhead = 32;
 
   // `table`, when given, is the live set whose lines are prefetched.
-  Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable *table)
+  // `decode_thread`: decode blocks on a second thread where that is worthwhile.
+  Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable *table,
+         bool decode_thread)
       : src_(src), name_(std::move(name)), table_(table) {
+    if (decode_thread && BlockDecoder::worthwhile(ix))
+      decoder_ = std::make_unique<BlockDecoder>(ix, src_, name_);
     sources_.resize(ix.threads.size());
     for (size_t i = 0; i < sources_.size(); ++i) {
       sources_[i].ordinal = static_cast<uint32_t>(i);
@@ -435,7 +611,7 @@ private:
   }
 
   bool exhausted(const Source &s) const {
-    return !s.ready() && !s.slot && s.next_block == s.blocks->size();
+    return !s.ready() && !s.slot && !s.decoded && s.next_block == s.blocks->size();
   }
 
   // Ready with the head the thread has decoded, or else its unopened next
@@ -448,19 +624,31 @@ private:
 
   // Decodes one event of the open block into `ahead`; releases a finished block.
   bool decode_one(Source &s) {
+    if (s.decoded) {
+      if (s.decoded_pos < s.decoded->steps.size()) {
+        ahead(s, s.decoded->steps[s.decoded_pos++]);
+        return true;
+      }
+      decoder_->give_back(s.decoded);
+      s.decoded = nullptr;
+      return false;
+    }
     if (!s.slot)
       return false;
     if (s.left > 0 && s.slot->reader.next() == Item::kEvent) {
       --s.left;
-      Step e = Step::of(s.slot->reader.event());
-      s.ahead.push_back(e);
-      if (table_)
-        table_->prefetch(e.kind == EventKind::kRealloc ? e.old_ptr : e.ptr);
+      ahead(s, Step::of(s.slot->reader.event()));
       return true;
     }
     free_.push_back(s.slot);
     s.slot = nullptr;
     return false;
+  }
+
+  void ahead(Source &s, const Step &e) {
+    s.ahead.push_back(e);
+    if (table_)
+      table_->prefetch(e.kind == EventKind::kRealloc ? e.old_ptr : e.ptr);
   }
 
   // Keeps kDecodeAhead events decoded; false when the thread has none ready.
@@ -474,6 +662,17 @@ private:
     if (s.next_block == s.blocks->size())
       return true;
     const BlockRef &b = (*s.blocks)[s.next_block++];
+    if (decoder_) {
+      DecodedBlock *d = decoder_->take(s.ordinal, static_cast<uint32_t>(s.next_block - 1));
+      if (!d->ok) {
+        decoder_->give_back(d);
+        error_ = reread_error(b.offset);
+        return false;
+      }
+      s.decoded = d;
+      s.decoded_pos = 0;
+      return true;
+    }
     if (free_.empty()) {
       pool_.push_back(std::make_unique<BlockSlot>());
       free_.push_back(pool_.back().get());
@@ -484,14 +683,18 @@ private:
     opts.prescan = false;
     if (!src_.load(b.offset, slot->bytes) ||
         !slot->reader.open_buffer(slot->bytes.data(), slot->bytes.size(), name_, opts)) {
-      error_ = name_ + ": offset " + std::to_string(b.offset) +
-               ": cannot re-read an events record the first reading decoded";
+      error_ = reread_error(b.offset);
       free_.push_back(slot);
       return false;
     }
     s.slot = slot;
     s.left = b.events;
     return true;
+  }
+
+  std::string reread_error(uint64_t offset) const {
+    return name_ + ": offset " + std::to_string(offset) +
+           ": cannot re-read an events record the first reading decoded";
   }
 
   // Decodes one more event of the thread into `ahead`, opening its next
@@ -516,6 +719,7 @@ private:
   std::vector<std::unique_ptr<BlockSlot>> pool_;
   std::vector<BlockSlot *> free_;
   std::string error_;
+  std::unique_ptr<BlockDecoder> decoder_; // last: its thread stops before the rest goes
 };
 
 // ---- The replay --------------------------------------------------------------
@@ -544,15 +748,6 @@ struct ReplayResult {
   bool peak_exact = false;
 };
 
-// The allocations (by seq) that found their address still live and searched
-// the other threads for its free: a replay that keeps no live set repeats
-// the searches from this log to merge the events in the same order.
-struct SearchLog {
-  std::vector<uint64_t> seqs;
-  size_t cap = SIZE_MAX;
-  bool overflowed = false; // more than cap: the log is incomplete
-};
-
 // Which replay, for progress reports: the events it will go through at most
 // and the callback (may be empty).
 struct ReplayProgress {
@@ -563,14 +758,11 @@ struct ReplayProgress {
 
 template <class Heap> class Replay {
 public:
-  // `record`: log the searches there. `script`: search where it says rather
-  // than where the heap holds the address (for a heap without a live set).
   Replay(Heap &heap, Merger &m, const ReplayStop &stop, uint64_t window_ticks,
          ReplayProgress progress = {},
-         const std::function<void(const AppliedEvent &)> *observer = nullptr,
-         SearchLog *record = nullptr, const std::vector<uint64_t> *script = nullptr)
+         const std::function<void(const AppliedEvent &)> *observer = nullptr)
       : heap_(heap), m_(m), stop_(stop), window_(window_ticks), progress_(progress),
-        observer_(observer && *observer ? observer : nullptr), record_(record), script_(script) {}
+        observer_(observer && *observer ? observer : nullptr) {}
 
   ReplayResult run() {
     constexpr uint64_t kReportEvery = uint64_t{1} << 20;
@@ -660,26 +852,8 @@ private:
     res_.stop_max_count = res_.max_count;
   }
 
-  bool still_live(uint64_t addr, uint64_t seq, bool may_search) {
-    if (script_) {
-      if (!may_search || script_pos_ == script_->size() || (*script_)[script_pos_] != seq)
-        return false;
-      ++script_pos_;
-      return true;
-    }
-    if (!heap_.contains(addr))
-      return false;
-    if (record_ && may_search && !record_->overflowed) {
-      if (record_->seqs.size() < record_->cap)
-        record_->seqs.push_back(seq);
-      else
-        record_->overflowed = true;
-    }
-    return true;
-  }
-
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
-    if (still_live(e.ptr, seq, may_search)) {
+    if (heap_.contains(e.ptr)) {
       pulled_events_.clear();
       if (may_search && m_.take_free(e.ptr, e.tsc + window_, pulled_events_)) {
         pulled_ = true;
@@ -703,9 +877,6 @@ private:
   uint64_t window_;
   ReplayProgress progress_;
   const std::function<void(const AppliedEvent &)> *observer_;
-  SearchLog *record_;
-  const std::vector<uint64_t> *script_;
-  size_t script_pos_ = 0;
   ReplayResult res_;
   std::vector<Step> pulled_events_;
   bool pulled_ = false; // the current event pulled others forward
@@ -778,67 +949,41 @@ struct ReplayRun {
   uint64_t window;       // causality window, in ticks
   uint64_t total_events; // for progress
   const SnapshotProgress &progress;
+  bool decode_thread;
 };
 
 enum class PeakRoute { kDone, kReplayToPeak, kFailed };
 
-// `peak` in one replay that rolls back to the peak (ObjectHeap keep_peak),
-// or, when more objects were freed after the peak than that keeps, with a
-// second replay to the peak that collects them by seq without a live set
-// (PickHeap). kDone: `out` is complete. kReplayToPeak: neither can be exact
-// (tags, a peak inside a pulled-forward free, a search log too long to
-// keep): `stop` and `reserve` are set for a replay to the peak with the
-// whole heap.
+// `peak` in one replay that rolls back to the peak (ObjectHeap keep_peak).
+// kDone: `out` is complete. kReplayToPeak: the rollback cannot be exact (a
+// peak inside a pulled-forward free, more tags changed after the peak than
+// the heap journals): `stop` and `reserve` are set for a replay to the peak
+// with the whole heap.
 PeakRoute peak_in_one_replay(const ReplayRun &run, uint64_t bound, ReplayStop &stop,
                              uint64_t &reserve, HeapSnapshot &out, std::string &error) {
-  ReplayResult first;
-  SearchLog log;
-  log.cap = bound / 8 + 4096;
-  std::optional<SeqSet> peak_seqs;
-  {
-    ObjectHeap heap(true);
-    heap.reserve(bound);
-    Merger m(run.ix, run.src, run.r.name(), heap.table());
-    first = Replay<ObjectHeap>(heap, m, stop, run.window,
-                               {&run.progress, "rebuilding the live heap", run.total_events},
-                               nullptr, &log)
-                .run();
-    if (!m.error().empty()) {
-      error = m.error();
-      return PeakRoute::kFailed;
-    }
-    if (!first.has_peak) {
-      nothing_live(run.r, run.ix, run.src, out);
-      return PeakRoute::kDone;
-    }
-    if (first.peak_exact && heap.peak_kept()) {
-      finish(run.r, run.ix, run.src, first.peak_tsc, first.peak_heap_events,
-             first.peak_unknown_frees, first.peak_double_allocs, heap.take_peak(), out);
-      return PeakRoute::kDone;
-    }
-    if (first.peak_exact && !run.ix.has_tags && !log.overflowed)
-      peak_seqs = heap.take_peak_seqs();
-  }
-  stop.at_seq = first.peak_seq;
-  reserve = first.peak_max_count;
-  if (!peak_seqs)
-    return PeakRoute::kReplayToPeak;
-  PickHeap heap(std::move(*peak_seqs));
-  Merger m(run.ix, run.src, run.r.name(), nullptr);
-  Replay<PickHeap>(heap, m, stop, run.window,
-                   {&run.progress, "collecting the objects live at the peak", first.peak_seq + 1},
-                   nullptr, nullptr, &log.seqs)
-      .run();
+  ObjectHeap heap(true);
+  heap.reserve(bound);
+  Merger m(run.ix, run.src, run.r.name(), heap.table(), run.decode_thread);
+  ReplayResult first =
+      Replay<ObjectHeap>(heap, m, stop, run.window,
+                         {&run.progress, "rebuilding the live heap", run.total_events})
+          .run();
   if (!m.error().empty()) {
     error = m.error();
     return PeakRoute::kFailed;
   }
-  // Always complete when the merge repeated itself; else the exact way.
-  if (!heap.complete())
-    return PeakRoute::kReplayToPeak;
-  finish(run.r, run.ix, run.src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
-         first.peak_double_allocs, heap.take(), out);
-  return PeakRoute::kDone;
+  if (!first.has_peak) {
+    nothing_live(run.r, run.ix, run.src, out);
+    return PeakRoute::kDone;
+  }
+  if (first.peak_exact && heap.peak_kept()) {
+    finish(run.r, run.ix, run.src, first.peak_tsc, first.peak_heap_events, first.peak_unknown_frees,
+           first.peak_double_allocs, heap.take_peak(), out);
+    return PeakRoute::kDone;
+  }
+  stop.at_seq = first.peak_seq;
+  reserve = first.peak_max_count;
+  return PeakRoute::kReplayToPeak;
 }
 
 bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnapshot &out,
@@ -887,7 +1032,7 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   uint64_t reserve = bound;
   bool peak_known = false;
   if (spec.point == SnapshotPoint::kPeak && !ix.lost_events && !spec.observer) {
-    ReplayRun run{r, ix, src, window, total_events, progress};
+    ReplayRun run{r, ix, src, window, total_events, progress, spec.decode_thread};
     switch (peak_in_one_replay(run, bound, stop, reserve, out, error)) {
     case PeakRoute::kDone:
       return true;
@@ -904,7 +1049,7 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
       SizeHeap heap;
       if (!ix.lost_events)
         heap.reserve(bound);
-      Merger m(ix, src, r.name(), heap.table());
+      Merger m(ix, src, r.name(), heap.table(), spec.decode_thread);
       first = Replay<SizeHeap>(heap, m, stop, window,
                                {&progress, "finding the moment to analyse", total_events})
                   .run();
@@ -926,7 +1071,7 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
 
   ObjectHeap heap;
   heap.reserve(reserve);
-  Merger m(ix, src, r.name(), heap.table());
+  Merger m(ix, src, r.name(), heap.table(), spec.decode_thread);
   ReplayResult res =
       Replay<ObjectHeap>(heap, m, stop, window,
                          {&progress, "rebuilding the live heap", total_events}, &spec.observer)

@@ -10,19 +10,18 @@
 // decoded block per thread whose current block overlaps the replay's time
 // (a block is at most the recorder's 64 KiB buffer, decompressed), plus
 // look-ahead of at most kMaxLookahead events per thread when resolving an
-// address reuse. Memory for the heap: one 56-byte LiveObject plus a 16-byte
+// address reuse. Memory for the heap: one 32-byte record plus a 16-byte
 // table slot at <= 70% load per object alive at the busiest moment before
-// the point (about 80 bytes per object), sized by a bound on the live count
+// the point (about 55 bytes per object), sized by a bound on the live count
 // the indexing read computes from each block's net allocations. `end` and
 // `mark` replay once. So does `peak`: the replay tracks live bytes and keeps
-// the objects freed after the best peak so far (up to the greater of 1/16 of
-// those live at it and 8 MiB) to roll back to it at the end. Where more were
-// freed, a second replay to the peak collects the peak's objects by their
-// positions in the merged order, keeping no live set; where even that cannot
-// be exact (tags, a peak reached inside a pulled-forward free), and for an
-// observer, a first replay finds the peak and a second one rebuilds the heap
-// up to it. A trace with lost events (frees may be missing, which inflates
-// the bound) is sized by an exact first replay at every point.
+// the objects freed after the best peak so far (never more than were live
+// at it, 32 bytes each) to roll back to it at the end. Where that cannot be
+// exact (a peak reached inside a pulled-forward free, too many tags changed
+// after it), and for an observer, a first replay finds the peak and a
+// second one rebuilds the heap up to it. A trace with lost events (frees
+// may be missing, which inflates the bound) is sized by an exact first
+// replay at every point.
 #pragma once
 
 #include "heap_model.h"

@@ -1,6 +1,6 @@
 #include "heap_snapshot.h"
-#include "trace_reader.h"
 #include "trace_builder.h"
+#include "trace_reader.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +15,7 @@ using memlayout::testing::Block;
 using memlayout::testing::Bytes;
 using memlayout::testing::TraceBuilder;
 using trace::Api;
+using trace::EventKind;
 
 namespace {
 
@@ -424,6 +425,8 @@ Bytes scripted_heap(const HeapScript &h) {
         size = big == 0 ? uint64_t{5} << 30 : uint64_t{20} << 20;
       uint64_t usable = (size + 15) & ~uint64_t{15};
       uint64_t stack = 1 + rng() % 5;
+      if (rng() % 100 == 0) // past the 32 bits a compact record holds
+        stack += uint64_t{1} << 33;
       bool grow = phase == Phase::kGrow, drain = phase == Phase::kDrain;
       unsigned r = static_cast<unsigned>(rng() % 100);
       if (grow || (!drain && r < 45) || live.empty()) {
@@ -442,7 +445,8 @@ Bytes scripted_heap(const HeapScript &h) {
         }
         th.block.realloc(Api::kRealloc, old, a, size, usable, stack);
       } else if (h.tags && r < 97) {
-        th.block.tag(live[rng() % live.size()], 1 + rng() % 3);
+        // Now and then a string id past the 16 bits a compact record holds.
+        th.block.tag(live[rng() % live.size()], rng() % 40 == 0 ? 70'000 : 1 + rng() % 3);
       } else {
         th.block.free(Api::kFree, 0x7000000000 + rng() % 64 * 64); // never allocated
       }
@@ -500,12 +504,9 @@ TEST_CASE("one replay rolls back to the peak: the same snapshot as replaying to 
   check_same_snapshot(snap(bytes), want);
 }
 
-TEST_CASE("more frees after the peak than one replay keeps: the same snapshot", "[snapshot]") {
+TEST_CASE("most of the peak's objects freed after it: one replay keeps them all", "[snapshot]") {
   // 200 000 objects live at the first peak and 180 000 of them freed after
-  // it: more than the replay keeps (the greater of 1/16 of them and 8 MiB),
-  // so it goes on with seqs and sizes only, finds the second, higher peak
-  // that way, and the objects are collected again by seq (with tags: a
-  // replay to the peak with the whole heap).
+  // it; a second, higher peak recycles what was kept for the first.
   HeapScript h;
   h.threads = 2;
   h.live = 200'000;
@@ -515,4 +516,61 @@ TEST_CASE("more frees after the peak than one replay keeps: the same snapshot", 
   HeapSnapshot want = snap(bytes, observed_peak());
   REQUIRE(want.objects.size() > 200'000); // the second peak
   check_same_snapshot(snap(bytes), want);
+}
+
+TEST_CASE("more tags changed after the peak than the rollback journals: the same snapshot",
+          "[snapshot]") {
+  // 100 objects, then 70 000 tags of them (more than the journal keeps:
+  // the most of 64 Ki entries and the objects live at the peak), then half
+  // freed: the rollback gives up and a replay to the peak rebuilds it.
+  TraceBuilder t;
+  t.strings({{1, "red"}, {2, "green"}});
+  Block b(1000, 1000, 1000);
+  for (uint64_t i = 0; i < 100; ++i)
+    b.alloc(Api::kMalloc, 0x10000 + i * 64, 48, 48, 1);
+  for (uint64_t i = 0; i < 70'000; ++i)
+    b.tag(0x10000 + i % 100 * 64, 1 + i % 2);
+  for (uint64_t i = 0; i < 50; ++i)
+    b.free(Api::kFree, 0x10000 + i * 128);
+  t.events(7, b);
+  t.end(2000, 2000);
+  Bytes bytes = t.bytes();
+  HeapSnapshot want = snap(bytes, observed_peak());
+  REQUIRE(want.objects.size() == 100);
+  for (const LiveObject &o : want.objects)
+    REQUIRE(o.tag_id == 0); // untagged at the peak
+  check_same_snapshot(snap(bytes), want);
+}
+
+TEST_CASE("decoding on a second thread: the same merged order and snapshot as on one",
+          "[snapshot]") {
+  HeapScript h;
+  h.seed = GENERATE(range(11, 17));
+  h.threads = 2 + h.seed % 4;
+  h.tags = h.seed % 2 == 1;
+  INFO("seed " << h.seed);
+  Bytes bytes = scripted_heap(h);
+  struct Applied {
+    EventKind kind;
+    uint64_t seq, ptr, old_ptr;
+    bool operator==(const Applied &) const = default;
+  };
+  auto run = [&](SnapshotSpec spec, bool decode_thread, std::vector<Applied> &order) {
+    spec.decode_thread = decode_thread;
+    spec.observer = [&](const AppliedEvent &e) {
+      order.push_back({e.kind, e.seq, e.ptr, e.old_ptr});
+    };
+    return snap(bytes, spec);
+  };
+  for (SnapshotSpec spec : {SnapshotSpec{}, at_end()}) {
+    std::vector<Applied> one, two;
+    HeapSnapshot a = run(spec, false, one), b = run(spec, true, two);
+    REQUIRE(one.size() > 300);
+    CHECK(one == two);
+    check_same_snapshot(b, a);
+    // And without an observer: the peak's one replay, the end's.
+    SnapshotSpec plain = spec;
+    plain.decode_thread = true;
+    check_same_snapshot(snap(bytes, plain), a);
+  }
 }
