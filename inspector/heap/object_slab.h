@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -101,7 +103,8 @@ public:
   // The objects of the slots keep[i] names, by address; the slab is empty
   // after. Memory stays near the larger of what is kept, as records or as
   // LiveObjects: records are compacted, the rest released, and each stretch
-  // of records goes back to the system once unpacked.
+  // of records goes back to the system once unpacked. Addresses are
+  // distinct (the objects were live together).
   std::vector<LiveObject> take(const std::vector<bool> &keep) {
     std::vector<LiveObject> escaped_objects;
     size_t n = 0;
@@ -118,15 +121,33 @@ public:
     escapes_ = {};
     slots_.release(n, slots_.size());
     slots_.shrink(n);
-    std::sort(slots_.begin(), slots_.end(),
-              [](const Record &a, const Record &b) { return a.addr < b.addr; });
+    // Two sorted runs, the first sorted on a second thread where there is
+    // one; merged as they are unpacked.
+    auto by_addr = [](const Record &a, const Record &b) { return a.addr < b.addr; };
+    Record *begin = slots_.begin(), *end = slots_.end();
+    size_t half = n;
+    if (n >= kSortOnTwoThreads && std::thread::hardware_concurrency() > 1) {
+      try {
+        std::thread first([&] { std::sort(begin, begin + n / 2, by_addr); });
+        std::sort(begin + n / 2, end, by_addr);
+        first.join();
+        half = n / 2;
+      } catch (const std::system_error &) { // no thread: one run
+      }
+    }
+    if (half == n)
+      std::sort(begin, end, by_addr);
     std::vector<LiveObject> out;
     out.reserve(n);
     constexpr size_t kReleaseEvery = 8192;
-    for (size_t i = 0; i < n; ++i) {
-      out.push_back(unpack(slots_[i], &escaped_objects));
-      if ((i + 1) % kReleaseEvery == 0)
-        slots_.release(i + 1 - kReleaseEvery, i + 1);
+    size_t i = 0, j = half, released_i = 0, released_j = half;
+    while (i < half || j < n) {
+      bool first_run = j == n || (i < half && slots_[i].addr <= slots_[j].addr);
+      out.push_back(unpack(slots_[first_run ? i++ : j++], &escaped_objects));
+      if (out.size() % kReleaseEvery == 0) {
+        released_i = slots_.release(released_i, i);
+        released_j = slots_.release(released_j, j);
+      }
     }
     slots_ = {};
     return out;
@@ -140,6 +161,7 @@ private:
   };
   static_assert(sizeof(Record) == 32);
 
+  static constexpr size_t kSortOnTwoThreads = size_t{1} << 16;
   static constexpr unsigned kSeqShift = 24, kApiShift = 16;
   static constexpr uint64_t kSeqLimit = uint64_t{1} << (64 - kSeqShift);
   static constexpr uint64_t kTagMask = 0xffff, kTagEscaped = kTagMask;

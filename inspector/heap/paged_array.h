@@ -66,13 +66,16 @@ public:
   }
 
   // Returns the whole pages inside elements [from, to) to the system; they
-  // read as zeros afterwards.
-  void release(size_t from, size_t to) {
-    uintptr_t page = page_size();
-    uintptr_t lo = (reinterpret_cast<uintptr_t>(data_ + from) + page - 1) & ~(page - 1);
-    uintptr_t hi = reinterpret_cast<uintptr_t>(data_ + to) & ~(page - 1);
-    if (from < to && lo < hi)
-      ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+  // read as zeros afterwards. Returns where a later release of the elements
+  // after these should start: the element in the page not yet returned.
+  size_t release(size_t from, size_t to) {
+    uintptr_t page = page_size(), base = reinterpret_cast<uintptr_t>(data_);
+    uintptr_t lo = (base + from * sizeof(T) + page - 1) & ~(page - 1);
+    uintptr_t hi = (base + to * sizeof(T)) & ~(page - 1);
+    if (from >= to || lo >= hi)
+      return from;
+    ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+    return (hi - base) / sizeof(T);
   }
 
 private:

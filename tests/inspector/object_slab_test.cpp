@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <unistd.h>
 
 using namespace memlayout;
 using namespace memlayout::inspector;
@@ -118,9 +119,15 @@ TEST_CASE("paged array: grows in place or moves, keeps its contents, released pa
   REQUIRE(a.size() == 300'000);
   for (uint64_t i = 0; i < a.size(); i += 997)
     REQUIRE(a[i] == i * 3);
-  a.release(0, 100'000);
+  size_t next = a.release(0, 100'000);
   CHECK(a[4096] == 0);              // inside a released page
   CHECK(a[100'001] == 100'001 * 3); // past the range: kept
+  // `next` starts the page the range ends in, which is kept.
+  CHECK(next <= 100'000);
+  CHECK(100'000 - next < static_cast<size_t>(sysconf(_SC_PAGESIZE)) / sizeof(uint64_t));
+  CHECK(a[next - 1] == 0);
+  CHECK(a[next] == next * 3);
+  CHECK(a.release(next, next + 1) == next); // less than a page: nothing
   PagedArray<uint64_t> b = std::move(a);
   CHECK(b.size() == 300'000);
   CHECK(a.size() == 0);
