@@ -44,8 +44,9 @@ struct SnapshotSpec {
   // Given every event up to the point, in order, as the final replay applies
   // it (pulled-forward frees included where they are applied).
   std::function<void(const AppliedEvent &)> observer;
-  // Decode the trace on a second thread where the machine has a second CPU
-  // and the trace few threads. The snapshot is the same either way.
+  // Index and decode the trace on a second thread where the machine has a
+  // second CPU (decoding: where the trace has few threads). The snapshot is
+  // the same either way.
   bool decode_thread = true;
 };
 

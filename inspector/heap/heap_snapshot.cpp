@@ -4,6 +4,7 @@
 #include "trace_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -89,72 +91,96 @@ uint64_t live_bound(const TraceIndex &ix, uint64_t until = UINT64_MAX) {
   return static_cast<uint64_t>(best);
 }
 
+// One events block as the index counts it.
+struct BlockCount {
+  BlockRef ref;
+  uint32_t tid = 0;
+  bool tags = false, lost = false;
+  std::vector<std::pair<uint64_t, uint64_t>> marks; // (string id, tsc) in order
+};
+
+// Counts the block at `offset` whose first event `first` the reader `rd`
+// has just yielded, skimming the rest. False when the block is malformed
+// (rd then stops there).
+bool count_block(TraceReader &rd, const Event &first, uint64_t offset, BlockCount &c) {
+  BlockRef &b = c.ref;
+  b = {offset, first.tsc, 1, 0, 0};
+  c.tid = first.tid;
+  switch (first.kind) {
+  case EventKind::kAlloc:
+    b.net += first.ptr != 0;
+    break;
+  case EventKind::kFree:
+    b.net -= first.ptr != 0;
+    break;
+  case EventKind::kRealloc:
+    if (first.ptr != 0 || first.size == 0)
+      b.net += int32_t{first.ptr != 0} - int32_t{first.old_ptr != 0};
+    break;
+  case EventKind::kExt:
+    c.lost |= first.ext == trace::ExtKind::kLost;
+    break;
+  case EventKind::kTag:
+    c.tags = true;
+    break;
+  case EventKind::kMark:
+    c.marks.push_back({first.string_id, first.tsc});
+    break;
+  default:
+    break;
+  }
+  b.max_prefix = std::max(b.max_prefix, b.net);
+  // The rest of the block: counted without building each event.
+  BlockSkim skim;
+  skim.net = b.net;
+  skim.max_prefix = b.max_prefix;
+  bool ok = rd.skim_block(skim);
+  b.events += skim.events;
+  b.net = skim.net;
+  b.max_prefix = skim.max_prefix;
+  c.tags |= skim.tags;
+  c.lost |= skim.lost;
+  c.marks.insert(c.marks.end(), skim.marks.begin(), skim.marks.end());
+  return ok;
+}
+
+// Builds a TraceIndex from blocks given in file order.
+class IndexBuilder {
+public:
+  void map(uint64_t offset, uint64_t tsc) { ix_.maps.push_back({offset, tsc}); }
+  void block(BlockCount &&c) {
+    auto [pos, fresh] = ordinal_.emplace(c.tid, static_cast<uint32_t>(ix_.threads.size()));
+    if (fresh)
+      ix_.threads.push_back({c.tid, {}});
+    ix_.threads[pos->second].blocks.push_back(c.ref);
+    ix_.has_tags |= c.tags;
+    ix_.lost_events |= c.lost;
+    for (auto [id, tsc] : c.marks)
+      if (std::find(ix_.mark_ids.begin(), ix_.mark_ids.end(), id) == ix_.mark_ids.end()) {
+        ix_.mark_ids.push_back(id);
+        ix_.mark_tsc.push_back(tsc);
+      }
+  }
+  TraceIndex take() { return std::move(ix_); }
+
+private:
+  TraceIndex ix_;
+  std::unordered_map<uint32_t, uint32_t> ordinal_; // tid -> index in ix_.threads
+};
+
 TraceIndex index_trace(TraceReader &r) {
-  TraceIndex ix;
-  std::unordered_map<uint32_t, uint32_t> ordinal; // tid -> index in ix.threads
-  uint64_t block_offset = UINT64_MAX;
-  BlockRef *block = nullptr;
+  IndexBuilder ix;
   for (Item it; (it = r.next()) != Item::kDone;) {
-    if (it == Item::kMemoryMap) {
-      ix.maps.push_back({r.record_offset(), r.memory_map().tsc});
-      continue;
-    }
+    if (it == Item::kMemoryMap)
+      ix.map(r.record_offset(), r.memory_map().tsc);
     if (it != Item::kEvent)
       continue;
-    const Event &e = r.event();
-    if (r.record_offset() != block_offset) {
-      block_offset = r.record_offset();
-      auto [pos, fresh] = ordinal.emplace(e.tid, static_cast<uint32_t>(ix.threads.size()));
-      if (fresh)
-        ix.threads.push_back({e.tid, {}});
-      std::vector<BlockRef> &blocks = ix.threads[pos->second].blocks;
-      blocks.push_back({block_offset, e.tsc, 0, 0, 0});
-      block = &blocks.back();
-    }
-    ++block->events;
-    switch (e.kind) {
-    case EventKind::kAlloc:
-      block->net += e.ptr != 0;
-      break;
-    case EventKind::kFree:
-      block->net -= e.ptr != 0;
-      break;
-    case EventKind::kRealloc:
-      if (e.ptr != 0 || e.size == 0)
-        block->net += int32_t{e.ptr != 0} - int32_t{e.old_ptr != 0};
-      break;
-    case EventKind::kExt:
-      ix.lost_events |= e.ext == trace::ExtKind::kLost;
-      break;
-    case EventKind::kTag:
-      ix.has_tags = true;
-      break;
-    default:
-      break;
-    }
-    block->max_prefix = std::max(block->max_prefix, block->net);
-    auto note_mark = [&](uint64_t id, uint64_t tsc) {
-      if (std::find(ix.mark_ids.begin(), ix.mark_ids.end(), id) == ix.mark_ids.end()) {
-        ix.mark_ids.push_back(id);
-        ix.mark_tsc.push_back(tsc);
-      }
-    };
-    if (e.kind == EventKind::kMark)
-      note_mark(e.string_id, e.tsc);
-    // The rest of the block: counted without building each event.
-    BlockSkim skim;
-    skim.net = block->net;
-    skim.max_prefix = block->max_prefix;
-    r.skim_block(skim); // on a malformed block next() reports the end
-    block->events += skim.events;
-    block->net = skim.net;
-    block->max_prefix = skim.max_prefix;
-    ix.has_tags |= skim.tags;
-    ix.lost_events |= skim.lost;
-    for (auto [id, tsc] : skim.marks)
-      note_mark(id, tsc);
+    // Each event next() yields here is a block's first: the rest is skimmed.
+    BlockCount c;
+    count_block(r, r.event(), r.record_offset(), c); // on a malformed block next() reports the end
+    ix.block(std::move(c));
   }
-  return ix;
+  return ix.take();
 }
 
 // ---- Random access to records ------------------------------------------------
@@ -229,6 +255,61 @@ struct BlockSlot {
   std::vector<uint8_t> bytes;
   TraceReader reader;
 };
+
+// The index on two threads: `r` passes over the events records unread
+// (TraceReader::skip_events) and both threads count the blocks, each from
+// its own copy. Where that might not end as the sequential pass does (a
+// reader without prescan, a record or block that is not well formed), `r`
+// is restarted and nothing is returned: the sequential pass then reports
+// the problem at its place.
+std::optional<TraceIndex> index_on_two_threads(TraceReader &r, RecordSource &src) {
+  if (!r.prescanned() || std::thread::hardware_concurrency() < 2)
+    return std::nullopt;
+  IndexBuilder ix;
+  std::vector<uint64_t> offsets;
+  r.skip_events(&offsets);
+  for (Item it; (it = r.next()) != Item::kDone;)
+    if (it == Item::kMemoryMap)
+      ix.map(r.record_offset(), r.memory_map().tsc);
+  r.skip_events(nullptr);
+  std::vector<BlockCount> counts(offsets.size());
+  std::vector<uint8_t> has_events(offsets.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{r.status() != ReadStatus::kOk};
+  auto work = [&] {
+    BlockSlot slot;
+    TraceReader::Options opts;
+    opts.prescan = false;
+    for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < offsets.size();) {
+      TraceReader &rd = slot.reader;
+      bool ok = src.load(offsets[i], slot.bytes) &&
+                rd.open_buffer(slot.bytes.data(), slot.bytes.size(), r.name(), opts);
+      if (ok && rd.next() == Item::kEvent) {
+        has_events[i] = 1;
+        ok = count_block(rd, rd.event(), offsets[i], counts[i]);
+      } else if (ok) { // no events: fine if it stopped only where its one record ends
+        ok = rd.status() == ReadStatus::kTruncated && rd.error().offset == slot.bytes.size();
+      }
+      if (!ok)
+        failed = true;
+    }
+  };
+  try {
+    std::thread other(work);
+    work();
+    other.join();
+  } catch (const std::system_error &) { // no second thread
+    work();
+  }
+  if (failed) {
+    r.restart();
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < offsets.size(); ++i)
+    if (has_events[i])
+      ix.block(std::move(counts[i]));
+  return ix.take();
+}
 
 // What the replay needs of an event, copied out of the decoder. The copy
 // reads field by field (volatile): the decoder has just written them with
@@ -996,7 +1077,14 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
   }
   if (progress)
     progress("indexing the trace", 0);
-  TraceIndex ix = index_trace(r);
+  // The source re-reads blocks for the replay, and for the index when that
+  // runs on two threads.
+  std::string src_error;
+  bool src_ok = src.init(r.header().header_bytes, src_error);
+  std::optional<TraceIndex> indexed;
+  if (src_ok && spec.decode_thread)
+    indexed = index_on_two_threads(r, src);
+  TraceIndex ix = indexed ? std::move(*indexed) : index_trace(r);
   out.partial = r.status() != ReadStatus::kOk;
   uint64_t total_events = 1;
   for (const auto &t : ix.threads)
@@ -1017,8 +1105,10 @@ bool build(TraceReader &r, RecordSource &src, const SnapshotSpec &spec, HeapSnap
       return false;
     }
   }
-  if (!src.init(r.header().header_bytes, error))
+  if (!src_ok) {
+    error = src_error;
     return false;
+  }
   uint64_t window = static_cast<uint64_t>(kCausalityWindowNs * r.ticks_per_ns());
 
   // The index bounds the live count, so the containers are sized up front.

@@ -155,6 +155,8 @@ void TraceReader::reset() {
   error_ = {};
   warnings_.clear();
   suppressed_warnings_ = 0;
+  prescanned_ = from_buffer_ = false;
+  skipped_events_ = nullptr;
 }
 
 // ---- Diagnostics ------------------------------------------------------------
@@ -186,8 +188,16 @@ void TraceReader::warn(uint64_t offset, std::string what) {
 
 // ---- Opening ----------------------------------------------------------------
 
+bool TraceReader::restart() {
+  std::string name = name_;
+  if (from_buffer_)
+    return open_buffer(mem_, size_, std::move(name), opts_);
+  return open(name, opts_);
+}
+
 bool TraceReader::open(const std::string &path, Options opts) {
   reset();
+  opts_ = opts;
   name_ = path;
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
@@ -207,11 +217,14 @@ bool TraceReader::open(const std::string &path, Options opts) {
     return false;
   if (opts.prescan)
     prescan();
+  prescanned_ = opts.prescan;
   return true;
 }
 
 bool TraceReader::open_buffer(const void *data, size_t size, std::string name, Options opts) {
   reset();
+  opts_ = opts;
+  from_buffer_ = true;
   name_ = std::move(name);
   mem_ = static_cast<const uint8_t *>(data);
   size_ = size;
@@ -223,6 +236,7 @@ bool TraceReader::open_buffer(const void *data, size_t size, std::string name, O
     return false;
   if (opts.prescan)
     prescan();
+  prescanned_ = opts.prescan;
   return true;
 }
 
@@ -510,6 +524,10 @@ Item TraceReader::next_record() {
     offset_ = offset + sizeof h + h.payload_bytes;
     if (!known_record_type(h.type)) {
       warn(offset, "skipping record of unknown type " + std::to_string(h.type));
+      continue;
+    }
+    if (skipped_events_ && h.type == static_cast<uint8_t>(RecordType::kEvents)) {
+      skipped_events_->push_back(offset);
       continue;
     }
     Cursor c{nullptr, nullptr};

@@ -49,7 +49,7 @@ enum class Item : uint8_t {
   kEnd,
   kRules,
   kHtmAborts, // record_htm_aborts(); also gathered whole-file in htm_aborts()
-  kDone, // check status()
+  kDone,      // check status()
 };
 
 class TraceReader {
@@ -87,6 +87,20 @@ public:
   // as next() would). next() then goes on with the next record. False when
   // the block is malformed (status() and error() say where).
   bool skim_block(BlockSkim &s);
+
+  // From here on, next() passes over events records unread (no
+  // decompression, no checks of their contents) and appends each one's
+  // offset to `offsets`; nullptr reads them again. For an index pass that
+  // decodes the blocks elsewhere (on other threads): on a reader opened
+  // with prescan, whose tables and clock are complete before the first
+  // next(), the reader then ends as next() would leave it if every block
+  // passed over is well formed. Where one is not, restart() and read again.
+  void skip_events(std::vector<uint64_t> *offsets) { skipped_events_ = offsets; }
+  bool prescanned() const { return prescanned_; }
+
+  // Opens the same file (or buffer) again with the same options: the reader
+  // is as it was right after the first open.
+  bool restart();
 
   // The current item; valid until the next call to next().
   const Event &event() const { return ev_; }
@@ -219,6 +233,9 @@ private:
   MemoryMap map_;
   EndRecord end_;
   std::optional<EndRecord> final_end_;
+  Options opts_;
+  bool prescanned_ = false, from_buffer_ = false;
+  std::vector<uint64_t> *skipped_events_ = nullptr;
   std::optional<RulesRecord> rules_;
   std::vector<HtmAbort> htm_aborts_;
   std::vector<uint64_t> htm_lines_;

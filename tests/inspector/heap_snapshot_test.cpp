@@ -574,3 +574,41 @@ TEST_CASE("decoding on a second thread: the same merged order and snapshot as on
     check_same_snapshot(snap(bytes, plain), a);
   }
 }
+
+TEST_CASE("a malformed block: the index on two threads stops where the one on one does",
+          "[snapshot]") {
+  TraceBuilder t;
+  Block b1(1000, 1000, 5000);
+  b1.alloc(Api::kMalloc, kA, 100, 112, 1).alloc(Api::kMalloc, kB, 100, 112, 1);
+  Block b2(2000, 2000, 6000);
+  b2.free(Api::kFree, kA).alloc(Api::kMalloc, kC, 100, 112, 1);
+  Block b3(2500, 2500, 6500);
+  b3.alloc(Api::kMalloc, kD, 100, 112, 1);
+  t.events(1, b1, false).events(2, b2, false).events(1, b3, false).end(3000, 7000);
+  Bytes bytes = t.bytes();
+  // b2's last byte (the last stack id) becomes a varint running past its payload.
+  bytes[t.record_offset(2) - 1] = 0x80;
+  bool prescan = GENERATE(true, false);
+  std::vector<std::string> errors;
+  std::vector<std::vector<uint64_t>> heaps;
+  for (bool two_threads : {false, true}) {
+    TraceReader r;
+    TraceReader::Options opts;
+    opts.prescan = prescan;
+    REQUIRE(r.open_buffer(bytes.data(), bytes.size(), "t.trace", opts));
+    SnapshotSpec spec = at_end();
+    spec.decode_thread = two_threads;
+    HeapSnapshot s;
+    std::string error;
+    REQUIRE(build_snapshot(r, bytes, spec, s, error));
+    CHECK(s.partial);
+    CHECK(r.status() == ReadStatus::kCorrupt);
+    errors.push_back(r.error().message);
+    heaps.push_back(addrs(s));
+  }
+  CHECK(errors[0] == errors[1]);
+  CHECK(errors[0].find("offset") != std::string::npos);
+  CHECK(heaps[0] == heaps[1]);
+  // b2 was counted as far as it could be read; b3 is past the damage.
+  CHECK(heaps[0] == std::vector<uint64_t>{kB});
+}

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <random>
 
 using namespace memlayout;
@@ -206,6 +208,38 @@ TEST_CASE("blocks of several threads interleave in file order", "[reader]") {
   CHECK(ptrs == std::vector<uint64_t>{0x1000, 0x1010, 0x2000, 0x1010, 0x1000});
   CHECK(c.events[2].tsc == 1100);
   CHECK(c.events[3].tsc == 1200);
+}
+
+TEST_CASE("skip_events passes over events records and lists them; restart reads again",
+          "[reader]") {
+  TraceBuilder t;
+  Block a1(1000, 1000, 5000), b1(1100, 1100, 5100);
+  a1.alloc(Api::kMalloc, 0x1000, 8, 8, 1).alloc(Api::kMalloc, 0x1010, 8, 8, 1);
+  b1.alloc(Api::kNew, 0x2000, 16, 16, 2);
+  TraceBuilder::RegionSpec heap{0x1000, 0x3000, 3, 1, 0, {}};
+  t.events(1, a1).memory_map(1, 1050, 0, {heap}).events(2, b1).end(5000, 9000);
+  Bytes b = t.bytes();
+  TraceReader r;
+  REQUIRE(r.open_buffer(b.data(), b.size(), "t.trace"));
+  CHECK(r.prescanned());
+  std::vector<uint64_t> offsets;
+  r.skip_events(&offsets);
+  std::vector<Item> items;
+  for (Item it; (it = r.next()) != Item::kDone;)
+    items.push_back(it);
+  CHECK(r.status() == ReadStatus::kOk);
+  CHECK(r.has_end());
+  CHECK(offsets == std::vector<uint64_t>{t.record_offset(0), t.record_offset(2)});
+  CHECK(std::count(items.begin(), items.end(), Item::kEvent) == 0);
+  CHECK(std::count(items.begin(), items.end(), Item::kMemoryMap) == 1);
+
+  REQUIRE(r.restart());
+  CHECK(r.prescanned());
+  size_t events = 0;
+  for (Item it; (it = r.next()) != Item::kDone;)
+    events += it == Item::kEvent;
+  CHECK(events == 3); // read again, events included: restart forgot skip_events
+  CHECK(offsets.size() == 2);
 }
 
 TEST_CASE("ticks advance the event time", "[reader]") {
