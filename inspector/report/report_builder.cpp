@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
+#include <system_error>
 #include <unistd.h>
 
 namespace memlayout::inspector {
@@ -305,7 +307,16 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     out.notes.push_back("the trace has no memory map: L2/L3 sets rest on the page offset only");
 
   progress(o.progress, "placing groups in lines, sets and pages");
-  Colocation colocation = analyse_colocation(snap, groups);
+  // Co-location looks at all groups together and the rest at one group at a
+  // time, independently: on a second thread where there is one.
+  std::future<Colocation> colocation_later;
+  try {
+    colocation_later =
+        std::async(std::launch::async, [&] { return analyse_colocation(snap, groups); });
+  } catch (const std::system_error &) {
+    colocation_later =
+        std::async(std::launch::deferred, [&] { return analyse_colocation(snap, groups); });
+  }
   out.groups.reserve(groups.size());
   if (o.plots.enabled)
     out.plots.emplace();
@@ -342,10 +353,14 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.regions_2m = ps.regions;
     gr.regions_min = ps.regions_min;
     gr.page_runs = ps.page_runs;
-    for (const auto &p : colocation.pairs)
-      if (p.a == pos)
-        gr.neighbours.push_back(
-            {colocation.group_ids[p.b], p.same_line, p.adjacent_line, p.same_page});
+    out.groups.push_back(std::move(gr));
+  }
+  Colocation colocation = colocation_later.get();
+  for (const auto &p : colocation.pairs)
+    out.groups[p.a].neighbours.push_back(
+        {colocation.group_ids[p.b], p.same_line, p.adjacent_line, p.same_page});
+  for (size_t pos = 0; pos < out.groups.size(); ++pos) {
+    GroupReport &gr = out.groups[pos];
     std::sort(gr.neighbours.begin(), gr.neighbours.end(), [](const auto &x, const auto &y) {
       return x.same_line + x.adjacent_line > y.same_line + y.adjacent_line;
     });
@@ -353,7 +368,6 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       gr.neighbours.resize(kNeighboursKept);
     gr.lines_total = colocation.group_lines[pos];
     gr.cross_thread_lines = colocation.group_cross_thread_lines[pos];
-    out.groups.push_back(std::move(gr));
   }
   if (o.plots.enabled)
     colocation_corner(colocation, std::min(o.plots.groups, colocation.group_ids.size()),
