@@ -277,21 +277,25 @@ std::optional<TraceIndex> index_on_two_threads(TraceReader &r, RecordSource &src
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{r.status() != ReadStatus::kOk};
   auto work = [&] {
-    BlockSlot slot;
-    TraceReader::Options opts;
-    opts.prescan = false;
-    for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < offsets.size();) {
-      TraceReader &rd = slot.reader;
-      bool ok = src.load(offsets[i], slot.bytes) &&
-                rd.open_buffer(slot.bytes.data(), slot.bytes.size(), r.name(), opts);
-      if (ok && rd.next() == Item::kEvent) {
-        has_events[i] = 1;
-        ok = count_block(rd, rd.event(), offsets[i], counts[i]);
-      } else if (ok) { // no events: fine if it stopped only where its one record ends
-        ok = rd.status() == ReadStatus::kTruncated && rd.error().offset == slot.bytes.size();
+    try {
+      BlockSlot slot;
+      TraceReader::Options opts;
+      opts.prescan = false;
+      for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < offsets.size();) {
+        TraceReader &rd = slot.reader;
+        bool ok = src.load(offsets[i], slot.bytes) &&
+                  rd.open_buffer(slot.bytes.data(), slot.bytes.size(), r.name(), opts);
+        if (ok && rd.next() == Item::kEvent) {
+          has_events[i] = 1;
+          ok = count_block(rd, rd.event(), offsets[i], counts[i]);
+        } else if (ok) { // no events: fine if it stopped only where its one record ends
+          ok = rd.status() == ReadStatus::kTruncated && rd.error().offset == slot.bytes.size();
+        }
+        if (!ok)
+          failed = true;
       }
-      if (!ok)
-        failed = true;
+    } catch (const std::bad_alloc &) { // the one-thread pass needs less
+      failed = true;
     }
   };
   try {
@@ -574,8 +578,12 @@ public:
   Merger(const TraceIndex &ix, RecordSource &src, std::string name, const AddrTable *table,
          bool decode_thread)
       : src_(src), name_(std::move(name)), table_(table) {
-    if (decode_thread && BlockDecoder::worthwhile(ix))
-      decoder_ = std::make_unique<BlockDecoder>(ix, src_, name_);
+    if (decode_thread && BlockDecoder::worthwhile(ix)) {
+      try {
+        decoder_ = std::make_unique<BlockDecoder>(ix, src_, name_);
+      } catch (const std::system_error &) { // no thread: decoded here, block by block
+      }
+    }
     sources_.resize(ix.threads.size());
     for (size_t i = 0; i < sources_.size(); ++i) {
       sources_[i].ordinal = static_cast<uint32_t>(i);
