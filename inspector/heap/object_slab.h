@@ -3,9 +3,9 @@
 // a replay to the peak could not keep the objects freed after it within the
 // memory budget (100 B per live object), so it had to read the trace a
 // second time to collect them. Values that do not fit a record's narrow
-// fields (sizes or stack ids of 4 GiB and more, tags past 65 534, positions
-// past 2^40) are rare: such a record is marked escaped and the whole object
-// kept beside the slab.
+// fields (sizes, usable sizes or stack ids of 2^32 and more, tags past
+// 65 534, positions past 2^40) are rare: such a record is marked escaped and
+// the whole object kept beside the slab.
 #pragma once
 
 #include "heap_model.h"
