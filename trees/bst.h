@@ -92,8 +92,8 @@ protected:
   // the record's type (a helper here would take the site from the tree).
   void delete_node(void *n) { records_.deallocate(node_kind_, n); }
   // Inside an EpochGuard, once n is unreachable.
-  void retire_node(Node *n, unsigned extra_epochs = 0) {
-    retire(records_, node_kind_, n, extra_epochs);
+  void retire_node(Node *n, bool one_more_epoch = false) {
+    retire(records_, node_kind_, n, one_more_epoch);
   }
 
   // Quiescent, for destructors: calls visit(n) on top and every node below

@@ -218,14 +218,14 @@ EpochGuard::~EpochGuard() {
     periodic_advance(rec);
 }
 
-void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, unsigned extra_epochs) {
+void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, bool one_more_epoch) {
   ThreadRecord *rec = t_record;
   if (!rec) [[unlikely]]
     rec = register_thread();
   // The epoch now, not the one announced: the unlink happened in it or before.
-  // Tagged later by extra_epochs (at most 1: three buckets hold the tags
+  // One later with one_more_epoch (no more: three buckets hold the tags
   // e - 2 .. e + 1, and the bucket of e + 1 can only hold e - 2, expired).
-  uint64_t e = g_epoch.load(std::memory_order_seq_cst) + (extra_epochs ? 1 : 0);
+  uint64_t e = g_epoch.load(std::memory_order_seq_cst) + (one_more_epoch ? 1 : 0);
   LimboBucket &b = rec->limbo[e % 3];
   if (b.epoch != e) {
     // The bucket last held epoch e - 3 or older: all of it has expired.

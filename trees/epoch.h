@@ -20,10 +20,10 @@ public:
 
 // Frees p (of kind k, from `alloc`) once no thread can still hold it. Call
 // inside an EpochGuard, after p is unreachable from the tree. Two epochs
-// must pass; `extra_epochs` more for a structure whose readers can reach a
+// must pass; `one_more_epoch` for a structure whose readers can reach a
 // record through another record removed before it (log-int: its fix 2).
 void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p,
-            unsigned extra_epochs = 0);
+            bool one_more_epoch = false);
 
 // Frees everything retired so far. Quiescent only (no guard held anywhere):
 // tree destructors and tests call it.

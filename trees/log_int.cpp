@@ -214,7 +214,7 @@ template <class L> bool LogInt<L>::remove(Key key) {
       unlock<L>(s->succ_lock);
       unlock<L>(p->succ_lock);
       remove_from_tree(s, has_two_children);
-      this->retire_node(s, 1); // fix 2
+      this->retire_node(s, /*one_more_epoch=*/true); // fix 2
       return true;
     }
     unlock<L>(p->succ_lock);

@@ -272,10 +272,14 @@ std::optional<TraceIndex> index_on_two_threads(TraceReader &r, RecordSource &src
     if (it == Item::kMemoryMap)
       ix.map(r.record_offset(), r.memory_map().tsc);
   r.skip_events(nullptr);
+  if (r.status() != ReadStatus::kOk) { // truncated or damaged: the one-thread pass says where
+    r.restart();
+    return std::nullopt;
+  }
   std::vector<BlockCount> counts(offsets.size());
   std::vector<uint8_t> has_events(offsets.size());
   std::atomic<size_t> next{0};
-  std::atomic<bool> failed{r.status() != ReadStatus::kOk};
+  std::atomic<bool> failed{false};
   auto work = [&] {
     try {
       BlockSlot slot;
@@ -447,9 +451,10 @@ public:
     }
     blocks_[id].state = State::kTaken;
     --ready_;
+    DecodedBlock *d = blocks_[id].decoded;
     lk.unlock();
     to_worker_.notify_one();
-    return blocks_[id].decoded;
+    return d;
   }
 
   void give_back(DecodedBlock *d) {

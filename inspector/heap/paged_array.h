@@ -39,9 +39,6 @@ public:
   }
 
   size_t size() const { return size_; }
-  size_t capacity() const { return capacity_; }
-  bool empty() const { return size_ == 0; }
-  T *data() { return data_; }
   T &operator[](size_t i) { return data_[i]; }
   const T &operator[](size_t i) const { return data_[i]; }
   T *begin() { return data_; }

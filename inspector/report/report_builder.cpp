@@ -309,13 +309,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   progress(o.progress, "placing groups in lines, sets and pages");
   // Co-location looks at all groups together and the rest at one group at a
   // time, independently: on a second thread where there is one.
+  auto colocate = [&] { return analyse_colocation(snap, groups); };
   std::future<Colocation> colocation_later;
   try {
-    colocation_later =
-        std::async(std::launch::async, [&] { return analyse_colocation(snap, groups); });
-  } catch (const std::system_error &) {
-    colocation_later =
-        std::async(std::launch::deferred, [&] { return analyse_colocation(snap, groups); });
+    colocation_later = std::async(std::launch::async, colocate);
+  } catch (const std::system_error &) { // no thread: computed at get()
+    colocation_later = std::async(std::launch::deferred, colocate);
   }
   out.groups.reserve(groups.size());
   if (o.plots.enabled)

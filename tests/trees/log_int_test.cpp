@@ -44,7 +44,7 @@ template <class L> struct LogIntProbe {
     bool two_children = t.acquire_tree_locks(s);
     t.lock_parent(s);
     t.remove_from_tree(s, two_children);
-    t.retire_node(s, 1);
+    t.retire_node(s, /*one_more_epoch=*/true);
   }
   // Where a search for key ends: the node insert, remove and lookup start from.
   static Node *search(Tree &t, Key key) { return t.search(key); }
