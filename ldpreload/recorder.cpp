@@ -143,18 +143,62 @@ template <bool kPdep> inline uint8_t *put(uint8_t *w, uint64_t v) {
   return kPdep ? trace::put_varint_pdep(w, v) : trace::put_varint_branchless(w, v);
 }
 
+// Frees and plain allocations, the bulk of every stage, from w until another
+// kind of record, the stage's end or the block's limit; returns where it
+// stopped. Kept apart from the rest so that its loop holds everything in
+// registers: with the rarer records in the same loop, the compiler kept the
+// event count in memory, a load-add-store chain through every event.
+template <bool kPdep>
+inline const uint64_t *encode_frees_and_allocs(const uint64_t *w, const uint64_t *end,
+                                               uint8_t *&out, const uint8_t *limit, uintptr_t &prev,
+                                               uint64_t &allocs, uint64_t &bytes) {
+  uint8_t *o = out;
+  uintptr_t last = prev;
+  uint64_t n_allocs = 0, n_bytes = 0;
+  while (w < end && o < limit) {
+    uint64_t w0 = w[0];
+    auto head = static_cast<uint8_t>(w0 >> 56);
+    uintptr_t p = w0 & kPointerBits;
+    auto kind = static_cast<trace::EventKind>(head & 7);
+    if (kind == trace::EventKind::kFree) {
+      *o++ = head;
+      o = put<kPdep>(o, trace::zigzag(static_cast<int64_t>(p - last)));
+      last = p;
+      w += 1;
+      continue;
+    }
+    if (kind != trace::EventKind::kAlloc)
+      break;
+    uint64_t w1 = w[1];
+    uint64_t size = static_cast<uint32_t>(w1);
+    *o++ = head;
+    o = put<kPdep>(o, trace::zigzag(static_cast<int64_t>(p - last)));
+    last = p;
+    o = put<kPdep>(o, size << 1);
+    o = put<kPdep>(o, w1 >> 32);
+    ++n_allocs;
+    n_bytes += size;
+    w += 2;
+  }
+  out = o;
+  prev = last;
+  allocs += n_allocs;
+  bytes += n_bytes;
+  return w;
+}
+
 // Under flush_lock: encodes staged records [w, end) into the trace format,
 // writing each block that fills. True when a block was written. One copy
 // per varint encoder, so the loop tests the CPU once.
 template <bool kPdep>
 bool encode_with(ThreadLog *log, const uint64_t *w, const uint64_t *end, bool from_signal) {
   bool wrote = false;
-  uint8_t *out = log->pos, *limit = log->limit;
+  uint8_t *out = log->pos;
   uintptr_t prev = log->prev_ptr;
   uint32_t events = log->events;
   uint64_t allocs = 0, frees = 0, bytes = 0, ticks = 0, staged = 0;
   while (w < end) {
-    if (ML_UNLIKELY(out >= limit)) {
+    if (ML_UNLIKELY(out >= log->limit)) {
       log->events = events;
       write_block(log, static_cast<size_t>(out - log->data), events, from_signal);
       wrote = true;
@@ -163,37 +207,29 @@ bool encode_with(ThreadLog *log, const uint64_t *w, const uint64_t *end, bool fr
       prev = 0;
       events = 0;
     }
-    uint64_t w0 = w[0];
-    auto head = static_cast<uint8_t>(w0 >> 56);
-    uintptr_t p = w0 & kPointerBits;
-    ++events;
-    ++staged;
-    *out++ = head;
-    if (ML_LIKELY((head & 7) == static_cast<uint8_t>(trace::EventKind::kFree))) {
-      out = put<kPdep>(out, trace::zigzag(static_cast<int64_t>(p - prev)));
-      prev = p;
-      ++frees;
-      w += 1;
-      continue;
+    {
+      // A free is one word and an allocation two: the words passed and the
+      // allocations among them give the count of records.
+      uint64_t run_allocs = 0;
+      const uint64_t *from = w;
+      w = encode_frees_and_allocs<kPdep>(w, end, out, log->limit, prev, run_allocs, bytes);
+      auto records = static_cast<uint64_t>(w - from) - run_allocs;
+      events += static_cast<uint32_t>(records);
+      staged += records;
+      allocs += run_allocs;
+      frees += records - run_allocs;
     }
-    if (ML_LIKELY((head & 7) == static_cast<uint8_t>(trace::EventKind::kAlloc))) {
-      uint64_t w1 = w[1];
-      uint64_t size = static_cast<uint32_t>(w1);
-      out = put<kPdep>(out, trace::zigzag(static_cast<int64_t>(p - prev)));
-      prev = p;
-      out = put<kPdep>(out, size << 1);
-      out = put<kPdep>(out, w1 >> 32);
-      ++allocs;
-      bytes += size;
-      w += 2;
+    if (w >= end || out >= log->limit)
       continue;
-    }
     // kStagedKind: the event's head, its fields, which of them are pointers.
+    uint64_t w0 = w[0];
     auto own = static_cast<uint8_t>(w0);
     unsigned n = (w0 >> 8) & 15, pointers = (w0 >> 12) & 0xff;
     const uint64_t *f = w + 1;
     w += 1 + n;
-    out[-1] = own;
+    ++events;
+    ++staged;
+    *out++ = own;
     switch (static_cast<trace::EventKind>(own & 7)) {
     case trace::EventKind::kTick:
       out = put_varint(out, f[0] - log->last_tsc);

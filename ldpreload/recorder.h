@@ -14,6 +14,7 @@
 #include "spinlock.h"
 #include "trace_format.h"
 #include "unwind.h"
+#include "unwind_state.h"
 
 #include <atomic>
 #include <cstddef>

@@ -1,5 +1,7 @@
 #include "unwind.h"
 
+#include "unwind_state.h"
+
 #include "sys.h"
 #include "unwind_cfi.h"
 
@@ -32,32 +34,9 @@ namespace memlayout::preload {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Stack bounds of the calling thread.
-//
-// Every stack read is confined to [start.sp, hi): all frames of interest lie
-// above the entry point's frame, and everything between a live sp and the top
-// of its stack is mapped. `lo` only serves to decide whether start.sp is on
-// the thread's own stack at all (not on a sigaltstack or a coroutine stack).
+// Stack bounds of the calling thread (see unwind_state::Thread).
 
-enum class StackState : uint8_t { kUninit, kBusy, kReady, kFailed };
-
-struct StackCache;
-
-struct ThreadState {
-  uintptr_t lo, hi;
-  StackState state;
-  bool main_stack;
-  bool stack_cache_busy; // a signal handler interrupting a walk must not share its entry
-  // Inside dl_iterate_phdr. Its lock is recursive, but a signal handler that
-  // interrupts the lock or unlock itself and asks again deadlocks: nested
-  // walks (signal handlers) must not call it meanwhile.
-  bool in_loader;
-  bool refused; // a rule was refused for that reason during the current walk
-  StackCache *stack_cache;
-  uint32_t check_countdown;         // unwinds left until the periodic module check
-  uintptr_t code_lo[2], code_hi[2]; // kFramePointer's recently matched text ranges
-};
-thread_local ThreadState t_state{};
+using namespace unwind_state;
 
 struct Range {
   uintptr_t lo, hi;
@@ -132,7 +111,7 @@ bool on_altstack(uintptr_t sp, Range *out) {
   return true;
 }
 
-void init_thread_stack(ThreadState &t) {
+void init_thread_stack(Thread &t) {
   t.state = StackState::kBusy; // a nested call (malloc below) sees "no bounds"
   t.check_countdown = 1;
   uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
@@ -176,7 +155,7 @@ void init_thread_stack(ThreadState &t) {
 
 // [lo, hi) that unwinding from `sp` may read, or false if unknown.
 [[gnu::noinline]] bool stack_bounds_slow(uintptr_t sp, Range *out) {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   if (t.state == StackState::kUninit)
     init_thread_stack(t);
   if (t.state == StackState::kReady && sp >= t.lo && sp < t.hi) {
@@ -198,7 +177,7 @@ void init_thread_stack(ThreadState &t) {
 }
 
 inline bool stack_bounds(uintptr_t sp, Range *out) {
-  const ThreadState &t = t_state;
+  const Thread &t = t_thread;
   if (t.state == StackState::kReady && sp >= t.lo && sp < t.hi) [[likely]] {
     *out = {sp, t.hi};
     return true;
@@ -217,9 +196,7 @@ inline uintptr_t load(uintptr_t addr) { return *reinterpret_cast<const uintptr_t
 // every pass we make notes them so that cached facts about addresses go stale
 // when the address space changes.
 
-std::atomic<uint64_t> g_seen_adds{0};
 std::atomic<uint64_t> g_seen_subs{0};
-std::atomic<uint32_t> g_epoch{1}; // rule cache generation; bumped on unload
 std::atomic<bool> g_epoch_bumping{false};
 
 void bump_epoch();
@@ -273,7 +250,7 @@ int collect_code_cb(dl_phdr_info *info, size_t size, void *) {
 
 // Runs dl_iterate_phdr unless this thread is already inside it (see in_loader).
 bool iterate_modules(int (*cb)(dl_phdr_info *, size_t, void *), void *arg) {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   if (t.in_loader)
     return false;
   t.in_loader = true;
@@ -285,7 +262,7 @@ bool iterate_modules(int (*cb)(dl_phdr_info *, size_t, void *), void *arg) {
 }
 
 void refresh_code_table() {
-  if (t_state.in_loader || g_code_refreshing.exchange(true, std::memory_order_acquire))
+  if (t_thread.in_loader || g_code_refreshing.exchange(true, std::memory_order_acquire))
     return; // someone else is at it; never wait (we may hold the loader lock)
   g_code_scratch_n = 0;
   if (!iterate_modules(collect_code_cb, nullptr)) {
@@ -343,7 +320,7 @@ bool code_table_find(uintptr_t addr, Range *out) {
 
 // Whether `ra` can be a return address: the call before it lies in a
 // module's executable segment.
-bool is_code(ThreadState &t, uintptr_t ra) {
+bool is_code(Thread &t, uintptr_t ra) {
   uintptr_t a = ra - 1;
   if (a >= t.code_lo[0] && a < t.code_hi[0])
     return true;
@@ -519,7 +496,7 @@ int rule_cb(dl_phdr_info *info, size_t size, void *arg) {
   if (!iterate_modules(rule_cb, &q)) {
     cfi::Rule stop; // nested in our own module walk: give up on this frame, uncached
     stop.kind = cfi::Rule::kEnd;
-    t_state.refused = true;
+    t_thread.refused = true;
     return cfi::pack(stop, v.tag);
   }
   uint64_t val;
@@ -548,7 +525,7 @@ inline uint64_t rule_of(const CacheView &v, uintptr_t pc) {
 
 size_t unwind_fp(const UnwindStart &start, const Range &stack, uintptr_t *frames,
                  size_t max_depth) {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   size_t n = 1;
   uintptr_t fp = start.fp;
   while (n < max_depth) {
@@ -566,51 +543,13 @@ size_t unwind_fp(const UnwindStart &start, const Range &stack, uintptr_t *frames
   return n;
 }
 
-void periodic_module_check(ThreadState &t) {
+void periodic_module_check(Thread &t) {
   // dlclose is not announced to us unless the interposer calls
   // unwind_modules_changed(); a cheap look every so often bounds how long a
   // rule for unloaded code can survive.
   t.check_countdown = 1u << 16;
   refresh_code_table();
 }
-
-// Per-thread cache of whole stacks. A walk is a deterministic function of
-// (start.pc, start.sp, start.fp), the values it read from the stack and the
-// rules, so a stack whose recorded slots all still hold the recorded values,
-// under the same rule generation, unwinds to the recorded frames. Checking
-// that takes independent loads instead of a chain of dependent lookups.
-// A real program allocates from hundreds of stacks (sqlite: 453); an entry
-// is touched only when used, so unused ones cost address space alone.
-constexpr unsigned kStackCacheBits = 8;
-constexpr size_t kStackCacheEntries = size_t{1} << kStackCacheBits;
-constexpr size_t kStackCacheFrames = 32;
-constexpr size_t kStackCacheReads = 32; // walks that read more stay uncached
-
-// A stack slot the walk read: its offset from sp and the value it held. In
-// pairs, so that checking a short stack touches a line or two.
-struct SlotRead {
-  uint64_t off;
-  uintptr_t val;
-};
-
-// Line-aligned, the reads starting on a line of their own: a hit on a stack
-// of up to four slots reads two lines (misaligned, three).
-struct alignas(64) StackEntry {
-  uintptr_t pc, sp, fp;
-  uintptr_t stack_hi; // the slots were in bounds for this stack (a sigaltstack may change)
-  uint64_t tag;       // rule epoch and load count it was computed under; 0 = empty
-  uint32_t n, max_depth, nreads;
-  uint32_t memo; // the caller's, for this stack; 0 when filled
-  uint64_t unused;
-  SlotRead reads[kStackCacheReads];
-  uintptr_t frames[kStackCacheFrames];
-};
-
-struct StackCache {
-  StackEntry entries[kStackCacheEntries];
-  StackCache *next_free;
-};
-static_assert(offsetof(StackEntry, reads) == 64);
 
 // Blocks of exited threads, reused by new ones (unwind_thread_exit).
 std::atomic<bool> g_free_caches_lock{false};
@@ -706,7 +645,7 @@ size_t walk_cfi(const CacheView &v, const UnwindStart &start, const Range &stack
 
 size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frames, size_t max_depth,
                   uint32_t **memo) {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   if (--t.check_countdown == 0) [[unlikely]]
     periodic_module_check(t);
   CacheView v;
@@ -726,16 +665,12 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   }
   t.stack_cache_busy = true;
   std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
-  const uint64_t tag = uint64_t{v.tag} << 32 | v.adds | uint64_t{1} << 63;
-  uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = t.stack_cache->entries[h >> (64 - kStackCacheBits)];
+  const uint64_t tag = stack_entry_tag(v.tag, v.adds, max_depth);
+  StackEntry &e = stack_entry_for(t.stack_cache, start);
   size_t n;
   if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
-      e.stack_hi == stack.hi && e.max_depth == max_depth) {
-    bool same = true;
-    for (uint32_t i = 0; i < e.nreads; ++i)
-      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
-    if (same) {
+      e.stack_hi == stack.hi) {
+    if (stack_entry_slots_match(e, start.sp)) {
       n = e.n;
       memcpy(frames, e.frames, n * sizeof(uintptr_t));
       if (memo)
@@ -755,12 +690,13 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   cacheable &= !t.refused;
   t.refused |= outer_refused;
   if (cacheable) {
+    if (e.nreads % 2) // the check reads pairs: repeat the last, which matches when it does
+      e.reads[e.nreads] = e.reads[e.nreads - 1], ++e.nreads;
     e.pc = start.pc;
     e.sp = start.sp;
     e.fp = start.fp;
     e.stack_hi = stack.hi;
     e.n = static_cast<uint32_t>(n);
-    e.max_depth = static_cast<uint32_t>(max_depth);
     memcpy(e.frames, frames, n * sizeof(uintptr_t));
     e.memo = 0;
     e.tag = tag;
@@ -770,38 +706,6 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.stack_cache_busy = false;
   return n;
-}
-
-// The hit path of unwind_cfi's stack cache without the frames: the recorder
-// only wants the id it stored for the stack, and copying the frames, setting
-// up a rule-cache view and checking the stack's bounds through the general
-// path cost it more than the id's checks.
-uint32_t *cached_memo(const UnwindStart &start, size_t max_depth) {
-  ThreadState &t = t_state;
-  StackCache *cache = t.stack_cache;
-  if (!cache || t.stack_cache_busy || t.check_countdown <= 1 || t.state != StackState::kReady ||
-      start.sp < t.lo || start.sp >= t.hi) [[unlikely]]
-    return nullptr;
-  --t.check_countdown;
-  t.stack_cache_busy = true;
-  std::atomic_signal_fence(std::memory_order_seq_cst); // visible to our own handlers
-  const uint64_t tag =
-      uint64_t{static_cast<uint16_t>(g_epoch.load(std::memory_order_acquire))} << 32 |
-      static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)) | uint64_t{1} << 63;
-  uintptr_t h = (start.pc ^ (start.sp >> 4)) * 0x9E3779B97F4A7C15ull;
-  StackEntry &e = cache->entries[h >> (64 - kStackCacheBits)];
-  uint32_t *memo = nullptr;
-  if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
-      e.stack_hi == t.hi && e.max_depth == max_depth && e.memo) {
-    bool same = true;
-    for (uint32_t i = 0; i < e.nreads; ++i)
-      same &= load(start.sp + e.reads[i].off) == e.reads[i].val;
-    if (same)
-      memo = &e.memo;
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t.stack_cache_busy = false;
-  return memo;
 }
 
 constexpr int kUrcNoReason = 0;
@@ -843,6 +747,12 @@ size_t unwind_dwarf(const UnwindStart &start, uintptr_t *frames, size_t max_dept
 
 } // namespace
 
+namespace unwind_state {
+__thread Thread t_thread{};
+std::atomic<uint64_t> g_seen_adds{0};
+std::atomic<uint32_t> g_epoch{1};
+} // namespace unwind_state
+
 size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,
               uint32_t **memo) {
   if (memo)
@@ -862,12 +772,6 @@ size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, 
   return unwind_cfi(start, stack, frames, max_depth, memo);
 }
 
-uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth) {
-  if (method != UnwindMethod::kCfi || max_depth < 2 || max_depth > kStackCacheFrames)
-    return nullptr;
-  return cached_memo(start, max_depth);
-}
-
 size_t cfi::unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_t max_depth) {
   if (max_depth == 0)
     return 0;
@@ -882,13 +786,13 @@ size_t cfi::unwind_rules_only(const UnwindStart &start, uintptr_t *frames, size_
 }
 
 void unwind_thread_init() {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   if (t.state == StackState::kUninit)
     init_thread_stack(t);
 }
 
 void unwind_thread_exit() {
-  ThreadState &t = t_state;
+  Thread &t = t_thread;
   if (t.stack_cache && !t.stack_cache_busy) {
     StackCache *c = t.stack_cache;
     t.stack_cache = nullptr;

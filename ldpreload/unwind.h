@@ -50,12 +50,6 @@ struct UnwindStart {
 size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,
               uint32_t **memo = nullptr);
 
-// The memo word unwind() would hand out for this stack when the stack cache
-// knows it and the caller already stored something there (non-zero), else
-// NULL: the caller then calls unwind(). Costs a few loads and compares per
-// frame instead of a walk, and fills no frames.
-uint32_t *unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth);
-
 // Learns the calling thread's stack bounds now. unwind() does this itself on a
 // thread's first call, but for a secondary thread that means
 // pthread_getattr_np, which may malloc: call this from a point where that is

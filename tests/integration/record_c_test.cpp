@@ -21,13 +21,20 @@ struct CRun {
 };
 
 // Each test case its own directory: ctest -j runs them side by side.
-CRun record_alloc_threads(const std::string &test, const std::string &mode) {
+// block_kib: the recorder's per-thread block size, when not the default (the
+// smallest makes the encoder cross block ends in mid-stage, many times).
+CRun record_alloc_threads(const std::string &test, const std::string &mode,
+                          const std::string &block_kib = "") {
   CRun r;
-  r.dir = work_dir("alloc_threads_" + test + "_" + mode);
+  r.dir = work_dir("alloc_threads_" + test + "_" + mode + block_kib);
   r.trace = r.dir + "/out.trace";
   r.log_path = r.dir + "/program.log";
   r.direct = run({program("alloc_threads"), r.log_path});
-  r.recorded = record({"-o", r.trace, "--allocator", mode}, {program("alloc_threads"), r.log_path});
+  RunOptions opts;
+  if (!block_kib.empty())
+    opts.setenv.push_back({"MEMLAYOUT_BLOCK_KIB", block_kib});
+  r.recorded =
+      record({"-o", r.trace, "--allocator", mode}, {program("alloc_threads"), r.log_path}, opts);
   r.d = dump(r.trace);
   r.log = read_log(r.log_path);
   return r;
@@ -40,8 +47,9 @@ bool ours(const Event &e) { return e.innermost().find("mlt_") != std::string::np
 // every allocation is recorded with its size, thread and call site
 TEST_CASE("c_threads.every_allocation", "[record][c]") {
   const std::string mode = GENERATE(as<std::string>{}, "native", "jemalloc");
-  CAPTURE(mode);
-  CRun r = record_alloc_threads("every", mode);
+  const std::string block_kib = GENERATE(as<std::string>{}, "", "16");
+  CAPTURE(mode, block_kib);
+  CRun r = record_alloc_threads("every", mode, block_kib);
   REQUIRE(r.direct.exit_code() == 0);
   INFO("memlayout record stderr:\n" << r.recorded.err);
   CHECK(behaviour_difference(r.direct, r.recorded) == "");

@@ -5,6 +5,7 @@
 #include "test_unwind_probe.h"
 #include "unwind.h"
 #include "unwind_cfi.h"
+#include "unwind_state.h"
 
 #include <catch2/catch.hpp>
 
@@ -830,4 +831,93 @@ TEST_CASE("unwind: the stack cache's memo follows the stack", "[unwind]") {
   CHECK(*b == 0);
   CHECK(unwind_memo_site_a(kFp) == nullptr);
   CHECK(unwind_memo_site_a(kDwarf) == nullptr);
+}
+
+// unwind_memo, the recorder's inline hit check, against the walk that filled
+// the entry. The two callers (test_unwind_nofp.cpp) have the same frame, so
+// the probe starts from the same pc, sp and fp under both: only a slot above
+// (the return address into one caller or the other) tells the stacks apart.
+// Their frames save no rbp, so walks read odd numbers of slots too.
+struct MemoProbe {
+  UnwindStart start;
+  uint32_t *memo;       // unwind_memo's answer
+  uint32_t *filled;     // unwind's, when asked to fill
+  uint32_t *one_deeper; // unwind_memo's for depth + 1, right after the fill
+};
+bool g_memo_fill;
+size_t g_memo_depth;
+MemoProbe g_memo_probe;
+
+[[gnu::noipa]] void memo_probe() {
+  MemoProbe p{MEMLAYOUT_UNWIND_START(), nullptr, nullptr, nullptr};
+  size_t depth = g_memo_depth;
+  if (g_memo_fill) {
+    uintptr_t frames[8];
+    unwind(kCfi, p.start, frames, depth, &p.filled);
+    if (p.filled)
+      *p.filled = static_cast<uint32_t>(100 + depth);
+    p.one_deeper = memlayout::preload::unwind_memo(kCfi, p.start, depth + 1);
+  }
+  // Nothing above this frame changed since the walk: the check must hit.
+  p.memo = memlayout::preload::unwind_memo(kCfi, p.start, depth);
+  g_memo_probe = p;
+}
+
+// One call site for every caller: the stacks differ in nothing below it.
+[[gnu::noipa]] MemoProbe call(void (*caller)(void (*)()), size_t depth, bool fill) {
+  g_memo_depth = depth;
+  g_memo_fill = fill;
+  caller(memo_probe);
+  return g_memo_probe;
+}
+
+TEST_CASE("unwind: unwind_memo answers only for the very stack the walk saw", "[unwind]") {
+  namespace us = memlayout::preload::unwind_state;
+  bool odd_seen = false;
+  for (size_t depth = 2; depth <= 8; ++depth) {
+    CAPTURE(depth);
+    MemoProbe p = call(unwind_nofp_memo_caller_a, depth, true);
+    REQUIRE(p.filled != nullptr);
+    CHECK(p.memo == p.filled);
+    CHECK(*p.memo == 100 + depth);
+    CHECK(p.one_deeper == nullptr); // filled for another depth
+    // The hit check compares slots in pairs: an odd count is padded.
+    REQUIRE(us::t_thread.stack_cache != nullptr);
+    const us::StackEntry &e = us::stack_entry_for(us::t_thread.stack_cache, p.start);
+    CHECK(e.nreads % 2 == 0);
+    odd_seen |= e.nreads >= 2 && e.reads[e.nreads - 1].off == e.reads[e.nreads - 2].off;
+  }
+  CHECK(odd_seen); // the padding was exercised
+  // The slot that tells the callers apart is the first of a pair the check
+  // compares (caller -> site) or the second (caller -> mid -> site).
+  struct Pair {
+    void (*a)(void (*)());
+    void (*b)(void (*)());
+    size_t depth; // the shallowest that reads the slot
+  };
+  for (Pair pair : {Pair{unwind_nofp_memo_caller_a, unwind_nofp_memo_caller_b, 2},
+                    Pair{unwind_nofp_memo_mid_caller_a, unwind_nofp_memo_mid_caller_b, 3}}) {
+    CAPTURE(pair.depth);
+    if (pair.depth > 2) { // shallower, both stacks are the same
+      MemoProbe a = call(pair.a, pair.depth - 1, true);
+      REQUIRE(a.memo != nullptr);
+      CHECK(call(pair.b, pair.depth - 1, false).memo == a.memo);
+    }
+    for (size_t depth = pair.depth; depth <= pair.depth + 1; ++depth) {
+      CAPTURE(depth);
+      MemoProbe a = call(pair.a, depth, true);
+      REQUIRE(a.memo != nullptr);
+      MemoProbe b = call(pair.b, depth, false);
+      REQUIRE(b.start.pc == a.start.pc);
+      REQUIRE(b.start.sp == a.start.sp);
+      REQUIRE(b.start.fp == a.start.fp);
+      CHECK(b.memo == nullptr); // same start, another caller above it
+      CHECK(call(pair.a, depth, false).memo == a.memo);
+      // Once the other stack is walked, it is the one the entry answers for.
+      b = call(pair.b, depth, true);
+      REQUIRE(b.filled != nullptr);
+      CHECK(b.memo == b.filled);
+      CHECK(call(pair.a, depth, false).memo == nullptr);
+    }
+  }
 }

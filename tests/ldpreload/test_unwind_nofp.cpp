@@ -48,3 +48,10 @@ extern "C" {
   return r + 1;
 }
 }
+
+[[gnu::noipa]] void unwind_nofp_memo_site(void (*probe)()) { probe(); }
+[[gnu::noipa]] void unwind_nofp_memo_caller_a(void (*probe)()) { unwind_nofp_memo_site(probe); }
+[[gnu::noipa]] void unwind_nofp_memo_caller_b(void (*probe)()) { unwind_nofp_memo_site(probe); }
+[[gnu::noipa]] void unwind_nofp_memo_mid(void (*probe)()) { unwind_nofp_memo_site(probe); }
+[[gnu::noipa]] void unwind_nofp_memo_mid_caller_a(void (*probe)()) { unwind_nofp_memo_mid(probe); }
+[[gnu::noipa]] void unwind_nofp_memo_mid_caller_b(void (*probe)()) { unwind_nofp_memo_mid(probe); }

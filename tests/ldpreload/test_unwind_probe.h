@@ -24,6 +24,16 @@ int unwind_nofp_a(UnwindProbe *p);
 int unwind_nofp_b(UnwindProbe *p);
 int unwind_nofp_c(UnwindProbe *p);
 int unwind_nofp_d(UnwindProbe *p);
+// Without frame pointers, for the stack cache's tests: caller_a or caller_b
+// -> site -> probe, and mid_caller_a or mid_caller_b -> mid -> site -> probe.
+// Callers of a pair have the same frame, and without a saved rbp each
+// frame's walk reads one slot, its return address.
+void unwind_nofp_memo_site(void (*probe)());
+void unwind_nofp_memo_mid(void (*probe)());
+void unwind_nofp_memo_caller_a(void (*probe)());
+void unwind_nofp_memo_caller_b(void (*probe)());
+void unwind_nofp_memo_mid_caller_a(void (*probe)());
+void unwind_nofp_memo_mid_caller_b(void (*probe)());
 // In a shared library without frame pointers: a -> b -> c -> capture.
 int unwind_lib_a(UnwindProbe *p);
 int unwind_lib_b(UnwindProbe *p);
