@@ -40,7 +40,8 @@ ML_EXPORT void memlayout_htm_aborts_impl(const struct memlayout_htm_abort *a, si
                 int{MEMLAYOUT_HTM_OTHER_WRITES} == kHtmOtherWrites &&
                 int{MEMLAYOUT_HTM_SAME_KEY} == kHtmSameKey &&
                 int{MEMLAYOUT_HTM_KEYS_KNOWN} == kHtmKeysKnown &&
-                int{MEMLAYOUT_HTM_BY_PLAIN} == kHtmByPlain && int{MEMLAYOUT_HTM_BY_LOCK} == kHtmByLock &&
+                int{MEMLAYOUT_HTM_BY_PLAIN} == kHtmByPlain &&
+                int{MEMLAYOUT_HTM_BY_LOCK} == kHtmByLock &&
                 int{MEMLAYOUT_HTM_WRITE_CAPACITY} == kHtmWriteCapacity);
   static_assert(int{MEMLAYOUT_HTM_CAPACITY} == static_cast<int>(HtmCause::kCapacity) &&
                 int{MEMLAYOUT_HTM_COMMITS} == static_cast<int>(HtmCause::kCommits));

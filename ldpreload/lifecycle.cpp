@@ -404,6 +404,7 @@ bool initialize() {
   tl_state.busy = 1;
   int saved_errno = errno;
   load_options(&g_options);
+  g_memo_depth = unwind_memo_depth(g_options.unwind, g_options.stack_depth);
   resolve_real_allocator(g_options.allocator);
   if (g_options.allocator == AllocatorMode::kJemalloc)
     g_real.free(g_real.malloc(1)); // jemalloc's fork handlers must precede ours

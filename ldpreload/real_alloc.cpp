@@ -11,8 +11,8 @@
 
 namespace memlayout::preload {
 
-RealAllocator g_real;
-trace::UsableModel g_usable_model = trace::UsableModel::kNone;
+ML_HOT_DATA RealAllocator g_real;
+ML_HOT_DATA trace::UsableModel g_usable_model = trace::UsableModel::kNone;
 alignas(4096) unsigned char g_bootstrap[256 << 10];
 
 namespace {

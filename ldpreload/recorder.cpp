@@ -14,7 +14,8 @@
 namespace memlayout::preload {
 
 __thread ThreadState tl_state __attribute__((tls_model("initial-exec")));
-std::atomic<State> g_state{State::kUninitialized};
+ML_HOT_DATA std::atomic<State> g_state{State::kUninitialized};
+ML_HOT_DATA uint32_t g_memo_depth = 0;
 
 namespace {
 
@@ -36,8 +37,8 @@ constexpr uint64_t kFirstSnapshotRss = 16 << 20;
 std::atomic<uint64_t> g_next_snapshot_rss{kFirstSnapshotRss};
 
 size_t log_bytes() {
-  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + g_options.block_kib * size_t{1024} +
-         kBlockSlack;
+  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + sizeof(ThreadCaches) +
+         g_options.block_kib * size_t{1024} + kBlockSlack;
 }
 
 // A new block starts at the time of the last TSC sample encoded: the events
@@ -352,7 +353,8 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->stage_pos.store(log->stage, std::memory_order_relaxed);
   log->stage_limit = log->stage + kStageWords - kMaxStagedWords;
   log->tick_period = log->tick_countdown = g_options.tick_period;
-  log->data = reinterpret_cast<uint8_t *>(log->stage + kStageWords);
+  log->caches = reinterpret_cast<ThreadCaches *>(log->stage + kStageWords);
+  log->data = reinterpret_cast<uint8_t *>(log->caches + 1);
   log->capacity = g_options.block_kib * size_t{1024};
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
@@ -408,7 +410,7 @@ uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
       return *memo; // the unwinder verified this very stack: same id as last time
   }
   uint64_t h = hash_frames(frames, n);
-  StackCacheSlot &slot = log->stack_cache[(h ^ (h >> 23)) & (kStackCacheSlots - 1)];
+  StackCacheSlot &slot = log->caches->stack_cache[(h ^ (h >> 23)) & (kStackCacheSlots - 1)];
   uint32_t id = slot.hash == h ? slot.id : g_dictionary.intern_stack(frames, n, h);
   slot.hash = h;
   slot.id = id;
@@ -423,7 +425,7 @@ uint32_t string_id(ThreadLog *log, const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; s[i] && i < 4096; ++i)
     h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
-  StringCacheSlot &slot = log->string_cache[(reinterpret_cast<uintptr_t>(s) >> 3 ^ h) & 63];
+  StringCacheSlot &slot = log->caches->string_cache[(reinterpret_cast<uintptr_t>(s) >> 3 ^ h) & 63];
   if (slot.ptr == s && slot.hash == h)
     return slot.id;
   uint32_t id = g_dictionary.intern_string(s);

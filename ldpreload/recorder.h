@@ -45,6 +45,15 @@ inline constexpr uint8_t kStagedKind = 6; // a kind the trace format leaves unus
 inline constexpr unsigned kStageWords = 512;
 inline constexpr unsigned kMaxStagedWords = 8; // the longest record, a tick before it included
 
+// The recorder's per-thread caches of ids, used when the unwinder's stack
+// cache has no answer and for tags: apart from ThreadLog, so that the
+// fields every event touches and the stage share a page.
+struct ThreadCaches {
+  StackCacheSlot stack_cache[kStackCacheSlots];
+  StringCacheSlot string_cache[64];
+};
+
+// One mapping per thread: this, then the stage, the caches and the block.
 struct ThreadLog {
   // The owning thread's, on every event. stage_pos is read by the thread
   // that flushes everybody at exit while the owner may still run: it is
@@ -69,8 +78,7 @@ struct ThreadLog {
   bool taken_over;       // flushed by another thread at exit; owner's data discarded
   uint8_t compress_skip; // blocks to store raw before trying zstd again
   ThreadLog *next;
-  StackCacheSlot stack_cache[kStackCacheSlots];
-  StringCacheSlot string_cache[64];
+  ThreadCaches *caches;
 };
 
 // The calling thread's recorder state (initial-exec TLS: no allocation, no
@@ -85,6 +93,11 @@ extern __thread ThreadState tl_state __attribute__((tls_model("initial-exec")));
 
 enum class State : uint8_t { kUninitialized, kInitializing, kRecording, kFinished, kDisabled };
 extern std::atomic<State> g_state;
+
+// The depth at which allocations ask the unwinder's stack cache for their
+// stack id first (unwind_memo), or 0 where it has none for the options.
+// Set with the options, before recording starts.
+extern uint32_t g_memo_depth;
 
 // Slow path of every entry point: the thread's first event.
 ThreadLog *attach_thread(ThreadState &ts);
@@ -184,7 +197,8 @@ ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t
   if (ML_UNLIKELY(!log))
     return count_lost_event();
   // A stack the unwinder's cache verified: the id stored with it last time.
-  const uint32_t *known = unwind_memo(g_options.unwind, start, g_options.stack_depth);
+  const uint32_t *known =
+      ML_LIKELY(g_memo_depth != 0) ? unwind_state::stack_memo(start, g_memo_depth) : nullptr;
   uint32_t sid = ML_LIKELY(known != nullptr) ? *known : stack_id(log, start);
   if (!usable)
     usable = usable_size_of(p, size, api);

@@ -20,9 +20,9 @@
 
 namespace memlayout::preload {
 
-bool g_routing = false;
+ML_HOT_DATA bool g_routing = false;
 void (*g_arm_thread_exit)();
-std::atomic<bool> g_pools_exist{false};
+ML_HOT_DATA std::atomic<bool> g_pools_exist{false};
 RouteCacheEntry g_route_cache[kRouteCacheSize];
 Route g_routes[64];
 

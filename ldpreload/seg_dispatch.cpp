@@ -116,6 +116,6 @@ void dispatch_destroy(seg_pool *pool) {
 } // namespace
 
 ML_EXPORT const seg::Dispatch memlayout_seg_dispatch_impl = {
-    dispatch_create,  dispatch_malloc,   dispatch_calloc,      dispatch_aligned_alloc,
-    dispatch_realloc, dispatch_free,     dispatch_pool_of,     dispatch_usable_size,
+    dispatch_create,  dispatch_malloc, dispatch_calloc,  dispatch_aligned_alloc,
+    dispatch_realloc, dispatch_free,   dispatch_pool_of, dispatch_usable_size,
     dispatch_stats,   dispatch_destroy};

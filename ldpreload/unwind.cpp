@@ -749,8 +749,8 @@ size_t unwind_dwarf(const UnwindStart &start, uintptr_t *frames, size_t max_dept
 
 namespace unwind_state {
 __thread Thread t_thread{};
-std::atomic<uint64_t> g_seen_adds{0};
-std::atomic<uint32_t> g_epoch{1};
+ML_HOT_DATA std::atomic<uint64_t> g_seen_adds{0};
+ML_HOT_DATA std::atomic<uint32_t> g_epoch{1};
 } // namespace unwind_state
 
 size_t unwind(UnwindMethod method, const UnwindStart &start, uintptr_t *frames, size_t max_depth,

@@ -96,7 +96,8 @@ inline StackEntry &stack_entry_for(StackCache *cache, const UnwindStart &start) 
 
 // Whether every slot the entry's walk read still holds what it read, with
 // sp = start.sp (the caller compared that). Branch-free over pairs.
-inline bool stack_entry_slots_match(const StackEntry &e, uintptr_t sp) {
+__attribute__((always_inline)) inline bool stack_entry_slots_match(const StackEntry &e,
+                                                                   uintptr_t sp) {
   uintptr_t diff = 0;
   for (uint32_t i = 0; i < e.nreads; i += 2)
     diff |= (*reinterpret_cast<const uintptr_t *>(sp + e.reads[i].off) ^ e.reads[i].val) |
@@ -132,13 +133,20 @@ __attribute__((always_inline)) inline uint32_t *stack_memo(const UnwindStart &st
 
 namespace memlayout::preload {
 
+// max_depth where unwind_memo can answer for that method and depth, else 0.
+inline uint32_t unwind_memo_depth(UnwindMethod method, size_t max_depth) {
+  bool cached = method == UnwindMethod::kCfi && max_depth >= 2 &&
+                max_depth <= unwind_state::kStackCacheFrames;
+  return cached ? static_cast<uint32_t>(max_depth) : 0;
+}
+
 // The memo word unwind() would hand out for this stack when the stack cache
 // knows it and the caller already stored something there (non-zero), else
 // NULL: the caller then calls unwind(). Costs a few loads and compares per
 // frame instead of a walk, and fills no frames.
 __attribute__((always_inline)) inline uint32_t *
 unwind_memo(UnwindMethod method, const UnwindStart &start, size_t max_depth) {
-  if (method != UnwindMethod::kCfi || max_depth < 2 || max_depth > unwind_state::kStackCacheFrames)
+  if (!unwind_memo_depth(method, max_depth))
     return nullptr;
   return unwind_state::stack_memo(start, max_depth);
 }
