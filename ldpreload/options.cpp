@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include "sys.h"
+#include "trace_format.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -108,24 +109,7 @@ bool trace_path_for(const Options &o, uint32_t pid, char *buf, size_t cap) {
     memcpy(buf, base, len + 1);
     return true;
   }
-  // Insert before the extension of the last path component, if it has one.
-  const char *slash = strrchr(base, '/');
-  const char *dot = strrchr(base, '.');
-  size_t cut = (dot && (!slash || dot > slash + 1)) ? static_cast<size_t>(dot - base) : len;
-  char suffix[48];
-  size_t n = 0;
-  suffix[n++] = '.';
-  n += sys::format_u64(suffix + n, pid);
-  if (o.exec_generation) {
-    suffix[n++] = '.';
-    n += sys::format_u64(suffix + n, o.exec_generation);
-  }
-  if (len + n + 1 > cap)
-    return false;
-  memcpy(buf, base, cut);
-  memcpy(buf + cut, suffix, n);
-  memcpy(buf + cut + n, base + cut, len - cut + 1);
-  return true;
+  return trace::process_trace_path(base, pid, o.exec_generation, buf, cap);
 }
 
 } // namespace memlayout::preload

@@ -346,6 +346,42 @@ inline constexpr const char *end_reason_name(EndReason r) {
   }
   return "?";
 }
+
+// Where a process other than the root process's first image records: `base`
+// (the trace of the root process) with ".PID" inserted before the extension
+// of its last path component, and ".N" after it for a process's Nth image
+// since it was forked or spawned (the root process's images after exec
+// included). The interposer names its files by this and the CLI finds them
+// by it. False if it does not fit in `cap` bytes with its terminating NUL.
+inline bool process_trace_path(const char *base, uint32_t pid, uint32_t exec_generation, char *buf,
+                               size_t cap) {
+  char suffix[2 * (1 + 10)];
+  size_t n = 0;
+  auto put = [&](uint32_t v) {
+    char digits[10];
+    size_t d = 0;
+    do
+      digits[d++] = static_cast<char>('0' + v % 10);
+    while (v /= 10);
+    suffix[n++] = '.';
+    while (d)
+      suffix[n++] = digits[--d];
+  };
+  put(pid);
+  if (exec_generation)
+    put(exec_generation);
+  size_t len = strlen(base);
+  const char *slash = strrchr(base, '/');
+  const char *dot = strrchr(base, '.');
+  size_t cut = (dot && (!slash || dot > slash + 1)) ? static_cast<size_t>(dot - base) : len;
+  if (len + n + 1 > cap)
+    return false;
+  memcpy(buf, base, cut);
+  memcpy(buf + cut, suffix, n);
+  memcpy(buf + cut + n, base + cut, len - cut + 1);
+  return true;
+}
+
 enum class ModuleEvent : uint8_t { kLoaded = 1, kUnloaded = 2 };
 enum class RegionKind : uint8_t { kHeap = 1, kAnonymous = 2, kStack = 3, kOther = 4 };
 enum MapFlags : uint8_t { kMapPfns = 1, kMapKpageflags = 2, kMapPartial = 4 };

@@ -129,7 +129,9 @@ struct ChildFailure {
 
 struct TraceSummary {
   bool complete = false;
+  bool ended_by_exec = false; // the image replaced itself (its last end record says so)
   uint64_t events = 0, allocs = 0, bytes = 0, file_bytes = 0;
+  std::string executable;
 };
 
 // The reader's prescan: record headers and tables, no event block decoded.
@@ -139,8 +141,10 @@ TraceSummary summarize(const std::string &path) {
   if (!r.open(path))
     return s;
   s.file_bytes = r.file_size();
+  s.executable = r.header().executable;
   if (const auto &end = r.final_end()) {
     s.complete = true;
+    s.ended_by_exec = end->reason == trace::EndReason::kExec;
     s.events = end->events;
     s.allocs = end->allocs;
     s.bytes = end->bytes_allocated;
@@ -163,12 +167,7 @@ std::string human(double v, const char *unit) {
   return buf;
 }
 
-void print_summary(const std::string &path) {
-  TraceSummary s = summarize(path);
-  if (!s.file_bytes) {
-    std::fprintf(stderr, "memlayout: no trace was written to %s\n", path.c_str());
-    return;
-  }
+void print_summary_line(const TraceSummary &s, const std::string &path) {
   std::fprintf(
       stderr, "memlayout: %s events (%s allocations, %s), %s trace, %.2f B/event%s -> %s\n",
       human(static_cast<double>(s.events), "").c_str(),
@@ -177,6 +176,68 @@ void print_summary(const std::string &path) {
       human(static_cast<double>(s.file_bytes), "B").c_str(),
       s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
       s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
+}
+
+// The trace of the pid's Nth image after the root process's first.
+std::string exec_trace_path(const std::string &root_trace, pid_t pid, uint32_t generation) {
+  std::vector<char> buf(root_trace.size() + 32);
+  if (!trace::process_trace_path(root_trace.c_str(), static_cast<uint32_t>(pid), generation,
+                                 buf.data(), buf.size()))
+    return {};
+  return buf.data();
+}
+
+// A command that replaces itself by exec (a shell script's `exec`, a version
+// manager's shim, `env`) leaves its allocations in FILE and the program it
+// became elsewhere, or nowhere: say which, so that nobody reports on the
+// wrapper by mistake.
+void print_summary(const std::string &path, pid_t pid, bool follow_children) {
+  TraceSummary s = summarize(path);
+  if (!s.file_bytes) {
+    // The file we created for it, still empty: a trace that is not one.
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && st.st_size == 0)
+      unlink(path.c_str());
+    std::fprintf(stderr,
+                 "memlayout: no trace was written to %s: the program never loaded the recorder "
+                 "(a statically linked or set-user-ID program cannot be recorded)\n",
+                 path.c_str());
+    return;
+  }
+  print_summary_line(s, path);
+  if (!s.ended_by_exec)
+    return;
+  if (!follow_children) {
+    std::fprintf(stderr,
+                 "memlayout: %s replaced itself with another program (exec), which was not "
+                 "recorded: with --follow-children it is, in %s\n",
+                 s.executable.c_str(), exec_trace_path(path, pid, 1).c_str());
+    return;
+  }
+  // Followed: the pid's images are FILE.PID.1, .2, ... up to the one that exited.
+  TraceSummary last = s;
+  std::string last_path = path;
+  uint32_t generation = 0;
+  while (last.ended_by_exec && generation < 10000) {
+    std::string next_path = exec_trace_path(path, pid, generation + 1);
+    TraceSummary next = summarize(next_path);
+    if (!next.file_bytes)
+      break;
+    last = next;
+    last_path = next_path;
+    ++generation;
+  }
+  if (generation == 0) {
+    std::fprintf(stderr,
+                 "memlayout: %s replaced itself with another program (exec), which wrote no "
+                 "trace (%s): a statically linked or set-user-ID program cannot be recorded\n",
+                 s.executable.c_str(), exec_trace_path(path, pid, 1).c_str());
+    return;
+  }
+  std::string times = generation > 1 ? " " + std::to_string(generation) + " times" : "";
+  std::fprintf(stderr, "memlayout: %s replaced itself by exec%s; the program it became, %s:\n",
+               s.executable.c_str(), times.c_str(), last.executable.c_str());
+  print_summary_line(last, last_path);
 }
 
 int launch(int argc, char **argv) {
@@ -279,7 +340,7 @@ int launch(int argc, char **argv) {
     return failure.error == ENOENT ? 127 : 126;
   }
   if (!g_run_mode)
-    print_summary(out);
+    print_summary(out, pid, o.follow_children);
   if (rules)
     rules->print_summary();
   if (WIFSIGNALED(status)) {

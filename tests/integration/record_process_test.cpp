@@ -104,6 +104,13 @@ TEST_CASE("exec.no_follow", "[record][exec]") {
   INFO("memlayout record stderr:\n" << recorded.err);
   CHECK(behaviour_difference(direct, recorded) == "");
   CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
+  // A program that became another by exec is named, and where
+  // --follow-children would have put the other.
+  bool replaced = mode == "exec" || mode == "echo";
+  CHECK((recorded.err.find("exec_parent replaced itself with another program (exec), which was "
+                           "not recorded: with --follow-children it is, in " +
+                           dir + "/out." + std::to_string(read_log(dir + "/parent.log").pid) +
+                           ".1.trace\n") != std::string::npos) == replaced);
 
   Dump d = dump(trace);
   INFO("memlayout dump stderr:\n" << d.run.err);
@@ -170,6 +177,15 @@ TEST_CASE("exec.follow", "[record][exec]") {
   INFO("expected one of: " << join(expected));
   REQUIRE(child_trace != "");
 
+  if (mode == "exec" || mode == "echo") {
+    // The summary follows the pid to the program it became.
+    CHECK(recorded.err.find("exec_parent replaced itself by exec; the program it became, ") !=
+          std::string::npos);
+    CHECK(recorded.err.find(" -> " + dir + "/" + child_trace + "\n") != std::string::npos);
+  } else {
+    CHECK(recorded.err.find(" replaced itself ") == std::string::npos);
+  }
+
   Dump child = dump(dir + "/" + child_trace);
   INFO("dump of " << child_trace << ":\n" << child.run.err);
   REQUIRE(child.run.exit_code() == 0);
@@ -200,6 +216,39 @@ TEST_CASE("exec.follow", "[record][exec]") {
 }
 
 // a plugin's allocations are attributed to its functions
+// a program LD_PRELOAD cannot reach is run all the same, and the summary says
+// why it has no trace
+TEST_CASE("exec.static", "[record][exec]") {
+  std::string dir = work_dir("exec_static");
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> alone = {program("exec_child_static"), dir + "/alone.log", "static"};
+  RunResult direct = run(alone);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace}, alone);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  CHECK(recorded.err.find("memlayout: no trace was written to " + trace +
+                          ": the program never loaded the recorder (a statically linked") !=
+        std::string::npos);
+  CHECK(traces_in(dir).empty()); // not an empty file that is no trace
+
+  // Reached by exec from a recorded program, with --follow-children.
+  std::vector<std::string> argv = {program("exec_parent"), "exec", program("exec_child_static"),
+                                   dir};
+  direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  recorded = record({"-o", trace, "--follow-children"}, argv);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  std::string pid = std::to_string(read_log(dir + "/parent.log").pid);
+  CHECK(recorded.err.find("exec_parent replaced itself with another program (exec), which wrote "
+                          "no trace (" +
+                          dir + "/out." + pid +
+                          ".1.trace): a statically linked or set-user-ID program cannot be "
+                          "recorded\n") != std::string::npos);
+  CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
+  CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded
+}
+
 TEST_CASE("dlopen", "[record][dlopen]") {
   const std::string variant =
       GENERATE(as<std::string>{}, "plain", "deepbind", "close", "deepbind+close");

@@ -31,6 +31,7 @@ std::string program(const std::string &name) {
       {"cxx_alloc", MLT_PATH_cxx_alloc},
       {"fork_child", MLT_PATH_fork_child},
       {"exec_child", MLT_PATH_exec_child},
+      {"exec_child_static", MLT_PATH_exec_child_static},
       {"exec_parent", MLT_PATH_exec_parent},
       {"exit_paths", MLT_PATH_exit_paths},
       {"churn", MLT_PATH_churn},
@@ -264,7 +265,8 @@ std::string program_stderr(const std::string &recorded) {
     std::string line = recorded.substr(pos, end - pos);
     bool summary = line.rfind("memlayout: ", 0) == 0 &&
                    (line.find(" -> ") != std::string::npos ||
-                    line.find("no trace was written") != std::string::npos);
+                    line.find("no trace was written") != std::string::npos ||
+                    line.find(" replaced itself ") != std::string::npos);
     if (!summary)
       kept += line;
     pos = end;
