@@ -400,7 +400,7 @@ bool load_rules(const RuleArgs &args, LoadedRules *out) {
       return false;
   }
   for (const auto &spec : args.specs)
-    if (!append(spec, "--segregate '" + spec + "'", true, out))
+    if (!append(spec, inspector::segregate_flag(spec), true, out))
       return false;
   rebuild_text(out);
   return true;

@@ -123,17 +123,18 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
       other->group.size_class == g.group.size_class) {
     f.message += ", interleaved with " + other->group.name + " in the " +
                  std::to_string(g.group.size_class) + "-byte size class";
-    f.fix = "segregate " + g.group.name + " from " + other->group.name + ": --segregate " +
-            own_pool(g.group);
+    f.fix = "segregate " + g.group.name + " from " + other->group.name + ": " +
+            segregate_flag(own_pool(g.group));
   } else if (!g.strides.empty() && g.strides[0].share >= 0.5 && g.strides[0].bytes >= 128 &&
              is_pow2(static_cast<uint64_t>(std::llabs(g.strides[0].bytes)))) {
     uint64_t lines = static_cast<uint64_t>(std::llabs(g.strides[0].bytes)) / 64;
     f.message += "; its objects sit " + std::to_string(g.strides[0].bytes) + " bytes apart";
     f.fix = "pad the objects to an odd number of lines (e.g. " + std::to_string((lines + 1) * 64) +
             " bytes: pad=" + std::to_string((lines + 1) * 64) +
-            ") or segregate them: --segregate " + own_pool(g.group);
+            ") or segregate them: " + segregate_flag(own_pool(g.group));
   } else {
-    f.fix = "segregate " + g.group.name + " into its own pool: --segregate " + own_pool(g.group);
+    f.fix =
+        "segregate " + g.group.name + " into its own pool: " + segregate_flag(own_pool(g.group));
   }
   out.push_back(std::move(f));
 }
@@ -158,11 +159,10 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
   // grow into would interleave with that class's other groups.
   const std::string rule = own_pool(g.group) + ",align=64";
   if (bytes <= 64)
-    f.fix = "align the objects to 64 bytes, in a pool of their own: --segregate " + rule;
+    f.fix = "align the objects to 64 bytes, in a pool of their own: " + segregate_flag(rule);
   else
-    f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: "
-            "--segregate " +
-            rule;
+    f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: " +
+            segregate_flag(rule);
   out.push_back(std::move(f));
 }
 
@@ -189,7 +189,7 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.message = g.group.name + " and " + other->group.name + " share the " +
                   std::to_string(g.group.size_class) + "-byte size class: " + pct(next_to) +
                   " of " + g.group.name + "'s objects sit on or next to a line of the other";
-      f.fix = "segregate them: --segregate " + own_pool(g.group);
+      f.fix = "segregate them: " + segregate_flag(own_pool(g.group));
       out.push_back(std::move(f));
     }
     double adjacent = static_cast<double>(n.adjacent_line) / g.objects;
@@ -202,7 +202,7 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.message = pct(adjacent) + " of " + g.group.name +
                   "'s lines pair (128-byte prefetch) with a line of " + other->group.name +
                   ": the adjacent-line prefetcher fills the cache with it";
-      f.fix = "segregate " + g.group.name + ": --segregate " + own_pool(g.group);
+      f.fix = "segregate " + g.group.name + ": " + segregate_flag(own_pool(g.group));
       out.push_back(std::move(f));
     }
   }
@@ -225,10 +225,10 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
               (small ? std::string(": small objects (") + std::to_string(g.group.size_class) +
                            " bytes) written by different threads ping-pong the line"
                      : "");
-  f.fix = small ? "pad each object to a line, in a pool of their own: --segregate " +
-                      own_pool(g.group) + ",pad=64,align=64"
-                : "give each thread's objects their own lines or pool: --segregate " +
-                      own_pool(g.group);
+  f.fix = small ? "pad each object to a line, in a pool of their own: " +
+                      segregate_flag(own_pool(g.group) + ",pad=64,align=64")
+                : "give each thread's objects their own lines or pool: " +
+                      segregate_flag(own_pool(g.group));
   out.push_back(std::move(f));
 }
 
@@ -248,8 +248,8 @@ void page_spread(const GroupReport &g, const FindingThresholds &t, std::vector<F
   f.message = g.group.name + " spreads over " + std::to_string(g.pages_4k) + " pages where " +
               std::to_string(g.pages_min) + " would hold it (" + num(ratio) +
               "x): that many more TLB entries on every traversal";
-  f.fix = "segregate it into a pool (its own contiguous pages): --segregate " + own_pool(g.group) +
-          (g.pages_min >= 512 ? ",hugepages=1" : "");
+  f.fix = "segregate it into a pool (its own contiguous pages): " +
+          segregate_flag(own_pool(g.group) + (g.pages_min >= 512 ? ",hugepages=1" : ""));
   out.push_back(std::move(f));
 }
 
@@ -310,19 +310,19 @@ void htm_false_conflict(const Report &r, const HtmGroupAborts &h, const FindingT
     f.message += " of " + sharer->group.name + " (" + std::to_string(h.sharers[0].second) +
                  " times), which shares those lines";
   if (sharer) {
-    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name + ": --segregate " +
-            own_pool(g->group);
+    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name + ": " +
+            segregate_flag(own_pool(g->group));
   } else if (h.neighbour_object_conflicts * 2 >= h.conflicts_false &&
              g->group.requested_size <= 64) {
     f.fix = "the other side touched a neighbouring object of the group: give each its own "
-            "line: --segregate " +
-            own_pool(g->group) + ",pad=64,align=64";
+            "line: " +
+            segregate_flag(own_pool(g->group) + ",pad=64,align=64");
   } else if (g->straddle_fraction >= t.straddle_medium) {
     // Objects starting mid-line: fields laid out a line apart share one.
     f.fix = "align the objects to lines, so that fields laid out on different lines stay "
-            "there: --segregate " +
-            own_pool(g->group) +
-            ",align=64; where conflicts remain, put the fields that different transactions "
+            "there: " +
+            segregate_flag(own_pool(g->group) + ",align=64") +
+            "; where conflicts remain, put the fields that different transactions "
             "write on lines of their own";
   } else {
     f.fix = "put the fields that different transactions write on lines of their own: split or "
@@ -468,19 +468,10 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
 }
 
 std::string rule_of_fix(const std::string &fix) {
-  static constexpr std::string_view kFlag = "--segregate ";
-  size_t at = fix.find(kFlag);
-  if (at == std::string::npos)
-    return {};
-  std::string rule = fix.substr(at + kFlag.size());
-  // The rule ends where the prose goes on: " (or ...)" or "; ...".
-  if (size_t end = std::min(rule.find(" (or "), rule.find("; ")); end != std::string::npos)
-    rule.resize(end);
-  while (!rule.empty() && (rule.back() == ' ' || rule.back() == '.'))
-    rule.pop_back();
+  std::string rule = segregate_flag_rule(fix);
   rules::Rule parsed;
   rules::ParseError e{};
-  if (!rules::parse_rule(rule.data(), rule.size(), 1, &parsed, &e))
+  if (rule.empty() || !rules::parse_rule(rule.data(), rule.size(), 1, &parsed, &e))
     return {};
   return rule_text(parsed);
 }

@@ -54,6 +54,55 @@ std::string rule_text(const rules::Rule &r) {
   return std::string(buf, rules::format_rule(r, buf, sizeof buf));
 }
 
+namespace {
+constexpr std::string_view kSegregateFlag = "--segregate ";
+
+bool shell_safe(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("_-.,:=/+@%").find(c) != std::string_view::npos;
+}
+} // namespace
+
+std::string segregate_flag(const std::string &rule) {
+  std::string out(kSegregateFlag);
+  if (!rule.empty() && std::all_of(rule.begin(), rule.end(), shell_safe))
+    return out + rule;
+  out += '\'';
+  for (char c : rule)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + '\'';
+}
+
+std::string segregate_flag_rule(const std::string &text) {
+  size_t at = text.find(kSegregateFlag);
+  if (at == std::string::npos)
+    return {};
+  std::string_view rest = std::string_view(text).substr(at + kSegregateFlag.size());
+  std::string rule;
+  if (!rest.empty() && rest.front() == '\'') {
+    // 'a'\''b' is a'b: quoted runs joined by escaped quotes.
+    size_t i = 1;
+    for (;;) {
+      size_t close = rest.find('\'', i);
+      if (close == std::string_view::npos)
+        return {};
+      rule.append(rest.substr(i, close - i));
+      if (rest.substr(close, 4) != "'\\''")
+        break;
+      rule += '\'';
+      i = close + 4;
+    }
+    return rule;
+  }
+  rule = std::string(rest);
+  // Unquoted, the rule ends where the prose goes on: " (or ...)" or "; ".
+  if (size_t end = std::min(rule.find(" (or "), rule.find("; ")); end != std::string::npos)
+    rule.resize(end);
+  while (!rule.empty() && (rule.back() == ' ' || rule.back() == '.'))
+    rule.pop_back();
+  return rule;
+}
+
 std::string match_keys_of(const rules::Rule &r) {
   rules::Rule m = r;
   m.pool[0] = 0;

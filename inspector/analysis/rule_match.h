@@ -32,6 +32,14 @@ std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &repor
 // message quotes it; empty when it does not fit.
 std::string rule_text(const rules::Rule &r);
 
+// `--segregate RULE` as a shell takes it: RULE in single quotes where it has
+// characters a shell would act on (C++ names bring <, >, (, ), &, *, ' and
+// spaces), so that a fix pasted from a report runs as printed.
+std::string segregate_flag(const std::string &rule);
+// The rule of the first --segregate flag in `text` (as segregate_flag wrote
+// it, quoted or not), up to where prose goes on; empty when there is none.
+std::string segregate_flag_rule(const std::string &text);
+
 // Rules with the same match keys route the same allocations: advise writes
 // them as one rule, and the report ranks them as one fix.
 std::string match_keys_of(const rules::Rule &r);

@@ -2,8 +2,12 @@
 // with the right fix, a clean layout is not.
 #include "findings.h"
 #include "fix_ranking.h"
+#include "rule_match.h"
 
 #include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
 
 using namespace memlayout::inspector;
 
@@ -196,6 +200,40 @@ TEST_CASE("a fix's rule ends where its prose goes on", "[findings]") {
         "function=node,pool=node");
   CHECK(rule_of_fix("put the fields on lines of their own") == "");
   CHECK(rule_of_fix("--segregate function=node,pool=") == "");
+}
+
+// What /bin/sh makes of `words` as the arguments of printf '%s|'.
+std::string as_shell_reads(const std::string &words) {
+  std::string out;
+  if (FILE *p = popen(("printf '%s|' " + words).c_str(), "r")) {
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+      out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+TEST_CASE("a fix's --segregate runs as printed when pasted into a shell", "[findings]") {
+  const std::string plain = "function=new_node,pool=new_node,align=64";
+  CHECK(segregate_flag(plain) == "--segregate " + plain);
+  // C++ names: templates, operators, argument lists, lambdas (quotes).
+  for (const std::string &rule :
+       {std::string("function=std::map<int, long>::operator[](long const&),pool=map_node"),
+        std::string("function=std::thread::_State_impl<std::tuple<main::'lambda'()> >::_M_run(),"
+                    "pool=_State_impl._M_run"),
+        std::string("function=f*,pool=p"), std::string("function=a$b`c\\d\"e,pool=x")}) {
+    CAPTURE(rule);
+    std::string flag = segregate_flag(rule);
+    CHECK(flag.rfind("--segregate '", 0) == 0);
+    CHECK(as_shell_reads(flag) == "--segregate|" + rule + "|");
+    // Read back from a fix, prose after it or not.
+    CHECK(segregate_flag_rule("segregate it: " + flag + "; where conflicts remain, ...") == rule);
+    CHECK(segregate_flag_rule(flag) == rule);
+  }
+  CHECK(segregate_flag_rule("segregate it: --segregate 'function=x,pool=y") == ""); // unclosed
+  CHECK(segregate_flag_rule("segregate: " + segregate_flag(plain) + " (or pad them)") == plain);
 }
 
 TEST_CASE("fixes whose rules route the same allocations rank as one, as advise merges them",
