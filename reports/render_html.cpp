@@ -109,7 +109,7 @@ void first_steps(const Report &r, std::ostream &h) {
       << human_bytes(static_cast<double>(x.bytes)) << "</b> in ";
     for (size_t k = 0; k < x.groups.size(); ++k)
       h << (k ? ", " : "") << esc(display_name(group_name(r, x.groups[k])));
-    h << ": " << esc(with_display_names(x.fix, names)) << " <span class=\"why\">(";
+    h << ": " << esc(fix_with_display_names(x.fix, names)) << " <span class=\"why\">(";
     for (size_t k = 0; k < x.findings.size(); ++k)
       h << (k ? ", " : "") << esc(x.findings[k]->kind);
     h << ")</span></li>\n";
@@ -130,7 +130,7 @@ void findings(const Report &r, std::ostream &h) {
   for (const auto &f : r.findings)
     h << "<div class=\"finding " << esc(f.severity) << "\"><span class=\"sev\">" << esc(f.severity)
       << "</span> <b>" << esc(f.kind) << "</b>: " << esc(with_display_names(f.message, names))
-      << "<br>fix: <code>" << esc(with_display_names(f.fix, names)) << "</code></div>\n";
+      << "<br>fix: <code>" << esc(fix_with_display_names(f.fix, names)) << "</code></div>\n";
 }
 
 void group_row(const Report &r, const inspector::GroupReport &g, std::ostream &h) {

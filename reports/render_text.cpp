@@ -46,17 +46,17 @@ void htm_section(const inspector::Report &r, std::ostream &out, const Paint &pai
   out << paint("HTM aborts", "1") << ": " << h.transactions << " transactions completed, "
       << h.aborts << " aborted";
   if (h.transactions)
-    out << " (" << fmt("%.2f", 1000.0 * static_cast<double>(h.aborts) /
-                                   static_cast<double>(h.transactions))
+    out << " ("
+        << fmt("%.2f", 1000.0 * static_cast<double>(h.aborts) / static_cast<double>(h.transactions))
         << " per 1000)";
   if (h.l1_sets)
     out << ", L1 " << h.l1_sets << "x" << h.l1_ways;
   out << "\n  conflict " << h.by_cause[0] << " (" << pct(h.conflicts_false, h.by_cause[0])
       << " false, " << pct(h.conflicts_true, h.by_cause[0]) << " true; "
-      << pct(h.same_key, h.by_cause[0]) << " same key, "
-      << pct(h.by_fallback_lock, h.by_cause[0]) << " the fallback lock), capacity "
-      << h.by_cause[1] << " (" << h.capacity_write << " write, " << h.capacity_read
-      << " read), explicit " << h.by_cause[2] << ", other " << h.by_cause[3] << "\n";
+      << pct(h.same_key, h.by_cause[0]) << " same key, " << pct(h.by_fallback_lock, h.by_cause[0])
+      << " the fallback lock), capacity " << h.by_cause[1] << " (" << h.capacity_write << " write, "
+      << h.capacity_read << " read), explicit " << h.by_cause[2] << ", other " << h.by_cause[3]
+      << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%4s %-40s %7s %6s %8s  %s\n", "id", "group", "false", "true",
                 "capacity", "false at offsets (aborts)");
@@ -133,7 +133,8 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (!through.empty()) {
     out << "\n";
     for (const auto &[w, ids] : through) {
-      out << "  looked through: " << display_name(w.function) << " (" << inspector::wrapper_reason_name(w.reason);
+      out << "  looked through: " << display_name(w.function) << " ("
+          << inspector::wrapper_reason_name(w.reason);
       if (!w.evidence.empty())
         out << ": " << w.evidence;
       out << ") for group" << (ids.find(',') == std::string::npos ? " " : "s ") << ids << "\n";
@@ -161,7 +162,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
       const char *colour = f.severity == "high" ? "31" : f.severity == "medium" ? "33" : "36";
       out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": "
           << with_display_names(f.message, names)
-          << "\n      fix: " << with_display_names(f.fix, names) << "\n";
+          << "\n      fix: " << fix_with_display_names(f.fix, names) << "\n";
     }
   }
   for (const auto &n : r.notes)

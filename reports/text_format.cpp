@@ -1,5 +1,7 @@
 #include "text_format.h"
 
+#include "rule_match.h"
+
 #include <algorithm>
 
 namespace memlayout::cli {
@@ -44,7 +46,7 @@ std::string display_name(const std::string &name) {
   // "function (file:line)" or "caller -> ?? (module+0x...)": the suffix stays.
   std::string_view whole = name, suffix;
   if (size_t p = whole.rfind(" ("); p != std::string_view::npos && whole.back() == ')' &&
-                                   whole.substr(p + 2).find_first_of("( ") == std::string::npos) {
+                                    whole.substr(p + 2).find_first_of("( ") == std::string::npos) {
     suffix = whole.substr(p);
     whole = whole.substr(0, p);
   }
@@ -70,8 +72,8 @@ std::string display_name(const std::string &name) {
     tail = "(...)" + (close == std::string::npos ? "" : tail.substr(close + 1));
   }
   // A return type first (function templates): drop it.
-  if (size_t sp = head.rfind(' '); sp != std::string::npos &&
-                                   head.compare(sp > 8 ? sp - 8 : 0, 8, "operator") != 0)
+  if (size_t sp = head.rfind(' ');
+      sp != std::string::npos && head.compare(sp > 8 ? sp - 8 : 0, 8, "operator") != 0)
     head = head.substr(sp + 1);
   // The last two scopes: Class::method.
   size_t last = head.rfind("::");
@@ -99,6 +101,17 @@ std::string with_display_names(std::string text, const std::vector<std::string> 
       text.replace(at, n->size(), shown);
   }
   return text;
+}
+
+std::string fix_with_display_names(const std::string &fix, const std::vector<std::string> &names) {
+  size_t at = fix.find("--segregate ");
+  if (at == std::string::npos)
+    return with_display_names(fix, names);
+  std::string flag = inspector::segregate_flag(inspector::segregate_flag_rule(fix));
+  if (fix.compare(at, flag.size(), flag) != 0) // not one we wrote: leave all after it alone
+    return with_display_names(fix.substr(0, at), names) + fix.substr(at);
+  return with_display_names(fix.substr(0, at), names) + flag +
+         with_display_names(fix.substr(at + flag.size()), names);
 }
 
 } // namespace memlayout::cli

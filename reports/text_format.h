@@ -34,8 +34,11 @@ inline std::string human_bytes(double v) {
 std::string display_name(const std::string &name);
 
 // `text` with every long group name of `names` it mentions replaced by its
-// display name (a finding's message and the prose of its fix; rules, which
-// must stay exact, never hold a group name with its "(file:line)").
+// display name (a finding's message).
 std::string with_display_names(std::string text, const std::vector<std::string> &names);
+// A fix the same way, except its --segregate rule, which must stay exact to
+// route anything: a group name without "(file:line)" (a site in a header
+// without line information) is also the rule's function key.
+std::string fix_with_display_names(const std::string &fix, const std::vector<std::string> &names);
 
 } // namespace memlayout::cli

@@ -57,6 +57,16 @@ std::string pool_name(const Group &g) {
 // The rule that gives the group a pool of its own.
 std::string own_pool(const Group &g) { return rule_match(g) + ",pool=" + pool_name(g); }
 
+// Two groups' names for a message about both: one site's size classes, or
+// sites a report names alike (inlined code, one line), are told apart by
+// the ids of the report's table.
+std::pair<std::string, std::string> names_of(const Group &a, const Group &b) {
+  if (a.name != b.name)
+    return {a.name, b.name};
+  return {a.name + " [group " + std::to_string(a.id) + "]",
+          b.name + " [group " + std::to_string(b.id) + "]"};
+}
+
 const GroupReport *by_id(const Report &r, uint32_t id) {
   for (const auto &g : r.groups)
     if (g.group.id == id)
@@ -121,10 +131,11 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
   const GroupReport *other = n ? by_id(r, n->group) : nullptr;
   if (other && next_to_share(g, *n) >= t.interleave_share &&
       other->group.size_class == g.group.size_class) {
-    f.message += ", interleaved with " + other->group.name + " in the " +
-                 std::to_string(g.group.size_class) + "-byte size class";
-    f.fix = "segregate " + g.group.name + " from " + other->group.name + ": " +
-            segregate_flag(own_pool(g.group));
+    auto [own, others] = names_of(g.group, other->group);
+    f.message.replace(0, g.group.name.size(), own); // it starts with the name
+    f.message += ", interleaved with " + others + " in the " + std::to_string(g.group.size_class) +
+                 "-byte size class";
+    f.fix = "segregate " + own + " from " + others + ": " + segregate_flag(own_pool(g.group));
   } else if (!g.strides.empty() && g.strides[0].share >= 0.5 && g.strides[0].bytes >= 128 &&
              is_pow2(static_cast<uint64_t>(std::llabs(g.strides[0].bytes)))) {
     uint64_t lines = static_cast<uint64_t>(std::llabs(g.strides[0].bytes)) / 64;
@@ -186,9 +197,10 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.groups = {g.group.id, other->group.id};
       f.metric["interleaved_share"] = next_to;
       f.metric["size_class"] = static_cast<double>(g.group.size_class);
-      f.message = g.group.name + " and " + other->group.name + " share the " +
-                  std::to_string(g.group.size_class) + "-byte size class: " + pct(next_to) +
-                  " of " + g.group.name + "'s objects sit on or next to a line of the other";
+      auto [own, others] = names_of(g.group, other->group);
+      f.message = own + " and " + others + " share the " + std::to_string(g.group.size_class) +
+                  "-byte size class: " + pct(next_to) + " of " + own +
+                  "'s objects sit on or next to a line of the other";
       f.fix = "segregate them: " + segregate_flag(own_pool(g.group));
       out.push_back(std::move(f));
     }
@@ -199,10 +211,11 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
       f.severity = "medium";
       f.groups = {g.group.id, other->group.id};
       f.metric["adjacent_share"] = adjacent;
-      f.message = pct(adjacent) + " of " + g.group.name +
-                  "'s lines pair (128-byte prefetch) with a line of " + other->group.name +
+      auto [own, others] = names_of(g.group, other->group);
+      f.message = pct(adjacent) + " of " + own +
+                  "'s lines pair (128-byte prefetch) with a line of " + others +
                   ": the adjacent-line prefetcher fills the cache with it";
-      f.fix = "segregate " + g.group.name + ": " + segregate_flag(own_pool(g.group));
+      f.fix = "segregate " + own + ": " + segregate_flag(own_pool(g.group));
       out.push_back(std::move(f));
     }
   }
@@ -307,11 +320,12 @@ void htm_false_conflict(const Report &r, const HtmGroupAborts &h, const FindingT
                                   ? by_id(r, h.sharers[0].first)
                                   : nullptr;
   if (sharer)
-    f.message += " of " + sharer->group.name + " (" + std::to_string(h.sharers[0].second) +
-                 " times), which shares those lines";
+    f.message += " of " + names_of(g->group, sharer->group).second + " (" +
+                 std::to_string(h.sharers[0].second) + " times), which shares those lines";
   if (sharer) {
-    f.fix = "keep " + g->group.name + " off the lines of " + sharer->group.name + ": " +
-            segregate_flag(own_pool(g->group));
+    auto [own, others] = names_of(g->group, sharer->group);
+    f.fix =
+        "keep " + own + " off the lines of " + others + ": " + segregate_flag(own_pool(g->group));
   } else if (h.neighbour_object_conflicts * 2 >= h.conflicts_false &&
              g->group.requested_size <= 64) {
     f.fix = "the other side touched a neighbouring object of the group: give each its own "

@@ -76,6 +76,30 @@ TEST_CASE("findings: int-lf's node/descriptor interleaving", "[findings]") {
   REQUIRE(find(fs, "prefetch_pollution"));
 }
 
+TEST_CASE("findings: two groups a report names alike are told apart by their ids", "[findings]") {
+  // Inlined code: one line allocating a map node and its string.
+  Report r = base_report();
+  GroupReport node = clean_group(1, "run", 64), text = clean_group(2, "run", 64);
+  node.group.site.line = text.group.site.line = 14;
+  node.set_effective_fraction = {0.5, 0.5, 0.5};
+  node.neighbours = {{2, 0, node.objects, node.objects}};
+  text.neighbours = {{1, 0, text.objects, text.objects}};
+  r.groups = {node, text};
+  auto fs = find_problems(r);
+  for (const char *kind : {"set_underutilization", "size_class_sharing", "prefetch_pollution"}) {
+    CAPTURE(kind);
+    const Finding *f = find(fs, kind);
+    REQUIRE(f);
+    CHECK(f->message.find("run (tree.c:10) [group 1]") != std::string::npos);
+    CHECK(f->message.find("run (tree.c:10) [group 2]") != std::string::npos);
+  }
+  // Names that differ stay as they are.
+  r.groups[1].group.name = "other (tree.c:20)";
+  auto plain = find_problems(r);
+  REQUIRE(find(plain, "size_class_sharing"));
+  CHECK(find(plain, "size_class_sharing")->message.find("[group") == std::string::npos);
+}
+
 TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of lines",
           "[findings]") {
   Report r = base_report();

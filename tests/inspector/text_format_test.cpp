@@ -1,0 +1,38 @@
+// How text and HTML reports shorten C++ names (reports/text_format.cpp): in
+// tables and prose, never inside a rule a user pastes.
+#include "rule_match.h"
+#include "text_format.h"
+
+#include <catch2/catch.hpp>
+
+using memlayout::cli::display_name;
+using memlayout::cli::fix_with_display_names;
+using memlayout::cli::with_display_names;
+using memlayout::inspector::segregate_flag;
+
+TEST_CASE("display names drop namespaces and template arguments, keep the site", "[text]") {
+  CHECK(display_name("ns::IntLf<ns::Layout>::new_node(long, long) (int_lf.cpp:171)") ==
+        "IntLf<...>::new_node(long, long) (int_lf.cpp:171)");
+  CHECK(display_name("mlr_new_node") == "mlr_new_node");
+}
+
+TEST_CASE("a fix's rule keeps the full name the prose shortens", "[text]") {
+  // A site in a header without line information: its group's name is the
+  // bare function, which is also the rule's function key.
+  const std::string name = "std::__detail::_Map_base<long, std::pair<long const, P*>, true>::"
+                           "operator[](long const&)";
+  const std::string rule = "function=" + name + ",pool=_Map_base.operator__";
+  const std::string fix = "segregate " + name + " into its own pool: " + segregate_flag(rule);
+  std::string shown = fix_with_display_names(fix, {name});
+  CHECK(shown == "segregate _Map_base<...>::operator[](long const&) into its own pool: " +
+                     segregate_flag(rule));
+  // Prose after the rule is shortened too.
+  const std::string more = segregate_flag(rule) + "; or pad " + name;
+  CHECK(fix_with_display_names(more, {name}) ==
+        segregate_flag(rule) + "; or pad _Map_base<...>::operator[](long const&)");
+  // The plain form shortens everything (messages).
+  CHECK(with_display_names(fix, {name}).find("--segregate 'function=_Map_base<...>") !=
+        std::string::npos);
+  CHECK(fix_with_display_names("put the fields on lines of their own: " + name, {name}) ==
+        "put the fields on lines of their own: _Map_base<...>::operator[](long const&)");
+}
