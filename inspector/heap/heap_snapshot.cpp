@@ -353,6 +353,8 @@ class EventRing {
 public:
   bool empty() const { return n_ == 0; }
   size_t size() const { return n_; }
+  // Events it holds before push_back moves them (and every reference to one).
+  size_t capacity() const { return buf_.size(); }
   const Step &front() const { return buf_[head_]; }
   const Step &operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
   void pop_front() {
@@ -374,7 +376,8 @@ public:
 private:
   Step &at(size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
   void grow() {
-    std::vector<Step> bigger(std::max<size_t>(64, buf_.size() * 2));
+    // Twice the recorder's longest sampling period: the next sample fits.
+    std::vector<Step> bigger(std::max<size_t>(256, buf_.size() * 2));
     for (size_t i = 0; i < n_; ++i)
       bigger[i] = at(i);
     buf_.swap(bigger);
@@ -638,6 +641,25 @@ public:
   }
 
   const std::string &error() const { return error_; }
+
+  // A stamp the current event (next()'s) cannot have happened after: the
+  // thread's next sample, which it took after the event. A thread preempted
+  // between a sample and its events carries the older stamp into them, by as
+  // much as it waited (tens of milliseconds with more threads than CPUs).
+  // 0 when the thread's next sample is not within what its ring holds
+  // without moving: the caller holds a reference to the current event.
+  uint64_t current_stamp_bound() {
+    if (!cur_)
+      return 0;
+    Source &s = *cur_;
+    const uint64_t at = s.head().tsc;
+    for (size_t i = 1;; ++i) {
+      if (i == s.ahead.size() && (i == s.ahead.capacity() || !extend(s, UINT64_MAX)))
+        return 0;
+      if (s.ahead[i].tsc > at)
+        return s.ahead[i].tsc;
+    }
+  }
 
   // Causality: a free is recorded before the real free, so when an address
   // comes back from an allocation while still live, its pending free by
@@ -949,7 +971,10 @@ private:
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
     if (heap_.contains(e.ptr)) {
       pulled_events_.clear();
-      if (may_search && m_.take_free(e.ptr, e.tsc + window_, pulled_events_)) {
+      // Its free happened before it: by the time this thread sampled next
+      // at the latest, and within the window anyway.
+      uint64_t limit = std::max(e.tsc + window_, m_.current_stamp_bound());
+      if (may_search && m_.take_free(e.ptr, limit, pulled_events_)) {
         pulled_ = true;
         std::vector<Step> first;
         first.swap(pulled_events_);

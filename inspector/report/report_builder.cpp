@@ -257,7 +257,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (snap.double_allocs)
     out.notes.push_back(std::to_string(snap.double_allocs) +
                         " addresses allocated again while live with no free found: the "
-                        "earlier object was dropped");
+                        "earlier object was dropped (a free the trace lacks or, with more "
+                        "threads than CPUs, an allocation stamped long before it happened: its "
+                        "thread waited between its last time sample and the allocation; then "
+                        "as many frees of unknown addresses follow)");
 
   progress(o.progress, "symbolizing call sites");
   Symbolizer::Options sym_opts;

@@ -141,6 +141,30 @@ TEST_CASE("a free by one thread goes before another's reuse of the address at th
   CHECK(end.unknown_frees == 0);
 }
 
+TEST_CASE("a thread preempted between its sample and its allocation: the free it follows is "
+          "found up to its next sample",
+          "[snapshot]") {
+  // 1 tick per 3 ns (the end's clock pair): the 1 ms causality window is
+  // 333 334 ticks. T2's allocation carries its last sample, 200, though it
+  // came after T1's free (stamped 1 000 000: T2 waited in between); T2's next
+  // sample, 1 000 010, bounds when the allocation happened.
+  TraceBuilder t;
+  Block t1(100, 0, 0);
+  t1.alloc(Api::kMalloc, kA, 32, 40, 1).tick(999'900).free(Api::kFree, kA);
+  Block t2(200, 0, 0);
+  t2.alloc(Api::kMalloc, kA, 64, 72, 2).tick(999'810).free(Api::kFree, kA);
+  t.events(11, t1).events(22, t2).end(3'000'000, 9'000'000);
+  Bytes bytes = t.bytes();
+  for (HeapSnapshot s : {snap(bytes), snap(bytes, at_end())}) {
+    CHECK(s.double_allocs == 0);
+    CHECK(s.unknown_frees == 0);
+  }
+  HeapSnapshot peak = snap(bytes);
+  REQUIRE(peak.objects.size() == 1);
+  CHECK(peak.objects[0].tid == 22);
+  CHECK(snap(bytes, at_end()).objects.empty());
+}
+
 TEST_CASE("a reused address with no pending free drops the old object once", "[snapshot]") {
   TraceBuilder t;
   Block b(1000, 1000, 5000);
