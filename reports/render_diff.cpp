@@ -4,10 +4,10 @@
 #include "findings.h"
 #include "json_write.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace memlayout::cli {
 namespace {
@@ -154,14 +154,24 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
   if (rows.empty()) {
     out << "No layout metric changed in " << d.groups.size() << " matched groups.\n";
   } else {
+    // Groups B names alike (one pool for several size classes) carry B's id,
+    // as in its report's table.
+    std::map<std::string, int> named;
+    for (const auto &g : d.groups)
+      ++named[g.b->group.name];
+    auto label = [&](const inspector::GroupDelta &g) {
+      if (named[g.b->group.name] < 2)
+        return clip(g.b->group.name, 44);
+      std::string id = " #" + std::to_string(g.b->group.id);
+      return clip(g.b->group.name, 44 - id.size()) + id;
+    };
     char line[512];
     std::snprintf(line, sizeof line, "%-44s %-18s %10s %10s %10s\n", "group", "metric", "A", "B",
                   "delta");
     out << paint(line, "1");
     for (size_t i = 0; i < rows.size() && i < o.rows; ++i) {
       const MetricDelta &m = *rows[i].metric;
-      std::snprintf(line, sizeof line, "%-44s %-18s %10s %10s %10s",
-                    clip(rows[i].group->b->group.name, 44).c_str(),
+      std::snprintf(line, sizeof line, "%-44s %-18s %10s %10s %10s", label(*rows[i].group).c_str(),
                     inspector::metric_label(m.metric), value(m.metric, m.a).c_str(),
                     value(m.metric, m.b).c_str(), delta(m).c_str());
       out << line;
@@ -179,7 +189,8 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
   for (const auto &g : d.groups)
     if (g.a->group.name != g.b->group.name)
       out << "matched by " << inspector::to_string(g.matched_by) << ": " << g.a->group.name
-          << " (A) = " << g.b->group.name << " (B)\n";
+          << " (A #" << g.a->group.id << ") = " << g.b->group.name << " (B #" << g.b->group.id
+          << ")\n";
   only_text("Only in A", d.only_a, out);
   only_text("Only in B", d.only_b, out);
   out << "\n";
@@ -212,7 +223,7 @@ void add_metric(Json &into, const MetricDelta &m) {
 }
 
 Json side_json(const std::string &path, const std::string &kind, const inspector::Report &r) {
-  return {{"source", path},   {"kind", kind}, {"trace", r.trace},
+  return {{"source", path},           {"kind", kind}, {"trace", r.trace},
           {"allocator", r.allocator}, {"at", r.at},   {"partial", r.partial}};
 }
 

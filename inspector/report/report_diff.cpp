@@ -245,8 +245,14 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       a, b, pair_of_a, taken_b,
       [](const GroupReport &g) { return std::make_pair(site(g), g.group.size_class); },
       MatchedBy::kSiteAndSizeClass, out);
-  // Padding or a different allocator moves a group to another size class but
-  // leaves its call site: still the same objects.
+  // Padding, a pool or a different allocator moves a group to another size
+  // class but leaves its call site and what the program asks for: one site
+  // with several classes (inlined code allocating two kinds of objects) is
+  // told apart by the requested size.
+  match_unique(
+      a, b, pair_of_a, taken_b,
+      [](const GroupReport &g) { return std::make_pair(site(g), g.group.requested_size); },
+      MatchedBy::kSiteAndRequestedSize, out);
   match_unique(a, b, pair_of_a, taken_b, site, MatchedBy::kSite, out);
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
     if (x.magnitude != y.magnitude)
@@ -320,6 +326,8 @@ const char *to_string(MatchedBy m) {
     return "name";
   case MatchedBy::kSiteAndSizeClass:
     return "site+size_class";
+  case MatchedBy::kSiteAndRequestedSize:
+    return "site+requested_size";
   case MatchedBy::kSite:
     return "site";
   }

@@ -34,7 +34,7 @@ struct MetricDelta {
   }
 };
 
-enum class MatchedBy { kName, kSiteAndSizeClass, kSite };
+enum class MatchedBy { kName, kSiteAndSizeClass, kSiteAndRequestedSize, kSite };
 
 struct GroupDelta {
   const GroupReport *a = nullptr, *b = nullptr;

@@ -113,7 +113,8 @@ TEST_CASE("report_diff.segregation_fix", "[report_diff]") {
 
 TEST_CASE("report_diff.matching_passes", "[report_diff]") {
   // Two groups of one site in different classes: the name is ambiguous, so
-  // site + class pairs them. Padding (class 48 -> 64) is caught by site alone.
+  // site + class pairs them. A record padded in the source (48 -> 64 bytes
+  // asked for, class 48 -> 64) is caught by site alone.
   Report a = report({group(1, "same", "f", 32, 1.0), group(2, "same", "f", 64, 1.0),
                      group(3, "padded (t.c:3)", "g", 48, 1.0)},
                     {});
@@ -125,6 +126,8 @@ TEST_CASE("report_diff.matching_passes", "[report_diff]") {
   b.groups[1].group.site.line = 1;
   b.groups[2].group.site.line = 3;
   b.levels[1].sets = 1024;
+  a.groups[2].group.requested_size = 48;
+  b.groups[2].group.requested_size = 64;
   ReportDiff d = diff_reports(a, b);
   REQUIRE(d.groups.size() == 3);
   CHECK(d.only_a.empty());
@@ -144,4 +147,28 @@ TEST_CASE("report_diff.matching_passes", "[report_diff]") {
   // Different L2 geometry is said, not hidden.
   REQUIRE(d.notes.size() == 1);
   CHECK(d.notes[0].find("cache level 2") != std::string::npos);
+}
+
+TEST_CASE("report_diff.one_site_into_a_pool", "[report_diff]") {
+  // Inlined code: one line allocates a map node (72 bytes) and its string
+  // (34). A pool takes both into classes of its own (80 and 48): neither the
+  // name nor site + class pairs them, and the site alone is ambiguous; what
+  // the program asks for does.
+  Report a = report(
+      {group(1, "run (t.c:14)", "run", 72, 0.5), group(2, "run (t.c:14)", "run", 40, 0.5)}, {});
+  Report b =
+      report({group(5, "pool.run", "run", 48, 1.0), group(6, "pool.run", "run", 80, 1.0)}, {});
+  for (Report *r : {&a, &b})
+    for (GroupReport &g : r->groups)
+      g.group.site.line = 14;
+  a.groups[0].group.requested_size = b.groups[1].group.requested_size = 72;
+  a.groups[1].group.requested_size = b.groups[0].group.requested_size = 34;
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.groups.size() == 2);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  for (const auto &g : d.groups) {
+    CHECK(g.matched_by == MatchedBy::kSiteAndRequestedSize);
+    CHECK(g.b->group.id == (g.a->group.id == 1 ? 6u : 5u));
+  }
 }
