@@ -5,12 +5,15 @@
 #include "record_rules.h"
 #include "trace_reader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <memory>
 #include <string>
@@ -187,24 +190,54 @@ std::string exec_trace_path(const std::string &root_trace, pid_t pid, uint32_t g
   return buf.data();
 }
 
+// The traces of other processes of the recording: FILE with ".PID" (and
+// ".N") before its extension (trace::process_trace_path), written since
+// `since`; the root pid's own images after exec are said elsewhere.
+std::vector<std::string> child_traces(const std::string &root_trace, pid_t root_pid,
+                                      const timespec &since) {
+  size_t slash = root_trace.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : root_trace.substr(0, slash);
+  std::string base = root_trace.substr(slash == std::string::npos ? 0 : slash + 1);
+  size_t dot = base.rfind('.');
+  std::string stem = dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+  std::string ext = dot == std::string::npos || dot == 0 ? "" : base.substr(dot);
+  std::string own = stem + "." + std::to_string(root_pid) + ".";
+  std::vector<std::string> out;
+  DIR *d = opendir(dir.c_str());
+  if (!d)
+    return out;
+  while (dirent *e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() <= stem.size() + 1 + ext.size() || n.compare(0, stem.size() + 1, stem + ".") ||
+        n.compare(n.size() - ext.size(), ext.size(), ext) || n.rfind(own, 0) == 0)
+      continue;
+    // PID or PID.N between them, digits only.
+    std::string mid = n.substr(stem.size() + 1, n.size() - stem.size() - 1 - ext.size());
+    size_t inner = mid.find('.');
+    auto digits = [](const std::string &s) {
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(mid.substr(0, inner)) ||
+        (inner != std::string::npos && !digits(mid.substr(inner + 1))))
+      continue;
+    struct stat st;
+    std::string full = dir + "/" + n;
+    if (stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_mtim.tv_sec < since.tv_sec ||
+        (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec))
+      continue;
+    out.push_back(full);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // A command that replaces itself by exec (a shell script's `exec`, a version
 // manager's shim, `env`) leaves its allocations in FILE and the program it
 // became elsewhere, or nowhere: say which, so that nobody reports on the
 // wrapper by mistake.
-void print_summary(const std::string &path, pid_t pid, bool follow_children) {
-  TraceSummary s = summarize(path);
-  if (!s.file_bytes) {
-    // The file we created for it, still empty: a trace that is not one.
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && st.st_size == 0)
-      unlink(path.c_str());
-    std::fprintf(stderr,
-                 "memlayout: no trace was written to %s: the program never loaded the recorder "
-                 "(a statically linked or set-user-ID program cannot be recorded)\n",
-                 path.c_str());
-    return;
-  }
-  print_summary_line(s, path);
+void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
+                      bool follow_children) {
   if (!s.ended_by_exec)
     return;
   if (!follow_children) {
@@ -240,6 +273,35 @@ void print_summary(const std::string &path, pid_t pid, bool follow_children) {
   print_summary_line(last, last_path);
 }
 
+void print_summary(const std::string &path, pid_t pid, bool follow_children,
+                   const timespec &started) {
+  TraceSummary s = summarize(path);
+  if (!s.file_bytes) {
+    // The file we created for it, still empty: a trace that is not one.
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && st.st_size == 0)
+      unlink(path.c_str());
+    std::fprintf(stderr,
+                 "memlayout: no trace was written to %s: the program never loaded the recorder "
+                 "(a statically linked or set-user-ID program cannot be recorded)\n",
+                 path.c_str());
+    return;
+  }
+  print_summary_line(s, path);
+  print_exec_chain(path, s, pid, follow_children);
+  std::vector<std::string> children = child_traces(path, pid, started);
+  if (children.empty())
+    return;
+  std::string names;
+  for (size_t i = 0; i < children.size() && i < 4; ++i)
+    names += (i ? ", " : "") + children[i];
+  if (children.size() > 4)
+    names += " and " + std::to_string(children.size() - 4) + " more";
+  std::fprintf(stderr, "memlayout: %zu other process%s of the command wrote %s: %s\n",
+               children.size(), children.size() == 1 ? "" : "es",
+               children.size() == 1 ? "its own trace" : "traces of their own", names.c_str());
+}
+
 int launch(int argc, char **argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0)
@@ -270,6 +332,9 @@ int launch(int argc, char **argv) {
   std::string prog = basename_of(o.command[0]);
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
   std::fflush(nullptr);
+  // Traces of other processes written since (a coarse clock, as file times).
+  timespec started{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &started);
   pid_t pid = fork();
   if (pid < 0) {
     std::perror("memlayout: fork");
@@ -340,7 +405,7 @@ int launch(int argc, char **argv) {
     return failure.error == ENOENT ? 127 : 126;
   }
   if (!g_run_mode)
-    print_summary(out, pid, o.follow_children);
+    print_summary(out, pid, o.follow_children, started);
   if (rules)
     rules->print_summary();
   if (WIFSIGNALED(status)) {

@@ -266,7 +266,8 @@ std::string program_stderr(const std::string &recorded) {
     bool summary = line.rfind("memlayout: ", 0) == 0 &&
                    (line.find(" -> ") != std::string::npos ||
                     line.find("no trace was written") != std::string::npos ||
-                    line.find(" replaced itself ") != std::string::npos);
+                    line.find(" replaced itself ") != std::string::npos ||
+                    line.find(" of the command wrote ") != std::string::npos);
     if (!summary)
       kept += line;
     pos = end;
