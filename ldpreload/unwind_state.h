@@ -1,7 +1,7 @@
 // The unwinder's per-thread state and its cache of whole stacks: internal to
 // unwind.cpp, except the cache's hit check (stack_memo), which the recorder
-// runs inline on every allocation. Out of line it cost about as much as the
-// rest of recording an allocation together.
+// runs inline on every allocation: a call, its spills and the checks of the
+// general entry point cost as many instructions as the check itself.
 #pragma once
 
 #include "unwind.h"

@@ -973,8 +973,8 @@ private:
       pulled_events_.clear();
       // Its free happened before it: by the time this thread sampled next
       // at the latest, and within the window anyway.
-      uint64_t limit = std::max(e.tsc + window_, m_.current_stamp_bound());
-      if (may_search && m_.take_free(e.ptr, limit, pulled_events_)) {
+      if (may_search && m_.take_free(e.ptr, std::max(e.tsc + window_, m_.current_stamp_bound()),
+                                     pulled_events_)) {
         pulled_ = true;
         std::vector<Step> first;
         first.swap(pulled_events_);
