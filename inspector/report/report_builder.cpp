@@ -250,6 +250,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (snap.partial)
     out.notes.push_back("the trace is incomplete (" + r.error().message +
                         "): this is the layout of its readable part");
+  if (const auto &end = r.final_end(); end && end->reason == trace::EndReason::kExec)
+    out.notes.push_back(r.header().executable +
+                        " replaced itself with another program (exec): this trace holds only "
+                        "what it allocated before; `memlayout record --follow-children` records "
+                        "the other into FILE.PID.N");
   if (snap.unknown_frees)
     out.notes.push_back(std::to_string(snap.unknown_frees) +
                         " frees of addresses the trace never allocated (memory allocated before "

@@ -115,6 +115,12 @@ TEST_CASE("exec.no_follow", "[record][exec]") {
                            dir + "/out." + std::to_string(read_log(dir + "/parent.log").pid) +
                            ".1.trace\n") != std::string::npos) == replaced);
 
+  // So does the report of the trace.
+  RunResult rep = run({memlayout_bin(), "report", trace});
+  CHECK(rep.exit_code() == 0);
+  CHECK((rep.out.find("replaced itself with another program (exec): this trace holds only") !=
+         std::string::npos) == replaced);
+
   Dump d = dump(trace);
   INFO("memlayout dump stderr:\n" << d.run.err);
   REQUIRE(d.run.exit_code() == 0);
