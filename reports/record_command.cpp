@@ -171,14 +171,17 @@ std::string human(double v, const char *unit) {
 }
 
 void print_summary_line(const TraceSummary &s, const std::string &path) {
-  std::fprintf(
-      stderr, "memlayout: %s events (%s allocations, %s), %s trace, %.2f B/event%s -> %s\n",
-      human(static_cast<double>(s.events), "").c_str(),
-      human(static_cast<double>(s.allocs), "").c_str(),
-      human(static_cast<double>(s.bytes), "B").c_str(),
-      human(static_cast<double>(s.file_bytes), "B").c_str(),
-      s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
-      s.complete ? "" : " (incomplete: the program did not finish writing it)", path.c_str());
+  // Without an end record the totals are unknown; the blocks tell the events.
+  std::string totals = s.complete
+                           ? " (" + human(static_cast<double>(s.allocs), "") + " allocations, " +
+                                 human(static_cast<double>(s.bytes), "B") + ")"
+                           : "";
+  std::fprintf(stderr, "memlayout: %s events%s, %s trace, %.2f B/event%s -> %s\n",
+               human(static_cast<double>(s.events), "").c_str(), totals.c_str(),
+               human(static_cast<double>(s.file_bytes), "B").c_str(),
+               s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
+               s.complete ? "" : " (incomplete: the program did not finish writing it)",
+               path.c_str());
 }
 
 // The trace of the pid's Nth image after the root process's first.

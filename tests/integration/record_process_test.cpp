@@ -258,6 +258,21 @@ TEST_CASE("exec.static", "[record][exec]") {
   CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded
 }
 
+// a program killed outright writes no end record: the summary gives the
+// events its blocks hold, and no totals it cannot know
+TEST_CASE("killed", "[record][exit]") {
+  std::string dir = work_dir("killed");
+  std::string trace = dir + "/out.trace";
+  std::vector<std::string> argv = {"/bin/sh", "-c", "kill -9 $$"};
+  RunResult direct = run(argv);
+  RunResult recorded = record({"-o", trace}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  CHECK(recorded.err.find("(incomplete: the program did not finish writing it) -> " + trace) !=
+        std::string::npos);
+  CHECK(recorded.err.find(" allocations") == std::string::npos);
+}
+
 TEST_CASE("dlopen", "[record][dlopen]") {
   const std::string variant =
       GENERATE(as<std::string>{}, "plain", "deepbind", "close", "deepbind+close");
