@@ -353,6 +353,14 @@ inline constexpr const char *end_reason_name(EndReason r) {
 // since it was forked or spawned (the root process's images after exec
 // included). The interposer names its files by this and the CLI finds them
 // by it. False if it does not fit in `cap` bytes with its terminating NUL.
+// Where the insertion goes: before the extension of the last path component
+// (a leading dot starts no extension), else at the end.
+inline size_t process_trace_path_cut(const char *base) {
+  const char *slash = strrchr(base, '/');
+  const char *dot = strrchr(base, '.');
+  return (dot && (!slash || dot > slash + 1) && dot != base) ? static_cast<size_t>(dot - base)
+                                                             : strlen(base);
+}
 inline bool process_trace_path(const char *base, uint32_t pid, uint32_t exec_generation, char *buf,
                                size_t cap) {
   char suffix[2 * (1 + 10)];
@@ -371,9 +379,7 @@ inline bool process_trace_path(const char *base, uint32_t pid, uint32_t exec_gen
   if (exec_generation)
     put(exec_generation);
   size_t len = strlen(base);
-  const char *slash = strrchr(base, '/');
-  const char *dot = strrchr(base, '.');
-  size_t cut = (dot && (!slash || dot > slash + 1)) ? static_cast<size_t>(dot - base) : len;
+  size_t cut = process_trace_path_cut(base);
   if (len + n + 1 > cap)
     return false;
   memcpy(buf, base, cut);

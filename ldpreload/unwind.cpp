@@ -668,17 +668,14 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   const uint64_t tag = stack_entry_tag(v.tag, v.adds, max_depth);
   StackEntry &e = stack_entry_for(t.stack_cache, start);
   size_t n;
-  if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
-      e.stack_hi == stack.hi) {
-    if (stack_entry_slots_match(e, start.sp)) {
-      n = e.n;
-      memcpy(frames, e.frames, n * sizeof(uintptr_t));
-      if (memo)
-        *memo = &e.memo;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      t.stack_cache_busy = false;
-      return n;
-    }
+  if (stack_entry_holds(e, tag, start, stack.hi)) {
+    n = e.n;
+    memcpy(frames, e.frames, n * sizeof(uintptr_t));
+    if (memo)
+      *memo = &e.memo;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t.stack_cache_busy = false;
+    return n;
   }
   e.tag = 0;
   e.nreads = 0;
@@ -690,8 +687,10 @@ size_t unwind_cfi(const UnwindStart &start, const Range &stack, uintptr_t *frame
   cacheable &= !t.refused;
   t.refused |= outer_refused;
   if (cacheable) {
-    if (e.nreads % 2) // the check reads pairs: repeat the last, which matches when it does
-      e.reads[e.nreads] = e.reads[e.nreads - 1], ++e.nreads;
+    if (e.nreads % 2) { // the check reads pairs: repeat the last, which matches when it does
+      e.reads[e.nreads] = e.reads[e.nreads - 1];
+      ++e.nreads;
+    }
     e.pc = start.pc;
     e.sp = start.sp;
     e.fp = start.fp;

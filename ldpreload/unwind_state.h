@@ -105,6 +105,15 @@ __attribute__((always_inline)) inline bool stack_entry_slots_match(const StackEn
   return diff == 0;
 }
 
+// Whether the entry is the walk of this very stack: filled under `tag` from
+// the same start, on the stack ending at `stack_hi`, and every slot it read
+// still holds what it read.
+__attribute__((always_inline)) inline bool
+stack_entry_holds(const StackEntry &e, uint64_t tag, const UnwindStart &start, uintptr_t stack_hi) {
+  return e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
+         e.stack_hi == stack_hi && stack_entry_slots_match(e, start.sp);
+}
+
 // unwind_memo's kCfi case (unwind.h), 2 <= max_depth <= kStackCacheFrames.
 __attribute__((always_inline)) inline uint32_t *stack_memo(const UnwindStart &start,
                                                            size_t max_depth) {
@@ -121,8 +130,7 @@ __attribute__((always_inline)) inline uint32_t *stack_memo(const UnwindStart &st
       static_cast<uint32_t>(g_seen_adds.load(std::memory_order_relaxed)), max_depth);
   StackEntry &e = stack_entry_for(cache, start);
   uint32_t *memo = nullptr;
-  if (e.tag == tag && e.pc == start.pc && e.sp == start.sp && e.fp == start.fp &&
-      e.stack_hi == t.hi && e.memo && stack_entry_slots_match(e, start.sp))
+  if (e.memo && stack_entry_holds(e, tag, start, t.hi))
     memo = &e.memo;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.stack_cache_busy = false;

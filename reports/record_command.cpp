@@ -199,11 +199,11 @@ std::string exec_trace_path(const std::string &root_trace, pid_t pid, uint32_t g
 std::vector<std::string> child_traces(const std::string &root_trace, pid_t root_pid,
                                       const timespec &since) {
   size_t slash = root_trace.rfind('/');
+  size_t name_at = slash == std::string::npos ? 0 : slash + 1;
+  size_t cut = trace::process_trace_path_cut(root_trace.c_str());
   std::string dir = slash == std::string::npos ? "." : root_trace.substr(0, slash);
-  std::string base = root_trace.substr(slash == std::string::npos ? 0 : slash + 1);
-  size_t dot = base.rfind('.');
-  std::string stem = dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
-  std::string ext = dot == std::string::npos || dot == 0 ? "" : base.substr(dot);
+  std::string stem = root_trace.substr(name_at, cut - name_at);
+  std::string ext = root_trace.substr(cut);
   std::string own = stem + "." + std::to_string(root_pid) + ".";
   std::vector<std::string> out;
   DIR *d = opendir(dir.c_str());
