@@ -501,10 +501,48 @@ bool recording_process() {
   return g_state.load(std::memory_order_acquire) == State::kRecording && in_this_process();
 }
 
+// Without --follow-children, one line per program a process of the command
+// starts ("PID\tHOW\tPROGRAM\n", appended to the file `memlayout record`
+// named), so that its summary can say what ran unrecorded: a wrapper
+// script's or a shell's children are often the program the user meant.
+void note_unrecorded(const char *how, const char *program) {
+  if (g_options.follow_children || !g_options.notes[0] || !program || !*program)
+    return;
+  int saved_errno = errno;
+  char line[1024];
+  size_t n = sys::format_u64(line, sys::getpid());
+  line[n++] = '\t';
+  for (const char *p = how; *p && n < 64;)
+    line[n++] = *p++;
+  line[n++] = '\t';
+  for (const char *p = program; *p && n < sizeof line - 1;)
+    line[n++] = *p == '\n' || *p == '\t' ? ' ' : *p, ++p;
+  line[n++] = '\n';
+  if (int fd = open(g_options.notes, O_WRONLY | O_APPEND | O_CLOEXEC); fd >= 0) {
+    sys::write_all(fd, line, n);
+    close(fd);
+  }
+  errno = saved_errno;
+}
+
+// An exec about to be tried: a shell tries each directory of PATH in turn,
+// and only the one that exists runs. `checkable`: the name is a path from
+// here, not a name to search or one relative to a descriptor.
+void note_exec(const char *program, bool checkable) {
+  if (program && (!checkable || access(program, X_OK) == 0))
+    note_unrecorded("exec", program);
+}
+
 // Everything before an exec: the image and its buffers are about to vanish.
-char **prepare_exec(char *const *envp) {
-  if (!recording_process())
+char **prepare_exec(char *const *envp, const char *program, bool checkable) {
+  if (!recording_process()) {
+    // A vfork child (dash runs every command so) shares its parent's memory
+    // and records nothing, but what it runs is unrecorded all the same.
+    if (g_state.load(std::memory_order_acquire) == State::kRecording)
+      note_exec(program, checkable);
     return const_cast<char **>(envp);
+  }
+  note_exec(program, checkable);
   tl_state.busy = 1;
   size_t bytes; // not unmapped: the image is replaced, or it fails rarely
   char **env = child_environment(envp, true, &bytes);
@@ -540,12 +578,12 @@ using ExecveatFn = int (*)(int, const char *, char *const[], char *const[], int)
 
 int do_execve(const char *path, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<ExecveFn>("execve");
-  char **env = prepare_exec(envp);
+  char **env = prepare_exec(envp, path, true);
   return real(path, argv, env);
 }
 int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<ExecveFn>("execvpe");
-  char **env = prepare_exec(envp);
+  char **env = prepare_exec(envp, file, file && strchr(file, '/'));
   return real(file, argv, env);
 }
 
@@ -596,13 +634,15 @@ ML_EXPORT int execle(const char *path, const char *arg, ...) {
 }
 ML_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<FexecveFn>("fexecve");
-  char **env = prepare_exec(envp);
+  char **env = prepare_exec(envp, argv[0], false);
   return real(fd, argv, env);
 }
 ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                        int flags) {
   static auto real = next_symbol<ExecveatFn>("execveat");
-  char **env = prepare_exec(envp);
+  // Relative to dirfd, or dirfd itself (AT_EMPTY_PATH): argv[0] names it.
+  bool by_fd = !*path || (path[0] != '/' && dirfd != AT_FDCWD);
+  char **env = prepare_exec(envp, by_fd ? argv[0] : path, !by_fd);
   return real(dirfd, path, argv, env, flags);
 }
 
@@ -625,6 +665,8 @@ static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
   int r = real(pid, path, fa, attr, argv, env);
   if (bytes)
     sys::unmap_pages(env, bytes);
+  if (r == 0 && recording_process())
+    note_unrecorded("spawn", path);
   return r;
 }
 ML_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
@@ -636,6 +678,24 @@ ML_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
                            const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<SpawnFn>("posix_spawnp");
   return spawn_with(real, pid, file, fa, attr, argv, envp);
+}
+
+// glibc's system() and popen() start /bin/sh through its own posix_spawn,
+// which is not interposed: they are noted here.
+ML_EXPORT int system(const char *command) {
+  using SystemFn = int (*)(const char *);
+  static auto real = next_symbol<SystemFn>("system");
+  if (command && recording_process())
+    note_unrecorded("system", command);
+  return real(command);
+}
+ML_EXPORT FILE *popen(const char *command, const char *type) {
+  using PopenFn = FILE *(*)(const char *, const char *);
+  static auto real = next_symbol<PopenFn>("popen");
+  FILE *f = real(command, type);
+  if (f && recording_process())
+    note_unrecorded("popen", command);
+  return f;
 }
 
 ML_EXPORT pid_t fork() {

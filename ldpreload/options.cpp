@@ -56,6 +56,8 @@ void load_options(Options *o) {
 
   if (const char *v = getenv("MEMLAYOUT_OUTPUT"); v && *v && strlen(v) < sizeof o->output)
     strcpy(o->output, v);
+  if (const char *v = getenv("MEMLAYOUT_NOTES"); v && *v && strlen(v) < sizeof o->notes)
+    strcpy(o->notes, v);
   if (const char *v = getenv("MEMLAYOUT_ALLOCATOR"); v && *v) {
     if (!strcmp(v, "jemalloc"))
       o->allocator = AllocatorMode::kJemalloc;

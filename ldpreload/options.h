@@ -25,6 +25,7 @@ struct Options {
   bool page_frames;         // MEMLAYOUT_PAGEMAP: read PFNs at snapshots (0 disables)
   uint32_t exec_generation; // MEMLAYOUT_EXEC_GEN=PID:N: execs this pid went through
   bool route_only;          // MEMLAYOUT_MODE=run: apply MEMLAYOUT_RULES, record nothing
+  char notes[4096];         // MEMLAYOUT_NOTES: file to append the programs started unrecorded to
 };
 
 inline constexpr uint32_t kMaxStackDepth = 64;

@@ -235,19 +235,115 @@ std::vector<std::string> child_traces(const std::string &root_trace, pid_t root_
   return out;
 }
 
+// A program a process of the command started without recording it: a line
+// the preload appended to the MEMLAYOUT_NOTES file ("PID\tHOW\tPROGRAM").
+struct UnrecordedStart {
+  pid_t pid = 0;
+  std::string how; // exec, spawn, system, popen
+  std::string program;
+};
+
+// An empty file of our own for the preload's notes, or "" (then nothing is
+// said about unrecorded programs).
+std::string create_notes_file() {
+  const char *tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlayout-notes-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0)
+    return {};
+  close(fd);
+  return path;
+}
+
+// Reads and removes the notes file.
+std::vector<UnrecordedStart> take_notes(const std::string &path) {
+  std::vector<UnrecordedStart> out;
+  if (path.empty())
+    return out;
+  FILE *f = std::fopen(path.c_str(), "r");
+  if (f) {
+    char line[2048];
+    while (std::fgets(line, sizeof line, f)) {
+      std::string l(line);
+      if (!l.empty() && l.back() == '\n')
+        l.pop_back();
+      size_t a = l.find('\t'), b = a == std::string::npos ? a : l.find('\t', a + 1);
+      if (b == std::string::npos)
+        continue;
+      UnrecordedStart u;
+      u.pid = static_cast<pid_t>(std::atol(l.substr(0, a).c_str()));
+      u.how = l.substr(a + 1, b - a - 1);
+      u.program = l.substr(b + 1);
+      out.push_back(std::move(u));
+    }
+    std::fclose(f);
+  }
+  unlink(path.c_str());
+  return out;
+}
+
+// The program the root process became by exec, when it said so.
+const UnrecordedStart *root_exec(const std::vector<UnrecordedStart> &notes, pid_t root) {
+  for (const UnrecordedStart &n : notes)
+    if (n.pid == root && n.how == "exec")
+      return &n;
+  return nullptr;
+}
+
+// Without --follow-children, the programs the command's processes started
+// are not recorded; when the command is a script or a shell running the
+// program as a child, that program is the one the user meant.
+void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
+  const UnrecordedStart *became = root_exec(notes, root);
+  std::vector<std::pair<std::string, size_t>> programs; // in order of first start
+  size_t total = 0;
+  for (const UnrecordedStart &n : notes) {
+    if (&n == became)
+      continue; // print_exec_chain says it
+    std::string name =
+        n.how == "system" || n.how == "popen"
+            ? "sh -c '" + n.program.substr(0, 60) + (n.program.size() > 60 ? "...'" : "'")
+            : basename_of(n.program.c_str());
+    auto it = std::find_if(programs.begin(), programs.end(),
+                           [&](const auto &p) { return p.first == name; });
+    if (it == programs.end())
+      programs.emplace_back(name, 1);
+    else
+      ++it->second;
+    ++total;
+  }
+  if (!total)
+    return;
+  std::string names;
+  for (size_t i = 0; i < programs.size() && i < 5; ++i) {
+    names += (i ? ", " : "") + programs[i].first;
+    if (programs[i].second > 1)
+      names += " (" + std::to_string(programs[i].second) + " times)";
+  }
+  if (programs.size() > 5)
+    names += " and " + std::to_string(programs.size() - 5) + " more";
+  std::fprintf(stderr,
+               "memlayout: the command started %zu program%s that %s not recorded: %s "
+               "(--follow-children records %s)\n",
+               total, total == 1 ? "" : "s", total == 1 ? "was" : "were", names.c_str(),
+               total == 1 ? "it" : "them");
+}
+
 // A command that replaces itself by exec (a shell script's `exec`, a version
 // manager's shim, `env`) leaves its allocations in FILE and the program it
 // became elsewhere, or nowhere: say which, so that nobody reports on the
 // wrapper by mistake.
 void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
-                      bool follow_children) {
+                      bool follow_children, const std::vector<UnrecordedStart> &notes) {
   if (!s.ended_by_exec)
     return;
   if (!follow_children) {
+    const UnrecordedStart *became = root_exec(notes, pid);
     std::fprintf(stderr,
-                 "memlayout: %s replaced itself with another program (exec), which was not "
-                 "recorded: with --follow-children it is, in %s\n",
-                 s.executable.c_str(), exec_trace_path(path, pid, 1).c_str());
+                 "memlayout: %s replaced itself with %s (exec), which was not recorded: with "
+                 "--follow-children it is, in %s\n",
+                 s.executable.c_str(), became ? became->program.c_str() : "another program",
+                 exec_trace_path(path, pid, 1).c_str());
     return;
   }
   // Followed: the pid's images are FILE.PID.1, .2, ... up to the one that exited.
@@ -277,7 +373,7 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
 }
 
 void print_summary(const std::string &path, pid_t pid, bool follow_children,
-                   const timespec &started) {
+                   const timespec &started, const std::vector<UnrecordedStart> &notes) {
   TraceSummary s = summarize(path);
   if (!s.file_bytes) {
     // The file we created for it, still empty: a trace that is not one.
@@ -291,7 +387,8 @@ void print_summary(const std::string &path, pid_t pid, bool follow_children,
     return;
   }
   print_summary_line(s, path);
-  print_exec_chain(path, s, pid, follow_children);
+  print_exec_chain(path, s, pid, follow_children, notes);
+  print_unrecorded(notes, pid);
   std::vector<std::string> children = child_traces(path, pid, started);
   if (children.empty())
     return;
@@ -334,6 +431,9 @@ int launch(int argc, char **argv) {
   }
   std::string prog = basename_of(o.command[0]);
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
+  // Without --follow-children, what the command starts runs unrecorded: the
+  // preload notes it there, for the summary.
+  std::string notes_path = g_run_mode || o.follow_children ? "" : create_notes_file();
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).
   timespec started{};
@@ -341,6 +441,7 @@ int launch(int argc, char **argv) {
   pid_t pid = fork();
   if (pid < 0) {
     std::perror("memlayout: fork");
+    take_notes(notes_path);
     return 2;
   }
   if (pid == 0) {
@@ -373,6 +474,10 @@ int launch(int argc, char **argv) {
     setenv("MEMLAYOUT_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     setenv("MEMLAYOUT_FOLLOW_CHILDREN", o.follow_children ? "1" : "0", 1);
     setenv("MEMLAYOUT_PAGEMAP", o.no_page_frames ? "0" : "1", 1);
+    if (notes_path.empty())
+      unsetenv("MEMLAYOUT_NOTES");
+    else
+      setenv("MEMLAYOUT_NOTES", notes_path.c_str(), 1);
     unsetenv("MEMLAYOUT_EXEC_GEN");
     execvp(o.command[0], o.command.data());
     fail(2, errno);
@@ -391,6 +496,7 @@ int launch(int argc, char **argv) {
   while (got < 0 && errno == EINTR);
   close(pipefd[0]);
   int status = wait_child(pid);
+  std::vector<UnrecordedStart> notes = take_notes(notes_path);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
   std::string out = explicit_output.empty()
@@ -408,7 +514,7 @@ int launch(int argc, char **argv) {
     return failure.error == ENOENT ? 127 : 126;
   }
   if (!g_run_mode)
-    print_summary(out, pid, o.follow_children, started);
+    print_summary(out, pid, o.follow_children, started, notes);
   if (rules)
     rules->print_summary();
   if (WIFSIGNALED(status)) {

@@ -31,6 +31,8 @@ std::vector<std::string> traces_in(const std::string &dir) {
 
 long read_pid(const std::string &path) { return std::atol(read_file(path).c_str()); }
 
+std::string basename_of(const std::string &path) { return path.substr(path.rfind('/') + 1); }
+
 } // namespace
 
 // parent and child each get their own trace, named predictably
@@ -110,10 +112,20 @@ TEST_CASE("exec.no_follow", "[record][exec]") {
   // A program that became another by exec is named, and where
   // --follow-children would have put the other.
   bool replaced = mode == "exec" || mode == "echo";
-  CHECK((recorded.err.find("exec_parent replaced itself with another program (exec), which was "
-                           "not recorded: with --follow-children it is, in " +
+  std::string became = mode == "echo" ? "echo" : program("exec_child");
+  CHECK((recorded.err.find("exec_parent replaced itself with " + became +
+                           " (exec), which was not recorded: with --follow-children it is, in " +
                            dir + "/out." + std::to_string(read_log(dir + "/parent.log").pid) +
                            ".1.trace\n") != std::string::npos) == replaced);
+  // A program started as a child is named too, once.
+  std::string started = "memlayout: the command started 1 program that was not recorded: ";
+  if (mode == "forkexec" || mode == "spawn")
+    CHECK(recorded.err.find(started + basename_of(program("exec_child")) +
+                            " (--follow-children records it)\n") != std::string::npos);
+  else if (mode == "system")
+    CHECK(recorded.err.find(started + "sh -c ''" + program("exec_child")) != std::string::npos);
+  else
+    CHECK(recorded.err.find("memlayout: the command started") == std::string::npos);
 
   // So does the report of the trace.
   RunResult rep = run({memlayout_bin(), "report", trace});
@@ -134,6 +146,34 @@ TEST_CASE("exec.no_follow", "[record][exec]") {
     ProgramLog child = read_log(dir + "/" + mode + ".log");
     CHECK(child.count('A') == 20);
   }
+}
+
+// A shell that runs the program as its child (dash runs commands in vfork
+// children, trying each directory of PATH): the summary names the program,
+// once, and the shell's trace is all there is.
+TEST_CASE("exec.shell_child", "[record][exec]") {
+  std::string dir = work_dir("exec_shell_child");
+  std::string trace = dir + "/out.trace";
+  std::string bin = program("exec_child");
+  std::string bin_dir = bin.substr(0, bin.rfind('/')), name = basename_of(bin);
+  std::vector<std::string> argv = {"/bin/sh", "-c",
+                                   "PATH='" + dir + "/no-such-dir:" + bin_dir +
+                                       ":/usr/bin:/bin'; " + name + " '" + dir + "/a.log' a; " +
+                                       name + " '" + dir + "/b.log' b; true"};
+  RunResult direct = run(argv);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult recorded = record({"-o", trace}, argv);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  CHECK(recorded.err.find(" replaced itself ") == std::string::npos);
+  CHECK(recorded.err.find(
+            "memlayout: the command started 2 programs that were not recorded: " + name +
+            " (2 times) (--follow-children records them)\n") != std::string::npos);
+  // With --follow-children nothing is said about unrecorded programs.
+  RunResult followed = record({"-o", trace, "--follow-children"}, argv);
+  INFO("memlayout record --follow-children stderr:\n" << followed.err);
+  CHECK(behaviour_difference(direct, followed) == "");
+  CHECK(followed.err.find("not recorded") == std::string::npos);
 }
 
 // with --follow-children every program started is recorded

@@ -267,7 +267,8 @@ std::string program_stderr(const std::string &recorded) {
                    (line.find(" -> ") != std::string::npos ||
                     line.find("no trace was written") != std::string::npos ||
                     line.find(" replaced itself ") != std::string::npos ||
-                    line.find(" of the command wrote ") != std::string::npos);
+                    line.find(" of the command wrote ") != std::string::npos ||
+                    line.find("memlayout: the command started ") == 0);
     if (!summary)
       kept += line;
     pos = end;
