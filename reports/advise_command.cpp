@@ -2,6 +2,7 @@
 // `memlayout run --rules`, `record --rules` and `replay --rules`.
 #include "command_line.h"
 #include "commands.h"
+#include "render.h"
 #include "report_input.h"
 #include "rule_match.h"
 #include "rules.h"
@@ -48,7 +49,7 @@ int advise_main(int argc, char **argv) {
       "Then: memlayout run --rules RULES -- PROGRAM (or compare), or check first with\n"
       "memlayout replay FILE --rules RULES.");
   app->add_option("FILE", input, "a trace or a JSON report")->required();
-  app->add_option("-o,--output", output, "write the rules to RULES instead of stdout")
+  app->add_option("-o,--output", output, "write the rules to RULES instead of stdout (- is stdout)")
       ->type_name("RULES");
   app->add_option("--min-severity", min_severity, "the least severe findings to fix")
       ->check(one_of({"low", "medium", "high"}))
@@ -157,6 +158,8 @@ int advise_main(int argc, char **argv) {
     text += "\n# no finding" + std::string(considered ? " has a fix a rule can carry out" : "") +
             ": nothing to change\n";
 
+  if (output == "-") // as for most tools: stdout
+    output.clear();
   if (output.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
@@ -174,7 +177,7 @@ int advise_main(int argc, char **argv) {
   if (without_rule)
     std::fprintf(stderr, " (%zu more without a rule-shaped fix)", without_rule);
   std::fprintf(stderr, "%s%s\n", output.empty() ? "" : " -> ", output.c_str());
-  return report.partial ? 1 : 0;
+  return report_exit_status(report, "advise");
 }
 
 } // namespace memlayout::cli

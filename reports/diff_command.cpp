@@ -2,6 +2,7 @@
 // reports (before, after).
 #include "command_line.h"
 #include "commands.h"
+#include "render.h"
 #include "render_diff.h"
 #include "report_builder.h"
 #include "report_diff.h"
@@ -9,6 +10,7 @@
 #include "report_json.h"
 #include "trace_format.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -73,7 +75,8 @@ int diff_main(int argc, char **argv) {
     std::fprintf(stderr, "memlayout diff: write error\n");
     return 2;
   }
-  return a.partial || b.partial ? 1 : 0;
+  int status_a = report_exit_status(a, "diff"), status_b = report_exit_status(b, "diff");
+  return std::max(status_a, status_b);
 }
 
 } // namespace memlayout::cli

@@ -196,9 +196,9 @@ bool chunks(const Report &r, const inspector::PlotChunks &p, Writer &w,
   std::ostringstream tics;
   for (size_t row = 0; row < rows; ++row)
     tics << (row ? ", " : "") << quoted(hex(p.regions[row])) << " " << row;
-  std::string title = display_name(group_name(r, p.group)) + ": " + std::to_string(p.page_size / 1024) +
-                      " KiB pages it touches in each " + std::to_string(p.region_size >> 20) +
-                      " MiB region";
+  std::string title = display_name(group_name(r, p.group)) + ": " +
+                      std::to_string(p.page_size / 1024) + " KiB pages it touches in each " +
+                      std::to_string(p.region_size >> 20) + " MiB region";
   if (p.regions_total > rows)
     title += " (first " + std::to_string(rows) + " of " + std::to_string(p.regions_total) + ")";
   std::ostringstream gp;

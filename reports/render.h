@@ -27,9 +27,14 @@ struct HtmlOptions {
 // with the figures that worked).
 bool render_html(const inspector::Report &r, const HtmlOptions &o, std::string &error);
 
+// The exit status of a command that wrote report `r`: 0; 1 for a trace cut
+// short (the report covers what was written); 2 for a damaged one, said on
+// stderr as well (trace-format.md: a reader stops at damage with status 2).
+int report_exit_status(const inspector::Report &r, const char *command);
+
 // Writes a report as text or JSON to `output` (stdout when empty; colour on
-// a terminal) and returns the command's exit status: 0, 1 for a partial
-// report, 2 when it cannot be written ("memlayout COMMAND: cannot write").
+// a terminal) and returns the command's exit status: report_exit_status, or
+// 2 when it cannot be written ("memlayout COMMAND: cannot write").
 int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
                  TextOptions text, const char *command);
 

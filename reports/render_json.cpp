@@ -20,8 +20,7 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
   j["site"] = std::move(site);
   j["looked_through"] = Json::array();
   for (const auto &w : g.group.site.looked_through) {
-    Json l = {{"function", w.function},
-              {"decided", inspector::looked_through_decided(w.reason)}};
+    Json l = {{"function", w.function}, {"decided", inspector::looked_through_decided(w.reason)}};
     if (!w.evidence.empty())
       l["evidence"] = w.evidence;
     j["looked_through"].push_back(std::move(l));

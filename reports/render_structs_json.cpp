@@ -66,10 +66,8 @@ Json record(const in::RecordReport &rr) {
   }
   j["risks"] = Json::array();
   for (const in::Risk &k : rr.advice.risks)
-    j["risks"].push_back({{"kind", k.kind},
-                          {"severity", k.severity},
-                          {"fields", k.fields},
-                          {"message", k.message}});
+    j["risks"].push_back(
+        {{"kind", k.kind}, {"severity", k.severity}, {"fields", k.fields}, {"message", k.message}});
   j["suggestions"] = Json::array();
   for (const in::Suggestion &s : rr.advice.suggestions) {
     Json x = {{"kind", s.kind}, {"size", s.size}};

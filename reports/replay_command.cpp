@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "grouping.h"
 #include "heap_snapshot.h"
-#include "trace_reader.h"
 #include "preload_launch.h"
 #include "render.h"
 #include "replay_ops.h"
@@ -14,6 +13,7 @@
 #include "rule_args.h"
 #include "rule_match.h"
 #include "symbolizer.h"
+#include "trace_reader.h"
 #include "type_map.h"
 
 #include <algorithm>
@@ -33,7 +33,6 @@
 
 namespace memlayout::cli {
 namespace {
-
 
 using replay::Op;
 using replay::OpKind;

@@ -149,18 +149,18 @@ int main(int argc, char **argv) {
   g_header = reinterpret_cast<const OpsHeader *>(base);
   if (std::memcmp(g_header->magic, kOpsMagic, sizeof kOpsMagic) || g_header->routes > 64 ||
       g_header->threads == 0 || g_header->threads > 65535 ||
-      ops_size != sizeof(OpsHeader) + g_header->routes * sizeof(OpsRoute) +
-                      g_header->ops * sizeof(Op))
+      ops_size !=
+          sizeof(OpsHeader) + g_header->routes * sizeof(OpsRoute) + g_header->ops * sizeof(Op))
     return fail("not a replay ops file", argv[1]);
   g_routes = reinterpret_cast<const OpsRoute *>(base + sizeof(OpsHeader));
-  g_ops = reinterpret_cast<const Op *>(base + sizeof(OpsHeader) +
-                                       g_header->routes * sizeof(OpsRoute));
+  g_ops =
+      reinterpret_cast<const Op *>(base + sizeof(OpsHeader) + g_header->routes * sizeof(OpsRoute));
   g_results = static_cast<OpResult *>(map_file(argv[2], true, &results_size));
   if (!g_results || results_size != g_header->ops * sizeof(OpResult))
     return fail("cannot map the results file", argv[2]);
   for (uint64_t i = 0; i < g_header->ops; ++i)
-    if (g_ops[i].thread >= g_header->threads || (g_ops[i].route != kNoRoute &&
-                                                 g_ops[i].route >= g_header->routes) ||
+    if (g_ops[i].thread >= g_header->threads ||
+        (g_ops[i].route != kNoRoute && g_ops[i].route >= g_header->routes) ||
         (g_ops[i].ref != kNoRef && g_ops[i].ref >= i))
       return fail("a malformed op in", argv[1]);
   g_jemalloc = g_header->allocator == static_cast<uint32_t>(ReplayAllocator::kJemalloc);
@@ -178,9 +178,9 @@ int main(int argc, char **argv) {
   }
   // Thread 0 is the recorded main thread: it runs here, the others on their own.
   uint32_t threads = g_header->threads;
-  pthread_t *ids = static_cast<pthread_t *>(
-      mmap(nullptr, threads * sizeof(pthread_t), PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  pthread_t *ids =
+      static_cast<pthread_t *>(mmap(nullptr, threads * sizeof(pthread_t), PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (ids == MAP_FAILED)
     return fail("out of memory", nullptr);
   for (uint32_t t = 1; t < threads; ++t)

@@ -59,7 +59,8 @@ int report_main(int argc, char **argv) {
     return rc;
   if (format == "html") {
     if (output.empty())
-      return usage_error(*app, "--format html needs -o DIR: the page and its plots are several files");
+      return usage_error(*app,
+                         "--format html needs -o DIR: the page and its plots are several files");
     // Before the analysis, so that a bad directory costs no time.
     std::string dir_error;
     if (!prepare_directory(output, dir_error)) {
@@ -83,7 +84,7 @@ int report_main(int argc, char **argv) {
       std::fprintf(stderr, "memlayout report: %s\n", error.c_str());
       return 2;
     }
-    return report.partial ? 1 : 0;
+    return report_exit_status(report, "report");
   }
   return write_report(report, format, output, text, "report");
 }

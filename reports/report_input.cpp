@@ -35,8 +35,8 @@ InputKind sniff(const std::string &path, std::string &error) {
 
 } // namespace
 
-bool load_report_input(const std::string &path, const inspector::ReportOptions &o, inspector::Report &out,
-          std::string &kind, std::string &error) {
+bool load_report_input(const std::string &path, const inspector::ReportOptions &o,
+                       inspector::Report &out, std::string &kind, std::string &error) {
   switch (sniff(path, error)) {
   case InputKind::kTrace:
     kind = "trace";
@@ -51,6 +51,5 @@ bool load_report_input(const std::string &path, const inspector::ReportOptions &
   }
   return false;
 }
-
 
 } // namespace memlayout::cli

@@ -32,6 +32,17 @@ int write_report(const inspector::Report &r, const std::string &format, const st
     std::fprintf(stderr, "memlayout %s: write error\n", command);
     return 2;
   }
+  return report_exit_status(r, command);
+}
+
+int report_exit_status(const inspector::Report &r, const char *command) {
+  if (!r.damage.empty()) {
+    std::fprintf(
+        stderr,
+        "memlayout %s: the trace is damaged: %s; what it reports comes from the records before\n",
+        command, r.damage.c_str());
+    return 2;
+  }
   return r.partial ? 1 : 0;
 }
 

@@ -247,7 +247,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   out.partial = snap.partial;
   out.live_objects = snap.objects.size();
   out.live_bytes = snap.live_bytes;
-  if (snap.partial)
+  if (r.status() == ReadStatus::kCorrupt)
+    out.damage = r.error().message;
+  if (!out.damage.empty())
+    out.notes.push_back("the trace is damaged (" + out.damage +
+                        "): this is the layout of the records before the damage");
+  else if (snap.partial)
     out.notes.push_back("the trace is incomplete (" + r.error().message +
                         "): this is the layout of its readable part");
   if (const auto &end = r.final_end(); end && end->reason == trace::EndReason::kExec)

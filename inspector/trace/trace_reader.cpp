@@ -504,6 +504,8 @@ bool TraceReader::load_payload(uint64_t offset, const RecordHeader &h, Cursor &o
 }
 
 Item TraceReader::next_record() {
+  if (in_block_ && cur_.p >= cur_.end && !end_block()) // next() read the block to its end
+    return Item::kDone;
   in_block_ = false;
   while (!done_) {
     RecordHeader h;
@@ -558,9 +560,11 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
   switch (static_cast<RecordType>(h.type)) {
   case RecordType::kEvents: {
     item = Item::kEvent;
+    block_count_ = h.count;
+    event_index_ = 0;
     if (c.at_end()) { // an empty block carries no clock either
-      in_block_ = false;
-      return true;
+      rec_offset_ = offset;
+      return end_block();
     }
     uint64_t first_tsc = c.varint();
     uint64_t clock_tsc = c.varint();
@@ -721,7 +725,21 @@ bool TraceReader::decode_event() {
     e.tsc = tsc_;
     return true;
   }
+  end_block();
+  return false;
+}
+
+// At a block's end: the events decoded must be the ones its header counts.
+// Without that, a damaged byte of a block stored raw (no checksum) shifts
+// the fields after it into other plausible events, and the report is wrong
+// without a word.
+bool TraceReader::end_block() {
   in_block_ = false;
+  if (event_index_ == block_count_)
+    return true;
+  stop(ReadStatus::kCorrupt, rec_offset_,
+       "events record: its header counts " + std::to_string(block_count_) +
+           " events, its payload holds " + std::to_string(event_index_) + " (damaged)");
   return false;
 }
 
@@ -801,8 +819,7 @@ bool TraceReader::skim_block(BlockSkim &s) {
     s.max_prefix = std::max(s.max_prefix, s.net);
   }
   prev_ptr_ = prev;
-  in_block_ = false;
-  return true;
+  return end_block();
 }
 
 // ---- Tables -----------------------------------------------------------------

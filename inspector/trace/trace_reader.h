@@ -202,6 +202,7 @@ private:
   void truncated(uint64_t offset, std::string_view what, uint64_t need, uint64_t have);
   void warn(uint64_t offset, std::string what);
   bool event_error(std::string what);
+  bool end_block();
 
   // Source: a file read with pread, or a caller's buffer.
   int fd_ = -1;
@@ -224,6 +225,7 @@ private:
   uint64_t prev_ptr_ = 0;
   uint64_t tsc_ = 0;
   uint32_t event_index_ = 0;
+  uint32_t block_count_ = 0; // events the block's header counts
   Event ev_;
 
   uint64_t rec_offset_ = 0;

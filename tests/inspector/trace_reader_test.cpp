@@ -577,6 +577,52 @@ TEST_CASE("event decoding errors name the record and event", "[reader][errors]")
   }
 }
 
+TEST_CASE("a block whose events disagree with its header's count is damage", "[reader][errors]") {
+  // Stored raw (no checksum), a damaged byte can shift the fields after it
+  // into other events that still decode: then only the count tells. Here
+  // the count itself is off by one, the payload intact.
+  Block blk(1000, 1000, 5000);
+  blk.alloc(Api::kMalloc, 0x1000, 32, 32, 1)
+      .free(Api::kMalloc, 0x1010)
+      .free(Api::kMalloc, 0x1020)
+      .free(Api::kMalloc, 0x1030);
+  TraceBuilder t;
+  t.events(1, blk, false).end(2000, 6000);
+  Bytes good = t.bytes();
+  TraceReader r;
+  REQUIRE(read_ok(good, r).events.size() == 4);
+  Bytes b = good;
+  size_t count_at = t.record_offset(0) + offsetof(trace::RecordHeader, count);
+  REQUIRE(b[count_at] == 4);
+  b[count_at] = 5;
+
+  SECTION("read event by event") {
+    REQUIRE(r.open_buffer(b.data(), b.size(), "c.trace"));
+    Collected c = drain(r);
+    CHECK(r.error().offset == t.record_offset(0));
+    CHECK(c.events.size() == 4);
+    CHECK(r.status() == ReadStatus::kCorrupt);
+    CHECK(contains(r.error().message, "its header counts 5 events, its payload holds 4"));
+  }
+  SECTION("skimmed after the first event") {
+    REQUIRE(r.open_buffer(b.data(), b.size(), "c.trace"));
+    REQUIRE(r.next() == Item::kEvent);
+    BlockSkim skim;
+    CHECK_FALSE(r.skim_block(skim));
+    CHECK(r.status() == ReadStatus::kCorrupt);
+    CHECK(contains(r.error().message, "its header counts 5 events"));
+  }
+  SECTION("a count of events in an empty block") {
+    TraceBuilder u;
+    u.record(trace::RecordType::kEvents, 5, 2, {});
+    Bytes e = u.bytes();
+    REQUIRE(r.open_buffer(e.data(), e.size(), "e.trace"));
+    drain(r);
+    CHECK(r.status() == ReadStatus::kCorrupt);
+    CHECK(contains(r.error().message, "its header counts 2 events, its payload holds 0"));
+  }
+}
+
 TEST_CASE("unknown record types are skipped with a warning", "[reader]") {
   TraceBuilder t;
   Block blk(1000, 1000, 5000);

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <llvm/Support/JSON.h>
 
+#include <fstream>
+
 using namespace mlt;
 
 namespace {
@@ -125,4 +127,29 @@ TEST_CASE("report.bad_input", "[report]") {
   RunResult mark = run({memlayout_bin(), "report", trace, "--at", "mark:nope"});
   CHECK(mark.exit_code() == 2);
   CHECK(mark.err.find("no mark named nope") != std::string::npos);
+
+  // Damage (here the third record's magic) is not a trace cut short: status
+  // 2 and a message on stderr, from report, advise and diff alike, as from
+  // dump; the report of the records before it still comes out.
+  std::string bytes = read_file(trace);
+  size_t third = bytes.find("MLRC", bytes.find("MLRC", bytes.find("MLRC") + 4) + 4);
+  REQUIRE(third != std::string::npos);
+  bytes[third] = 'X';
+  std::string damaged = dir + "/damaged.trace";
+  {
+    std::ofstream f(damaged, std::ios::binary);
+    f << bytes;
+  }
+  std::string where = "offset " + std::to_string(third) + ": record magic mismatch";
+  for (const char *command : {"report", "advise", "diff"}) {
+    std::vector<std::string> argv = {memlayout_bin(), command, damaged};
+    if (std::string(command) == "diff")
+      argv.push_back(trace);
+    RunResult r = run(argv);
+    INFO(command << " stderr: " << r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("the trace is damaged: " + damaged + ": " + where) != std::string::npos);
+  }
+  RunResult text = run({memlayout_bin(), "report", damaged});
+  CHECK(text.out.find("note: the trace is damaged (") != std::string::npos);
 }
