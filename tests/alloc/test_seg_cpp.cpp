@@ -112,6 +112,19 @@ TEST_CASE("cxx: memory_resource serves pmr containers from a pool", "[seg][cxx]"
   CHECK(reinterpret_cast<uintptr_t>(big) % 4096 == 0);
   CHECK(range.contains(big));
   rows.deallocate(big, 1000, 4096);
+  // Every size at every alignment up to 64, the default (16) included:
+  // the 8-byte class alone is only 8-aligned.
+  for (size_t align : {size_t{1}, size_t{8}, size_t{16}, size_t{32}, size_t{64}})
+    for (size_t bytes = 1; bytes <= 200; ++bytes) {
+      void *p = rows.allocate(bytes, align);
+      INFO(bytes << " bytes at " << align);
+      REQUIRE(reinterpret_cast<uintptr_t>(p) % align == 0);
+      rows.deallocate(p, bytes, align);
+    }
+  for (int i = 0; i < 4; ++i) {
+    void *p = rows.allocate(8); // alignof(std::max_align_t)
+    CHECK(reinterpret_cast<uintptr_t>(p) % alignof(std::max_align_t) == 0);
+  }
 
   memlayout::seg::memory_resource same(rows.get()), other("cxx-pmr-other");
   CHECK(rows.is_equal(same));

@@ -160,9 +160,13 @@ template <class Tag> lazy_pool &tag_pool() noexcept {
   return p;
 }
 
+// seg_malloc's classes above 8 bytes are multiples of 16 on 16-aligned
+// pages: 16-aligned. The 8-byte class is only 8-aligned, which
+// std::pmr::memory_resource::allocate(8) (alignment 16 by default) may not
+// return.
 inline void *allocate_in(seg_pool *p, std::size_t bytes, std::size_t align) noexcept {
-  return align > __STDCPP_DEFAULT_NEW_ALIGNMENT__ ? seg_aligned_alloc(p, align, bytes)
-                                                  : seg_malloc(p, bytes);
+  return align > 16 || (align > 8 && bytes <= 8) ? seg_aligned_alloc(p, align, bytes)
+                                                 : seg_malloc(p, bytes);
 }
 
 inline void *class_new(lazy_pool &lp, std::size_t bytes, std::size_t align) {
