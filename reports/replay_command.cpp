@@ -297,8 +297,8 @@ int replay_main(int argc, char **argv) {
         continue; // failed in the recording
       op.kind = OpKind::kAlloc;
       op.size = e.size;
-      if (trace::api_is_aligned(e.api) && e.ptr)
-        op.align = uint64_t{1} << std::min(__builtin_ctzll(e.ptr), 21);
+      if (trace::api_is_aligned(e.api))
+        op.align = e.alignment; // what the program asked for, not what its address happens to be
       op.route = decider.route(e.stack_id, e.size);
       placed_by[e.ptr] = index;
     } else {

@@ -36,6 +36,7 @@ struct AppliedEvent {
   uint32_t tid;
   uint64_t seq; // its position in the merged order (LiveObject::seq of an allocation)
   uint64_t ptr, old_ptr, size, usable, stack_id;
+  uint64_t alignment; // of an aligned API (posix_memalign, aligned_alloc, ...), else 0
 };
 
 struct SnapshotSpec {

@@ -329,6 +329,9 @@ struct Step {
   uint32_t tid = 0;
   EventKind kind = EventKind::kAlloc;
   trace::Api api = trace::Api::kMalloc;
+  uint8_t align_log2 = 0; // of an aligned API's alignment; in what would be padding
+
+  uint64_t alignment() const { return trace::api_is_aligned(api) ? uint64_t{1} << align_log2 : 0; }
 
   static Step of(const Event &decoded) {
     const volatile Event &e = decoded;
@@ -343,9 +346,12 @@ struct Step {
     s.usable = e.usable;
     s.stack_id = e.stack_id;
     s.string_id = e.string_id;
+    uint64_t alignment = e.alignment;
+    s.align_log2 = alignment ? static_cast<uint8_t>(__builtin_ctzll(alignment)) : 0;
     return s;
   }
 };
+static_assert(sizeof(Step) == 64, "a Step per cache line");
 
 // A queue of decoded events: a ring that grows by doubling. std::deque
 // allocates a chunk per five Events, which cost more than the decoding.
@@ -940,7 +946,8 @@ private:
     if (res_.stopped && e.kind != EventKind::kMark)
       return; // a nested step (a pulled-forward free) reached the stop
     if (observer_)
-      (*observer_)({e.kind, e.api, e.tid, seq, e.ptr, e.old_ptr, e.size, e.usable, e.stack_id});
+      (*observer_)({e.kind, e.api, e.tid, seq, e.ptr, e.old_ptr, e.size, e.usable, e.stack_id,
+                    e.alignment()});
     if (res_.stopped)
       return;
     if (heap_.count() > res_.max_count)

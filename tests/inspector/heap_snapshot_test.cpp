@@ -599,6 +599,23 @@ TEST_CASE("decoding on a second thread: the same merged order and snapshot as on
   }
 }
 
+TEST_CASE("the observer is given an aligned allocation's alignment, not its address's",
+          "[snapshot]") {
+  // replay re-runs allocations at the alignment the program asked for: 32
+  // for a block that landed on a 64 KiB boundary, not 64 KiB.
+  TraceBuilder t;
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kPosixMemalign, 0x10000, 96, 96, 1, 5)
+      .alloc(Api::kAlignedAlloc, 0x20000, 4096, 4096, 1, 12)
+      .alloc(Api::kMalloc, 0x30000, 64, 72, 1);
+  t.events(1, b, false).end(2000, 6000);
+  std::vector<uint64_t> alignments;
+  SnapshotSpec spec = at_end();
+  spec.observer = [&](const AppliedEvent &e) { alignments.push_back(e.alignment); };
+  snap(t.bytes(), spec);
+  CHECK(alignments == std::vector<uint64_t>{32, 4096, 0});
+}
+
 TEST_CASE("a malformed block: the index on two threads stops where the one on one does",
           "[snapshot]") {
   TraceBuilder t;
