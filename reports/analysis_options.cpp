@@ -24,11 +24,13 @@ void add_analysis_options(CLI::App &app, inspector::ReportOptions &o) {
              size_t eq = v.rfind('=');
              bool field = eq != std::string::npos && eq + 1 < v.size() &&
                           (std::isalpha(static_cast<unsigned char>(v[eq + 1])) || v[eq + 1] == '_');
-             char *end = nullptr;
-             unsigned long long n =
-                 eq == std::string::npos ? 0 : std::strtoull(v.c_str() + eq + 1, &end, 10);
+             // Digits only (strtoull takes "-5" and wraps it), at most 1 GiB.
+             bool digits = eq != std::string::npos && eq + 1 < v.size() &&
+                           v.size() - eq - 1 <= 10 &&
+                           v.find_first_not_of("0123456789", eq + 1) == std::string::npos;
+             unsigned long long n = digits ? std::strtoull(v.c_str() + eq + 1, nullptr, 10) : 0;
              if (eq == std::string::npos || eq == 0 || eq + 1 == v.size() ||
-                 (!field && (*end || n == 0)))
+                 (!field && (!digits || n == 0 || n > (1ull << 30))))
                throw CLI::ValidationError("--hot",
                                           "takes NAME=BYTES or TYPE=FIELD, not '" + v + "'");
              o.hot.push_back(

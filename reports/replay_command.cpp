@@ -97,6 +97,9 @@ template <class T> void append(std::string &buf, const T &v) {
 // Runs the worker; false with error set.
 bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
                 std::vector<replay::OpResult> &results, std::string &error) {
+  results.clear();
+  if (seq.ops.empty()) // nothing allocated, or nothing before the trace's damage
+    return true;
   std::string worker = self_dir() + "/memlayout-replay-worker";
   if (access(worker.c_str(), X_OK) != 0) {
     error = "cannot find " + worker;

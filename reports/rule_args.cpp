@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace memlayout::cli {
@@ -389,7 +390,11 @@ bool load_rules(const RuleArgs &args, LoadedRules *out) {
   *out->set = {};
   for (const auto &file : args.files) {
     std::ifstream in(file, std::ios::binary);
-    if (!in) {
+    struct stat st;
+    bool directory = in && stat(file.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    if (directory)
+      errno = EISDIR; // an ifstream opens one, and reads it as nothing
+    if (!in || directory) {
       std::fprintf(stderr, "memlayout: cannot read the rules file '%s': %s\n", file.c_str(),
                    std::strerror(errno));
       return false;

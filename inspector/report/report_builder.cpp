@@ -29,10 +29,14 @@ constexpr size_t kNeighboursKept = 8; // per group, the closest by objects next 
 // --hot NAME matches a group's name (its tag or pool when it has one), the
 // function of its call site or the record it allocates; NAME=FIELD takes the
 // prefix through FIELD of that record.
+bool hot_names(const HotPrefix &h, const Group &g) {
+  return h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0 ||
+         (!g.type.empty() && record_selected(g.type, h.name));
+}
+
 uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types) {
   for (const auto &h : hot) {
-    if (h.name != g.name && h.name != g.site.function && g.name.rfind(h.name + " (", 0) != 0 &&
-        (g.type.empty() || !record_selected(g.type, h.name)))
+    if (!hot_names(h, g))
       continue;
     if (h.field.empty())
       return h.bytes;
@@ -317,7 +321,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                           indexing_name(l.indexing), basis.text});
   }
   if (!snap.memory_map)
-    out.notes.push_back("the trace has no memory map: L2/L3 sets rest on the page offset only");
+    out.notes.push_back(o.transform_snapshot
+                            ? "replayed objects have new addresses and no page frames: L2/L3 "
+                              "sets rest on the page offset only"
+                            : "the trace has no memory map: L2/L3 sets rest on the page offset "
+                              "only");
 
   progress(o.progress, "placing groups in lines, sets and pages");
   // Co-location looks at all groups together and the rest at one group at a
@@ -329,6 +337,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   } catch (const std::system_error &) { // no thread: computed at get()
     colocation_later = std::async(std::launch::deferred, colocate);
   }
+  for (const HotPrefix &h : o.hot)
+    if (std::none_of(groups.begin(), groups.end(), [&](const Group &g) { return hot_names(h, g); }))
+      out.notes.push_back("--hot " + h.name +
+                          ": no group is named so (by type, pool, tag or "
+                          "function): it changed nothing");
   out.groups.reserve(groups.size());
   if (o.plots.enabled)
     out.plots.emplace();

@@ -121,9 +121,18 @@ TEST_CASE("report.bad_input", "[report]") {
   CHECK(bad.err.find("not a memlayout trace") != std::string::npos);
   CHECK(run({memlayout_bin(), "report", foreign, "--at", "yesterday"}).exit_code() == 2);
   CHECK(run({memlayout_bin(), "report", foreign, "--hot", "x"}).exit_code() == 2);
+  for (const char *hot : {"x=-5", "x=99999999999999999999", "x=0", "x=24x", "x=2147483648"}) {
+    RunResult h = run({memlayout_bin(), "report", foreign, "--hot", hot});
+    INFO(hot << ": " << h.err);
+    CHECK(h.exit_code() == 2);
+    CHECK(h.err.find(std::string("not '") + hot + "'") != std::string::npos);
+  }
   CHECK(run({memlayout_bin(), "report", foreign, "--bogus"}).exit_code() == 2);
   std::string trace = dir + "/ok.trace";
   REQUIRE(record({"-o", trace}, {program("node_descriptor"), "100"}).exit_code() == 0);
+  RunResult nobody = run({memlayout_bin(), "report", trace, "--hot", "nosuch=24"});
+  CHECK(nobody.exit_code() == 0);
+  CHECK(nobody.out.find("--hot nosuch: no group is named so") != std::string::npos);
   RunResult mark = run({memlayout_bin(), "report", trace, "--at", "mark:nope"});
   CHECK(mark.exit_code() == 2);
   CHECK(mark.err.find("no mark named nope") != std::string::npos);

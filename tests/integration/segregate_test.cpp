@@ -28,8 +28,8 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   REQUIRE(direct.exit_code() == 0);
 
   // 1. Recorded as the study ran it: nodes on half the L1 sets.
-  RunResult rec = record({"-o", before, "--allocator", "jemalloc"},
-                         {program("node_descriptor"), "40000"});
+  RunResult rec =
+      record({"-o", before, "--allocator", "jemalloc"}, {program("node_descriptor"), "40000"});
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
   const auto *node_before = group_by_site(*b.getAsObject(), "mlr_new_node");
@@ -65,8 +65,8 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   CHECK(node_after->getString("name").getValueOr("").find("mlr_new_node") != llvm::StringRef::npos);
 
   // 5. replay predicts it from the first trace alone.
-  llvm::json::Value p = json_of(
-      {memlayout_bin(), "replay", before, "--rules", rules, "--format", "json"});
+  llvm::json::Value p =
+      json_of({memlayout_bin(), "replay", before, "--rules", rules, "--format", "json"});
   const auto *node_replayed = group_by_site(*p.getAsObject(), "mlr_new_node");
   REQUIRE(node_replayed);
   CHECK(l1_fraction(*node_replayed) > 0.9);
@@ -102,8 +102,8 @@ TEST_CASE("segregate.bad_rules", "[segregate]") {
     std::fputs("# fine\nfunction=mlr_new_node,pool=nodes\n\nsize=64,pool=x,colour=red\n", f);
     std::fclose(f);
   }
-  RunResult r = run({memlayout_bin(), "run", "--rules", rules, "--", program("node_descriptor"),
-                     "10"});
+  RunResult r =
+      run({memlayout_bin(), "run", "--rules", rules, "--", program("node_descriptor"), "10"});
   CHECK(r.exit_code() == 2);
   CHECK(r.err.find(rules + ":4:16: unknown key 'colour'") != std::string::npos);
 
@@ -119,6 +119,25 @@ TEST_CASE("segregate.bad_rules", "[segregate]") {
   CHECK(r.exit_code() == 0);
   CHECK(r.err.find("matches no function") != std::string::npos);
   CHECK(r.err.find("mlr_new_node") != std::string::npos);
+
+  // A directory is not a rules file with no rules, for any command.
+  std::string trace = dir + "/nothing.trace";
+  REQUIRE(record({"-o", trace}, {"/bin/true"}).exit_code() == 0);
+  for (std::vector<std::string> argv :
+       {std::vector<std::string>{memlayout_bin(), "run", "--rules", dir, "--", "/bin/true"},
+        {memlayout_bin(), "record", "--rules", dir, "--", "/bin/true"},
+        {memlayout_bin(), "replay", trace, "--rules", dir}}) {
+    r = run(argv);
+    INFO(argv[1] << ": " << r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("cannot read the rules file '" + dir + "': Is a directory") !=
+          std::string::npos);
+  }
+  // A trace that allocated nothing replays to an empty report.
+  r = run({memlayout_bin(), "replay", trace, "--segregate", "size=64,pool=x"});
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.out.find("0 operations") != std::string::npos);
 }
 
 TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
@@ -132,12 +151,11 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
   RunResult direct = run({program("seg_pools"), "20000"});
   REQUIRE(direct.exit_code() == 0);
   CHECK(direct.out == "99990000 10000\n");
-  RunResult rec =
-      record({"-o", trace, "--allocator", allocator}, {program("seg_pools"), "20000"});
+  RunResult rec = record({"-o", trace, "--allocator", allocator}, {program("seg_pools"), "20000"});
   REQUIRE(rec.exit_code() == 0);
   CHECK(rec.out == direct.out);
-  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json", "--at",
-                                 "peak"});
+  llvm::json::Value v =
+      json_of({memlayout_bin(), "report", trace, "--format", "json", "--at", "peak"});
   const llvm::json::Object &r = *v.getAsObject();
   const llvm::json::Object *nodes = nullptr, *descs = nullptr;
   for (const auto &g : *r.getArray("groups")) {
@@ -152,8 +170,8 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
   CHECK(nodes->getInteger("objects").getValueOr(0) == 20000);
   CHECK(l1_fraction(*nodes) > 0.9);
   // At the end, the other thread's frees are in: half the nodes are left.
-  llvm::json::Value e = json_of({memlayout_bin(), "report", trace, "--format", "json", "--at",
-                                 "end"});
+  llvm::json::Value e =
+      json_of({memlayout_bin(), "report", trace, "--format", "json", "--at", "end"});
   for (const auto &g : *e.getAsObject()->getArray("groups")) {
     const auto *o = g.getAsObject();
     if (o->getString("name").getValueOr("") == "nodes")
