@@ -1,10 +1,10 @@
 #include "rule_args.h"
 
+#include "demangle.h"
 #include "rule_match.h"
 #include "type_map.h"
 
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
-#include <llvm/Demangle/Demangle.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
 
@@ -232,7 +232,8 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       if (a >= it->second.first)
         continue;
       char norm[rules::kMaxName];
-      if (rules::normalize_function(llvm::demangle(it->second.second).c_str(), norm, sizeof norm))
+      if (rules::normalize_function(inspector::demangle(it->second.second).c_str(), norm,
+                                    sizeof norm))
         out.insert(norm);
     }
   }

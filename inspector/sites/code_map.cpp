@@ -1,12 +1,12 @@
 #include "code_map.h"
 
+#include "demangle.h"
 #include "trace_records.h"
 
 #include <llvm/BinaryFormat/Dwarf.h>
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/DebugInfo/DWARF/DWARFDie.h>
-#include <llvm/Demangle/Demangle.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
 
@@ -120,7 +120,7 @@ std::string function_name(llvm::DWARFDie die) {
   const char *name = die.getSubroutineName(llvm::DINameKind::LinkageName);
   if (!name)
     return {};
-  return llvm::demangle(name);
+  return demangle(name);
 }
 
 } // namespace
@@ -270,7 +270,7 @@ struct ModuleCodeReader {
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
         return;
       seen.push_back(key);
-      uint32_t f = out.add_function(llvm::demangle(name->str()), Tri::kUnknown);
+      uint32_t f = out.add_function(demangle(name->str()), Tri::kUnknown);
       out.add_scope(f, ModuleCode::kNoScope, {{*addr, *addr + s.getSize()}});
     };
     const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);

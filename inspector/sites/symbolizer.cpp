@@ -1,6 +1,7 @@
 #include "symbolizer.h"
 
 #include "code_map.h"
+#include "demangle.h"
 
 #include "rules.h"
 
@@ -148,7 +149,10 @@ struct Symbolizer::Impl {
       const llvm::DILineInfo &li = info->getFrame(f);
       SourceFrame sf;
       bool has_fn = li.FunctionName != llvm::DILineInfo::BadString;
-      sf.function = has_fn ? li.FunctionName : "??";
+      // Demangled already, unless LLVM's demangler could not.
+      sf.function = !has_fn                               ? "??"
+                    : li.FunctionName.rfind("_Z", 0) == 0 ? demangle(li.FunctionName)
+                                                          : li.FunctionName;
       sf.file = li.FileName != llvm::DILineInfo::BadString ? li.FileName : "";
       sf.line = li.Line;
       sf.column = li.Column;

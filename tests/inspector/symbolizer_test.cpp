@@ -1,3 +1,4 @@
+#include "demangle.h"
 #include "symbolizer.h"
 #include "this_process_modules.h"
 
@@ -90,4 +91,15 @@ TEST_CASE("allocator frames are told apart from callers", "[symbolizer]") {
   CHECK_FALSE(is_allocator_frame("mallocate_things()"));
   CHECK_FALSE(is_allocator_frame("std::_Rb_tree<int, int>::_M_create_node()"));
   CHECK_FALSE(is_allocator_frame("make_node(int)"));
+}
+
+TEST_CASE("demangle: names LLVM 14 cannot demangle get libstdc++'s reading", "[symbolizer]") {
+  // std::make_shared<Session>(Session&&): llvm-cxxfilt-14 returns it as it is.
+  const std::string make_shared = "_ZSt11make_sharedI7SessionJS0_EESt10shared_ptrINSt9enable_"
+                                   "ifIXntsrSt8is_arrayIT_E5valueES4_E4typeEEDpOT0_";
+  std::string d = memlayout::inspector::demangle(make_shared);
+  CHECK(d.find("std::make_shared<Session, Session>(Session&&)") != std::string::npos);
+  CHECK(memlayout::inspector::demangle("_Z8new_nodem") == "new_node(unsigned long)");
+  CHECK(memlayout::inspector::demangle("main") == "main");
+  CHECK(memlayout::inspector::demangle("_Znot a name") == "_Znot a name");
 }
