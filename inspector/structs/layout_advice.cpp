@@ -126,8 +126,8 @@ void sync_sharing(const RecordLayout &r, const std::vector<Placement> &placement
                            ": threads taking or spinning on the lock take the line from readers of "
                            "those members"
                      : std::string(culprits.size() > 1 ? "atomics " : "atomic ") + joined(named) +
-                           " share a line with " + joined(others) + " at " +
-                           share_text(sharing.starts, starts.size()) +
+                           (culprits.size() > 1 ? " share" : " shares") + " a line with " +
+                           joined(others) + " at " + share_text(sharing.starts, starts.size()) +
                            ": every write to them takes the line from readers of those members";
     out.push_back(std::move(k));
   }

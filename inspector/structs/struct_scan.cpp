@@ -49,6 +49,15 @@ std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOpt
   std::unique_ptr<CompilationDatabase> db =
       o.build_dir.empty() ? CompilationDatabase::autoDetectFromSource(o.files.front(), why)
                           : CompilationDatabase::autoDetectFromDirectory(o.build_dir, why);
+  std::string here = o.build_dir + "/compile_commands.json";
+  if (!db && !o.build_dir.empty() && llvm::sys::fs::is_regular_file(here)) {
+    // There is one, but clang could not read it: say that first.
+    llvm::StringRef reason = llvm::StringRef(why).rtrim();
+    if (size_t json = reason.find("json-compilation-database: "); json != llvm::StringRef::npos)
+      reason = reason.substr(json + 27).split('\n').first;
+    error = "'" + here + "' is not a compilation database clang can read: " + reason.str();
+    return db;
+  }
   if (!db) {
     std::string where = o.build_dir.empty() ? "for '" + o.files.front() + "'"
                                             : "in '" + o.build_dir + "' or a parent directory";
@@ -145,6 +154,14 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
   for (const std::string &file : o.files) {
     if (!llvm::sys::fs::exists(file)) {
       llvm::errs() << "memlayout structs: " << file << ": no such file\n";
+      out.failed.push_back(file);
+      continue;
+    }
+    if (!llvm::sys::fs::is_regular_file(file)) {
+      llvm::errs() << "memlayout structs: " << file
+                   << (llvm::sys::fs::is_directory(file) ? ": is a directory"
+                                                         : ": not a regular file")
+                   << " (FILES are C or C++ sources or headers)\n";
       out.failed.push_back(file);
       continue;
     }

@@ -187,6 +187,16 @@ TEST_CASE("a build directory given with -p: its commands, headers included", "[c
   std::filesystem::remove_all(empty);
   CHECK(none.exit_code == 2);
   CHECK(none.err.find("no compilation database in '" + empty.string()) != std::string::npos);
+
+  // A database that is there but unreadable is named as such, first.
+  const std::string broken = dir + "/broken";
+  std::filesystem::create_directories(broken);
+  write_text(broken + "/compile_commands.json", "");
+  ToolRun unreadable = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(unreadable.exit_code == 2);
+  CHECK(unreadable.err.find("memlayout structs: '" + broken +
+                            "/compile_commands.json' is not a compilation database clang can "
+                            "read: Expected array.") == 0);
 }
 
 TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
@@ -203,4 +213,7 @@ TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   ToolRun missing = structs({"/nonexistent/x.cpp", "--", "-std=c++20"});
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("/nonexistent/x.cpp: no such file") != std::string::npos);
+  ToolRun directory = structs({"/tmp", "--", "-std=c++20"});
+  CHECK(directory.exit_code == 1);
+  CHECK(directory.err.find("/tmp: is a directory") != std::string::npos);
 }

@@ -8,11 +8,12 @@
  *   ...
  *   seg_free(n);                       the pool is found from the address
  *
- * Each pool is a jemalloc arena whose memory comes from its own reserved,
- * contiguous address range, served through one thread cache per (thread,
- * pool): a pool's objects never share a line or a slab with another pool's or
- * with the program's malloc. Linking this library does not replace the
- * program's malloc. Under `memlayout record` pool allocations are recorded and
+ * Each pool reserves its own contiguous address range: objects of up to
+ * 1 KiB live in 64 KiB pages of one size class each, owned by one thread's
+ * heap for the pool; larger ones come from a jemalloc arena carved from the
+ * same range. A pool's objects never share a line or a page with another
+ * pool's or with the program's malloc. Linking this library does not replace
+ * the program's malloc. Under `memlayout record` pool allocations are recorded and
  * their groups named after the pool.
  *
  * Link: pkg-config --cflags --libs memlayout-seg, or CMake
@@ -30,9 +31,11 @@ extern "C" {
 #if defined(__GNUC__)
 #define SEG_MALLOC_ATTR(...) __attribute__((malloc, warn_unused_result, __VA_ARGS__))
 #define SEG_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
+#define SEG_REALLOC_ATTR __attribute__((warn_unused_result, alloc_size(2)))
 #else
 #define SEG_MALLOC_ATTR(...)
 #define SEG_NONNULL(...)
+#define SEG_REALLOC_ATTR
 #endif
 
 typedef struct seg_pool seg_pool;
@@ -77,7 +80,7 @@ void *seg_aligned_alloc(seg_pool *pool, size_t align, size_t size)
 
 /* Resizes within ptr's pool (or with realloc() when ptr is not from a pool).
  * Size 0 frees ptr and returns NULL, as glibc's realloc does. */
-void *seg_realloc(void *ptr, size_t size) __attribute__((warn_unused_result, alloc_size(2)));
+void *seg_realloc(void *ptr, size_t size) SEG_REALLOC_ATTR;
 /* Frees an object of any pool, found from its address in O(1); a pointer not
  * from a pool goes to free(), NULL is ignored. Any thread may free. */
 void seg_free(void *ptr);
