@@ -8,6 +8,7 @@
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/JSONCompilationDatabase.h>
 #include <clang/Tooling/Tooling.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
@@ -46,18 +47,25 @@ std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOpt
   if (o.fixed_args)
     return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", *o.fixed_args);
   std::string why;
+  // A -p directory's own compile_commands.json is read as such: searching
+  // upward, clang would take a parent's when this one is unreadable.
+  std::string here = o.build_dir + "/compile_commands.json";
+  if (!o.build_dir.empty() && llvm::sys::fs::is_regular_file(here)) {
+    using namespace clang::tooling;
+    std::unique_ptr<CompilationDatabase> db =
+        JSONCompilationDatabase::loadFromFile(here, why, JSONCommandLineSyntax::AutoDetect);
+    if (!db) {
+      error = "'" + here + "' is not a compilation database clang can read: " +
+              llvm::StringRef(why).rtrim().str();
+      return db;
+    }
+    // What clang's own search wraps it in: headers get a neighbour's command.
+    return inferTargetAndDriverMode(inferMissingCompileCommands(
+        expandResponseFiles(std::move(db), llvm::vfs::getRealFileSystem())));
+  }
   std::unique_ptr<CompilationDatabase> db =
       o.build_dir.empty() ? CompilationDatabase::autoDetectFromSource(o.files.front(), why)
                           : CompilationDatabase::autoDetectFromDirectory(o.build_dir, why);
-  std::string here = o.build_dir + "/compile_commands.json";
-  if (!db && !o.build_dir.empty() && llvm::sys::fs::is_regular_file(here)) {
-    // There is one, but clang could not read it: say that first.
-    llvm::StringRef reason = llvm::StringRef(why).rtrim();
-    if (size_t json = reason.find("json-compilation-database: "); json != llvm::StringRef::npos)
-      reason = reason.substr(json + 27).split('\n').first;
-    error = "'" + here + "' is not a compilation database clang can read: " + reason.str();
-    return db;
-  }
   if (!db) {
     std::string where = o.build_dir.empty() ? "for '" + o.files.front() + "'"
                                             : "in '" + o.build_dir + "' or a parent directory";
