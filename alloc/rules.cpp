@@ -339,6 +339,9 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
   out->size_max = UINT64_MAX;
   out->source_line = line;
   bool any_match = false;
+  unsigned seen = 0; // keys given so far, by their place in kKeys
+  static constexpr const char *kKeys[] = {"function", "file", "size",  "type",
+                                          "pool",     "pad",  "align", "hugepages"};
   size_t i = 0;
   while (i < len) {
     while (i < len && is_space(spec[i]))
@@ -392,6 +395,15 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
     char value_str[48];
     std::snprintf(value_str, sizeof value_str, "%.*s",
                   static_cast<int>(value_len < 40 ? value_len : 40), value);
+    // A second pool= or size= would silently win over the first.
+    for (unsigned k = 0; k < sizeof kKeys / sizeof *kKeys; ++k)
+      if (equals(key, key_len, kKeys[k])) {
+        if (seen >> k & 1) {
+          set_error(err, line, column, "'%s' given twice: a rule takes each key once%s", key_str);
+          return false;
+        }
+        seen |= 1u << k;
+      }
     if (equals(key, key_len, "function")) {
       if (!copy_value(out->function, sizeof out->function, value, value_len)) {
         set_error(err, line, value_column, "function name too long%s%s", "", "");

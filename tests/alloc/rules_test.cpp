@@ -99,6 +99,12 @@ TEST_CASE("rules: errors name the column") {
   CHECK(std::string(e.message).find("needs pool") != std::string::npos);
   e = parse_bad("function=f,pool=");
   CHECK(std::string(e.message).find("empty value") != std::string::npos);
+  // A key given twice would have the second win silently.
+  e = parse_bad("function=f,pool=x,pool=y");
+  CHECK(e.column == 19);
+  CHECK(std::string(e.message).find("'pool' given twice") != std::string::npos);
+  e = parse_bad("size=8,function=f,size=16,pad=64");
+  CHECK(std::string(e.message).find("'size' given twice") != std::string::npos);
 }
 
 TEST_CASE("rules: a file of rules, comments and blank lines") {
