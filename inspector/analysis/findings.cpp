@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace memlayout::inspector {
@@ -453,6 +454,69 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
   return out;
 }
 
+// A rule names a site by its function, and the interposer routes by function
+// and size: the groups of another line of the same function (a struct, and
+// the string allocated beside it) would go along, and the fix would fix
+// nothing. Such a rule is narrowed to its own groups' requested sizes where
+// that leaves the others out; where it cannot, the fix offers no rule.
+void narrow_rule(const Report &r, Finding &f) {
+  if (f.rule.empty())
+    return;
+  rules::Rule rule;
+  rules::ParseError e{};
+  if (!rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
+    return;
+  auto same_site = [](const Group &a, const Group &b) {
+    return a.site.function == b.site.function && a.site.file == b.site.file &&
+           a.site.line == b.site.line;
+  };
+  // The rule is for the finding's first group (the others of a pair are
+  // what it keeps apart from), with its site's other size classes.
+  const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
+  if (!subject)
+    return;
+  std::vector<const GroupReport *> mine, others;
+  for (uint32_t id : groups_routed(rule, r)) {
+    const GroupReport *g = by_id(r, id);
+    (same_site(subject->group, g->group) ? mine : others).push_back(g);
+  }
+  if (others.empty() || mine.empty())
+    return;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const GroupReport *g : mine) {
+    lo = std::min(lo, g->group.requested_size);
+    hi = std::max(hi, g->group.requested_size);
+  }
+  bool separable = !rule.has_size && std::none_of(others.begin(), others.end(), [&](auto *g) {
+    return g->group.requested_size >= lo && g->group.requested_size <= hi;
+  });
+  std::string old_flag = segregate_flag(segregate_flag_rule(f.fix));
+  size_t at = f.fix.find(old_flag);
+  if (separable) {
+    rule.has_size = true;
+    rule.size_min = lo;
+    rule.size_max = hi;
+    // The other sizes of the function may get a pool too: the names differ.
+    std::string pool = std::string(rule.pool) + "." + std::to_string(lo) +
+                       (hi > lo ? "-" + std::to_string(hi) : std::string());
+    if (rule.pool[0] && pool.size() < rules::kMaxPoolName)
+      std::memcpy(rule.pool, pool.c_str(), pool.size() + 1);
+    f.rule = rule_text(rule);
+    if (at != std::string::npos)
+      f.fix.replace(at, old_flag.size(), segregate_flag(f.rule));
+    return;
+  }
+  std::string names;
+  for (const GroupReport *g : others)
+    names += (names.empty() ? "" : ", ") + g->group.name + " [group " +
+             std::to_string(g->group.id) + "]";
+  f.rule.clear();
+  if (at != std::string::npos)
+    f.fix.replace(at, old_flag.size(),
+                  "in code (docs/segregation-api.md): no rule routes these objects without " +
+                      names + " (a rule matches a function and sizes, not a line)");
+}
+
 } // namespace
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) {
@@ -476,8 +540,10 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     return severity_rank(a.severity) > severity_rank(b.severity);
   });
   out = merge_by_site(r, std::move(out));
-  for (Finding &f : out)
+  for (Finding &f : out) {
     f.rule = rule_of_fix(f.fix);
+    narrow_rule(r, f);
+  }
   return out;
 }
 

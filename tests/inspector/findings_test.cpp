@@ -186,8 +186,17 @@ TEST_CASE("findings: shares stay shares, unnamed sites get size rules", "[findin
   const Finding *f = find(fs5, "size_class_sharing");
   REQUIRE(f);
   CHECK(f->metric.at("interleaved_share") == Approx(1.0));
-  CHECK(f->fix.find("size=72") != std::string::npos);
   CHECK(f->fix.find("function=??") == std::string::npos);
+  // A size rule would route make_b's 72-byte objects too: no rule is offered.
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("no rule routes these objects without make_b (tree.c:10)") !=
+        std::string::npos);
+  // Where the other group's size differs, the size rule is the fix.
+  r.groups[1].group.requested_size = 64;
+  auto fs6 = find_problems(r);
+  f = find(fs6, "size_class_sharing");
+  REQUIRE(f);
+  CHECK(f->rule == "size=72,pool=group1");
 }
 
 TEST_CASE("findings: one call site's size classes share one finding", "[findings]") {
@@ -293,4 +302,44 @@ TEST_CASE("fixes whose rules route the same allocations rank as one, as advise m
   CHECK(fixes[1].bytes == 6400000);
   CHECK(fixes[2].rule.empty());
   CHECK(fixes[2].groups == std::vector<uint32_t>{3});
+}
+
+TEST_CASE("findings: a rule for one line of a function leaves its other lines out", "[findings]") {
+  // sym_new allocates a 32-byte struct at line 20 and its 18-byte name at
+  // line 21; the interposer routes by function and size, not line.
+  Report r = base_report();
+  GroupReport sym = clean_group(1, "sym_new", 32), name = clean_group(2, "sym_new", 32);
+  sym.group.site.line = 20;
+  name.group.site.line = 21;
+  name.group.requested_size = 18;
+  sym.set_effective_fraction = {0.5, 0.5, 0.5};
+  sym.neighbours = {{2, 0, sym.objects, sym.objects}};
+  name.neighbours = {{1, 0, name.objects, name.objects}};
+  r.groups = {sym, name};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule == "function=sym_new,size=32,pool=sym_new.32");
+  CHECK(f->fix.find("--segregate function=sym_new,size=32,pool=sym_new.32") != std::string::npos);
+  memlayout::rules::Rule parsed;
+  memlayout::rules::ParseError e{};
+  REQUIRE(memlayout::rules::parse_rule(f->rule.data(), f->rule.size(), 1, &parsed, &e));
+  CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{1});
+
+  // At the same size no rule tells them apart: the fix says so, and offers none.
+  r.groups[1].group.requested_size = 32;
+  auto same = find_problems(r);
+  f = find(same, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("--segregate") == std::string::npos);
+  CHECK(f->fix.find("in code (docs/segregation-api.md): no rule routes these objects without "
+                    "sym_new (tree.c:10) [group 2]") != std::string::npos);
+
+  // One line's size classes stay together, as before.
+  r.groups[1].group.site.line = 20;
+  auto one_site = find_problems(r);
+  f = find(one_site, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
