@@ -27,9 +27,16 @@ std::string num(double v) {
 
 // How a rule names a group for `memlayout advise` / --segregate.
 // An unresolved site ("??") cannot be named by function: match its size.
+// A name longer than a rule holds (a libstdc++ hashtable's node allocator:
+// 600 characters) is given by the scopes rules compare anyway.
 std::string rule_match(const Group &g) {
-  if (!g.site.function.empty() && g.site.function.find("??") == std::string::npos)
-    return "function=" + g.site.function;
+  if (!g.site.function.empty() && g.site.function.find("??") == std::string::npos) {
+    if (g.site.function.size() < rules::kMaxName)
+      return "function=" + g.site.function;
+    char scopes[rules::kMaxName];
+    if (rules::normalize_function(g.site.function.c_str(), scopes, sizeof scopes))
+      return std::string("function=") + scopes;
+  }
   return "size=" + std::to_string(g.requested_size);
 }
 

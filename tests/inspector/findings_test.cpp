@@ -343,3 +343,22 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   REQUIRE(f);
   CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
+
+TEST_CASE("findings: a function name longer than a rule holds is given by its scopes",
+          "[findings]") {
+  Report r = base_report();
+  std::string args(600, 'x');
+  std::string name = "std::__detail::_Hashtable_alloc<std::allocator<" + args +
+                     "> >::_M_allocate_node<long const&>(long const&)";
+  GroupReport g = clean_group(1, "f", 88);
+  g.group.site.function = name;
+  g.straddle_fraction = 0.35;
+  g.lines_per_object = 2.35;
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule ==
+        "function=std::__detail::_Hashtable_alloc::_M_allocate_node,pool=_Hashtable_alloc._M_"
+        "allocate_node,align=64");
+}
