@@ -482,6 +482,30 @@ void narrow_rule(const Report &r, Finding &f) {
   const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
   if (!subject)
     return;
+  std::string old_flag = segregate_flag(segregate_flag_rule(f.fix));
+  size_t at = f.fix.find(old_flag);
+  if (subject->group.program_pool) {
+    // seg_malloc's objects: no rule reroutes them (a rule by the caller's
+    // name would take the caller's other allocations instead). The pool's
+    // options do what the rule's actions would.
+    std::string options;
+    if (rule.align)
+      options += ".alignment = " + std::to_string(rule.align);
+    if (rule.pad)
+      options += std::string(options.empty() ? "" : ", ") + ".pad_to = " + std::to_string(rule.pad);
+    if (rule.huge_pages)
+      options += std::string(options.empty() ? "" : ", ") + ".huge_pages = 1";
+    f.rule.clear();
+    if (at != std::string::npos)
+      f.fix.replace(at, old_flag.size(),
+                    "in code: " +
+                        (options.empty() ? "these objects come from the program's pool " +
+                                               subject->group.name + "; give them one of their own"
+                                         : "create the program's pool " + subject->group.name +
+                                               " with seg_pool_options " + options) +
+                        " (its objects come from seg_malloc, which rules do not reroute)");
+    return;
+  }
   std::vector<const GroupReport *> mine, others;
   for (uint32_t id : groups_routed(rule, r)) {
     const GroupReport *g = by_id(r, id);
@@ -497,8 +521,6 @@ void narrow_rule(const Report &r, Finding &f) {
   bool separable = !rule.has_size && std::none_of(others.begin(), others.end(), [&](auto *g) {
     return g->group.requested_size >= lo && g->group.requested_size <= hi;
   });
-  std::string old_flag = segregate_flag(segregate_flag_rule(f.fix));
-  size_t at = f.fix.find(old_flag);
   if (separable) {
     rule.has_size = true;
     rule.size_min = lo;

@@ -104,6 +104,9 @@ struct Group {
   std::vector<uint32_t> threads; // allocating threads, ascending
   uint64_t bytes = 0;            // requested bytes of its objects
   std::string type; // the record its call site allocates, from a type map; "" when unknown
+  // Most of its objects came from the program's own pool (seg_malloc and
+  // kin): rules do not reroute them, the pool's options place them.
+  bool program_pool = false;
 };
 
 // A group's object indices in address order. Group::objects is documented as

@@ -44,6 +44,7 @@ struct Tally {
   std::unordered_map<uint32_t, uint64_t> tags;  // tag string id -> objects
   std::unordered_map<std::string, uint64_t> pools;
   std::unordered_set<uint32_t> tids;
+  uint64_t seg_api = 0; // objects from seg_malloc and kin
 };
 
 std::string site_name(const Group::Site &s) {
@@ -122,6 +123,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
       if (std::string pool = o.pool_of(obj); !pool.empty())
         ++t.pools[pool];
     t.tids.insert(obj.tid);
+    t.seg_api += obj.api == trace::Api::kSegPool;
   }
 
   std::vector<Group> groups;
@@ -130,6 +132,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     Group &g = t.g;
     uint64_t n = g.objects.size();
     g.requested_size = most_common(t.sizes).first;
+    g.program_pool = t.seg_api * 2 > n;
     g.threads.assign(t.tids.begin(), t.tids.end());
     std::sort(g.threads.begin(), g.threads.end());
     // A tag or pool names the group once it covers most of its objects.

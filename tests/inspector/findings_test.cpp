@@ -344,6 +344,25 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
 
+TEST_CASE("findings: a program's own pool is fixed by its options, not by a rule", "[findings]") {
+  // The objects come from seg_malloc in main: a rule by main's name would
+  // route main's other allocations and leave these where they are.
+  Report r = base_report();
+  GroupReport g = clean_group(1, "main", 48);
+  g.group.name = "nodes";
+  g.group.program_pool = true;
+  g.straddle_fraction = 0.5;
+  g.lines_per_object = 1.5;
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("--segregate") == std::string::npos);
+  CHECK(f->fix.find("create the program's pool nodes with seg_pool_options .alignment = 64") !=
+        std::string::npos);
+}
+
 TEST_CASE("findings: a function name longer than a rule holds is given by its scopes",
           "[findings]") {
   Report r = base_report();

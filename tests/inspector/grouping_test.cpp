@@ -1,8 +1,8 @@
 #include "grouping.h"
 #include "heap_snapshot.h"
-#include "trace_reader.h"
 #include "this_process_modules.h"
 #include "trace_builder.h"
+#include "trace_reader.h"
 
 #include <catch2/catch.hpp>
 
@@ -239,6 +239,18 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     std::vector<Group> pooled = group_objects(g->s, g->r, *sym, p);
     CHECK(pooled[0].name == "edge_t");
     CHECK(pooled[1].name == "nodes");
+  }
+
+  SECTION("groups whose objects mostly came from seg_malloc are the program's pools") {
+    CHECK(std::none_of(groups.begin(), groups.end(),
+                       [](const Group &gr) { return gr.program_pool; }));
+    HeapSnapshot s = g->s;
+    for (LiveObject &obj : s.objects)
+      if (obj.usable == 48)
+        obj.api = memlayout::trace::Api::kSegPool;
+    std::vector<Group> pools = group_objects(s, g->r, *sym, o);
+    for (const Group &gr : pools)
+      CHECK(gr.program_pool == (gr.size_class == 48));
   }
 }
 
