@@ -1,6 +1,6 @@
 #include "rule_args.h"
 
-#include "demangle.h"
+#include "cxx_names.h"
 #include "rule_match.h"
 #include "type_map.h"
 

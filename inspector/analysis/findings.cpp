@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 namespace memlayout::inspector {
@@ -546,6 +547,43 @@ void narrow_rule(const Report &r, Finding &f) {
                       names + " (a rule matches a function and sizes, not a line)");
 }
 
+// Pool names come from a site's function without its template arguments:
+// two instantiations (Tree<long, long>::insert, Tree<int, std::string>::insert)
+// would share "Tree.insert", one pool for two types. Where rules for
+// different sites name one pool, each such pool takes its group's id.
+void separate_pools(const Report &r, std::vector<Finding> &out) {
+  struct Use {
+    Finding *finding;
+    rules::Rule rule;
+  };
+  std::map<std::string, std::vector<Use>> by_pool;
+  for (Finding &f : out) {
+    rules::Rule rule;
+    rules::ParseError e{};
+    if (f.rule.empty() || f.groups.empty() ||
+        !rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e) || !rule.pool[0])
+      continue;
+    by_pool[rule.pool].push_back({&f, rule});
+  }
+  for (auto &[pool, uses] : by_pool) {
+    std::string keys = match_keys_of(uses[0].rule);
+    if (std::all_of(uses.begin(), uses.end(),
+                    [&](const Use &u) { return match_keys_of(u.rule) == keys; }))
+      continue;
+    for (Use &u : uses) {
+      const GroupReport *g = by_id(r, u.finding->groups[0]);
+      std::string named = pool + "." + std::to_string(g ? g->group.id : u.finding->groups[0]);
+      if (named.size() >= rules::kMaxPoolName)
+        continue;
+      std::string old_flag = segregate_flag(segregate_flag_rule(u.finding->fix));
+      std::memcpy(u.rule.pool, named.c_str(), named.size() + 1);
+      u.finding->rule = rule_text(u.rule);
+      if (size_t at = u.finding->fix.find(old_flag); at != std::string::npos)
+        u.finding->fix.replace(at, old_flag.size(), segregate_flag(u.finding->rule));
+    }
+  }
+}
+
 } // namespace
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) {
@@ -573,6 +611,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     f.rule = rule_of_fix(f.fix);
     narrow_rule(r, f);
   }
+  separate_pools(r, out);
   return out;
 }
 

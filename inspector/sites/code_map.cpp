@@ -1,6 +1,6 @@
 #include "code_map.h"
 
-#include "demangle.h"
+#include "cxx_names.h"
 #include "trace_records.h"
 
 #include <llvm/BinaryFormat/Dwarf.h>

@@ -1,7 +1,7 @@
 #include "symbolizer.h"
 
 #include "code_map.h"
-#include "demangle.h"
+#include "cxx_names.h"
 
 #include "rules.h"
 

@@ -1,5 +1,7 @@
 #include "structs_report.h"
 
+#include "cxx_names.h"
+
 namespace memlayout::inspector {
 
 StructsReport analyse_structs(std::vector<RecordLayout> records, std::vector<AllocSite> sites,
@@ -45,8 +47,13 @@ bool same_or_scope_suffix(std::string_view full, std::string_view name) {
 } // namespace
 
 bool record_selected(const std::string &record, const std::string &name) {
-  return same_or_scope_suffix(record, name) ||
-         same_or_scope_suffix(without_arguments(record), name);
+  if (same_or_scope_suffix(record, name) || same_or_scope_suffix(without_arguments(record), name))
+    return true;
+  // "Tree<long,long>::Node" for "Tree<long, long>::Node", "std::string" for
+  // the basic_string<char> clang prints.
+  std::string canonical = canonical_cxx_name(record), wanted = canonical_cxx_name(name);
+  return same_or_scope_suffix(canonical, wanted) ||
+         same_or_scope_suffix(without_arguments(canonical), wanted);
 }
 
 } // namespace memlayout::inspector

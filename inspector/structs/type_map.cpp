@@ -1,5 +1,6 @@
 #include "type_map.h"
 
+#include "cxx_names.h"
 #include "structs_report.h"
 
 #include <llvm/Support/Error.h>
@@ -120,15 +121,22 @@ size_t common_suffix(std::string_view a, std::string_view b) {
   return n;
 }
 
-// A symbolizer's name ("Tree<int>::insert(int)") against a map's qualified
-// name without parameters ("Tree<int>::insert").
-bool same_function(const std::string &recorded, const std::string &mapped) {
+bool starts_as_function(const std::string &recorded, const std::string &mapped) {
   if (mapped.empty() || recorded.compare(0, mapped.size(), mapped) != 0)
     return false;
   if (recorded.size() == mapped.size())
     return true;
   char next = recorded[mapped.size()];
   return next == '(' || next == '<' || next == ' ';
+}
+
+// A symbolizer's name ("Tree<int>::insert(int)") against a map's qualified
+// name without parameters ("Tree<int>::insert"), each as its tool spells it:
+// the demangler's "std::__cxx11::basic_string<char, std::char_traits<char>,
+// std::allocator<char> >" is clang's "std::basic_string<char>".
+bool same_function(const std::string &recorded, const std::string &mapped) {
+  return starts_as_function(recorded, mapped) ||
+         starts_as_function(canonical_cxx_name(recorded), canonical_cxx_name(mapped));
 }
 
 // The one type `sites` allocate, "" when they allocate several or none.

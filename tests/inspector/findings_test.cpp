@@ -381,3 +381,27 @@ TEST_CASE("findings: a function name longer than a rule holds is given by its sc
         "function=std::__detail::_Hashtable_alloc::_M_allocate_node,pool=_Hashtable_alloc._M_"
         "allocate_node,align=64");
 }
+
+TEST_CASE("findings: two instantiations of one template get pools of their own", "[findings]") {
+  // Pool names drop template arguments: both would be "Tree.insert".
+  Report r = base_report();
+  GroupReport a = clean_group(1, "ns::Tree<long, long>::insert(long const&)", 48);
+  GroupReport b = clean_group(2, "ns::Tree<int, std::string>::insert(int const&)", 64);
+  a.group.site.line = b.group.site.line = 30;
+  for (GroupReport *g : {&a, &b}) {
+    g->straddle_fraction = 0.5;
+    g->lines_per_object = 1.5;
+  }
+  r.groups = {a, b};
+  auto fs = find_problems(r);
+  std::vector<std::string> rules;
+  for (const Finding &f : fs)
+    if (f.kind == "line_straddle")
+      rules.push_back(f.rule);
+  REQUIRE(rules.size() == 2);
+  CHECK(rules[0].find("pool=Tree.insert.1,") != std::string::npos);
+  CHECK(rules[1].find("pool=Tree.insert.2,") != std::string::npos);
+  for (const Finding &f : fs)
+    if (f.kind == "line_straddle")
+      CHECK(f.fix.find(segregate_flag(f.rule)) != std::string::npos);
+}

@@ -1,4 +1,4 @@
-#include "demangle.h"
+#include "cxx_names.h"
 #include "symbolizer.h"
 #include "this_process_modules.h"
 
@@ -96,10 +96,32 @@ TEST_CASE("allocator frames are told apart from callers", "[symbolizer]") {
 TEST_CASE("demangle: names LLVM 14 cannot demangle get libstdc++'s reading", "[symbolizer]") {
   // std::make_shared<Session>(Session&&): llvm-cxxfilt-14 returns it as it is.
   const std::string make_shared = "_ZSt11make_sharedI7SessionJS0_EESt10shared_ptrINSt9enable_"
-                                   "ifIXntsrSt8is_arrayIT_E5valueES4_E4typeEEDpOT0_";
+                                  "ifIXntsrSt8is_arrayIT_E5valueES4_E4typeEEDpOT0_";
   std::string d = memlayout::inspector::demangle(make_shared);
   CHECK(d.find("std::make_shared<Session, Session>(Session&&)") != std::string::npos);
   CHECK(memlayout::inspector::demangle("_Z8new_nodem") == "new_node(unsigned long)");
   CHECK(memlayout::inspector::demangle("main") == "main");
   CHECK(memlayout::inspector::demangle("_Znot a name") == "_Znot a name");
+}
+
+TEST_CASE("canonical_cxx_name: the demangler's and clang's spellings meet", "[symbolizer]") {
+  using memlayout::inspector::canonical_cxx_name;
+  const std::string demangler =
+      "ns::Tree<int, std::__cxx11::basic_string<char, std::char_traits<char>, "
+      "std::allocator<char> > >::insert";
+  CHECK(canonical_cxx_name(demangler) == "ns::Tree<int,std::string>::insert");
+  CHECK(canonical_cxx_name("ns::Tree<int, std::basic_string<char>>::insert") ==
+        "ns::Tree<int,std::string>::insert");
+  CHECK(canonical_cxx_name("std::vector<Node*, std::allocator<Node*> >") == "std::vector<Node*>");
+  CHECK(
+      canonical_cxx_name("std::map<long, V, std::less<long>, "
+                         "std::allocator<std::pair<long const, V> > >::operator[](long const&)") ==
+      "std::map<long,V>::operator[](long const&)");
+  // Words stay apart, a first argument stays even when it looks like a default,
+  // and operator< is no argument list.
+  CHECK(canonical_cxx_name("f(unsigned long)") == "f(unsigned long)");
+  CHECK(canonical_cxx_name("Box<std::allocator<int>, 3>") == "Box<std::allocator<int>,3>");
+  CHECK(canonical_cxx_name("operator<(A const&, A const&)") == "operator<(A const&,A const&)");
+  CHECK(canonical_cxx_name("Tree<long,long>::Node") ==
+        canonical_cxx_name("Tree<long, long>::Node"));
 }

@@ -62,6 +62,9 @@ StructsReport sample() {
       {node, other, desc},
       {site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<int>::insert", "ns::Tree<int>::Node"),
        site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<long>::insert", "ns::Tree<long>::Node"),
+       // clang's spelling of an instantiation over std::string
+       site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<std::basic_string<char>>::insert",
+            "ns::Tree<std::basic_string<char>>::Node"),
        site("/home/me/proj/src/ops.cpp", 7, 7, "make_desc", "Desc", "malloc"),
        site("/home/me/proj/test/ops.cpp", 7, 7, "make_test_desc", "ns::Tree<int>::Node")},
       64);
@@ -83,7 +86,7 @@ TEST_CASE("a structs map reads back as written", "[types]") {
   const StructsReport r = sample();
   const TypeMap map = round_trip(r);
   REQUIRE(map.records().size() == 3);
-  REQUIRE(map.sites().size() == 4);
+  REQUIRE(map.sites().size() == 5);
   const RecordLayout &node = map.records()[0];
   CHECK(node.name == "ns::Tree<int>::Node");
   CHECK(node.size == 40);
@@ -117,6 +120,11 @@ TEST_CASE("a recorded call site finds its type", "[types]") {
     CHECK(map.type_at("ns::Tree<long>::insert(long const&)", "tree.cpp", 42) ==
           "ns::Tree<long>::Node");
     CHECK(map.type_at("??", "tree.cpp", 42).empty());
+    // The demangler spells it otherwise: inline namespace, default arguments.
+    CHECK(map.type_at("ns::Tree<std::__cxx11::basic_string<char, std::char_traits<char>, "
+                      "std::allocator<char> > >::insert(std::__cxx11::basic_string<char, "
+                      "std::char_traits<char>, std::allocator<char> > const&)",
+                      "tree.cpp", 42) == "ns::Tree<std::basic_string<char>>::Node");
   }
   SECTION("no line information: the function's one type") {
     CHECK(map.type_at("make_desc", "", 0) == "Desc");

@@ -1,0 +1,113 @@
+#include "cxx_names.h"
+
+#include <cstdlib>
+#include <cxxabi.h>
+#include <llvm/Demangle/Demangle.h>
+
+namespace memlayout::inspector {
+
+std::string demangle(const std::string &name) {
+  std::string out = llvm::demangle(name);
+  if (out != name || name.rfind("_Z", 0) != 0)
+    return out;
+  int status = 0;
+  char *gnu = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status == 0 && gnu)
+    out = gnu;
+  std::free(gnu);
+  return out;
+}
+
+namespace {
+
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+bool is_default_argument(std::string_view arg) {
+  for (std::string_view d : {"std::allocator<", "std::char_traits<", "std::less<", "std::hash<",
+                             "std::equal_to<", "std::default_delete<"})
+    if (arg.substr(0, d.size()) == d)
+      return true;
+  return false;
+}
+
+// Where the argument list opened at `open` closes, or npos (an operator<,
+// or a name cut short).
+size_t closing(std::string_view s, size_t open) {
+  int angle = 0, paren = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '(')
+      ++paren;
+    else if (c == ')' && --paren < 0)
+      return std::string_view::npos;
+    else if (paren == 0 && c == '<')
+      ++angle;
+    else if (paren == 0 && c == '>' && --angle == 0)
+      return i;
+  }
+  return std::string_view::npos;
+}
+
+// `s` without spaces, with every argument list's defaults dropped.
+std::string without_defaults(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    size_t close = s[i] == '<' && !(i >= 8 && s.substr(i - 8, 8) == "operator")
+                       ? closing(s, i)
+                       : std::string_view::npos;
+    if (close == std::string_view::npos) {
+      out += s[i];
+      continue;
+    }
+    std::string_view args = s.substr(i + 1, close - i - 1);
+    std::string list;
+    size_t from = 0;
+    int depth = 0;
+    for (size_t k = 0; k <= args.size(); ++k) {
+      char c = k < args.size() ? args[k] : ',';
+      if (c == '<' || c == '(')
+        ++depth;
+      else if (c == '>' || c == ')')
+        --depth;
+      if (c != ',' || depth != 0)
+        continue;
+      std::string arg = without_defaults(args.substr(from, k - from));
+      if (list.empty() || !is_default_argument(arg))
+        list += (list.empty() ? "" : ",") + arg;
+      from = k + 1;
+    }
+    out += "<" + list + ">";
+    i = close;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string canonical_cxx_name(std::string_view name) {
+  std::string s;
+  s.reserve(name.size());
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name.substr(i, 9) == "__cxx11::") {
+      i += 8;
+      continue;
+    }
+    if (name.substr(i, 5) == "__1::" && (i == 0 || !identifier_char(name[i - 1]))) {
+      i += 4;
+      continue;
+    }
+    // A space only separates two words ("unsigned long").
+    if (name[i] == ' ' && !(i > 0 && identifier_char(name[i - 1]) && i + 1 < name.size() &&
+                            identifier_char(name[i + 1])))
+      continue;
+    s += name[i];
+  }
+  s = without_defaults(s);
+  for (size_t at; (at = s.find("std::basic_string<char>")) != std::string::npos;)
+    s.replace(at, 23, "std::string");
+  return s;
+}
+
+} // namespace memlayout::inspector
