@@ -81,6 +81,26 @@ std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOpt
   return db;
 }
 
+// gcc's precompiled headers, as CMake's target_precompile_headers sets them
+// up (-include DIR/cmake_pch.hxx beside DIR/cmake_pch.hxx.gch): clang's
+// driver takes the .gch for a PCH of its own and stops ("input is not a PCH
+// file"). Given to the compiler proper, the header is read as the text it is.
+clang::tooling::ArgumentsAdjuster gcc_pch_as_text() {
+  return [](const clang::tooling::CommandLineArguments &args, llvm::StringRef) {
+    clang::tooling::CommandLineArguments out;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "-include" && i + 1 < args.size() &&
+          llvm::sys::fs::exists(args[i + 1] + ".gch")) {
+        out.insert(out.end(), {"-Xclang", "-include", "-Xclang", args[i + 1]});
+        ++i;
+        continue;
+      }
+      out.push_back(args[i]);
+    }
+    return out;
+  };
+}
+
 std::string resource_dir(const ScanOptions &o) {
   if (!o.resource_dir.empty())
     return o.resource_dir;
@@ -187,6 +207,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
     // directory goes first so that a database's own one still wins.
     tool.appendArgumentsAdjuster(clang::tooling::getInsertArgumentAdjuster(
         {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
+    tool.appendArgumentsAdjuster(gcc_pch_as_text());
     if (tool.run(factory.get()) != 0)
       out.failed.push_back(file);
   }

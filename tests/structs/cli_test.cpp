@@ -199,6 +199,26 @@ TEST_CASE("a build directory given with -p: its commands, headers included", "[c
                             "read: Expected array.") == 0);
 }
 
+TEST_CASE("a gcc build with precompiled headers (CMake's target_precompile_headers)", "[cli]") {
+  // -include DIR/cmake_pch.hxx beside gcc's DIR/cmake_pch.hxx.gch, which
+  // clang cannot read: the header is read as text, the PCH left alone.
+  const std::string dir = scratch_dir("gcc_pch");
+  const std::string build = dir + "/build";
+  std::filesystem::create_directories(build);
+  write_text(build + "/cmake_pch.hxx", "struct FromPch { long a; int b; };\n");
+  write_text(build + "/cmake_pch.hxx.gch", "gpch013 not a clang PCH\n");
+  write_text(dir + "/use.cpp", "struct User { FromPch p; char c; };\nUser u;\n");
+  write_text(build + "/compile_commands.json",
+             "[{\"directory\": \"" + build + "\", \"file\": \"" + dir +
+                 "/use.cpp\", \"command\": \"/usr/bin/c++ -std=c++17 -Winvalid-pch -include " +
+                 build + "/cmake_pch.hxx -c " + dir + "/use.cpp -o use.o\"}]\n");
+  ToolRun r = structs({dir + "/use.cpp", "-p", build, "-C", "User"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("struct User {") != std::string::npos);
+  CHECK(r.out.find("/* size: 24,") != std::string::npos);
+}
+
 TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   auto fails = [](std::vector<std::string> args, const char *says) {
     ToolRun r = structs(std::move(args));
