@@ -64,6 +64,31 @@ FieldLayout base_member(const clang::CXXRecordDecl &base, uint64_t offset, Field
   return f;
 }
 
+// What a member of record type holds: a lock anywhere inside it (a struct
+// guard around a pthread_mutex_t, the study's row locks inside a larger
+// record) makes the member a lock; else an atomic makes it an atomic.
+SyncKind contained_sync(clang::QualType t, clang::ASTContext &ctx, int depth) {
+  const clang::Type *element = t->getBaseElementTypeUnsafe();
+  const clang::RecordDecl *rd = element ? element->getAsRecordDecl() : nullptr;
+  if (!rd || depth > 8 || !(rd = rd->getDefinition()))
+    return SyncKind::kNone;
+  SyncKind found = SyncKind::kNone;
+  auto take = [&](clang::QualType inner) {
+    SyncKind k = sync_kind_of_type(inner.getAsString(member_type_policy(ctx)),
+                                   inner.getCanonicalType().getAsString(member_type_policy(ctx)));
+    if (k == SyncKind::kNone)
+      k = contained_sync(inner, ctx, depth + 1);
+    if (k == SyncKind::kLock || (k == SyncKind::kAtomic && found == SyncKind::kNone))
+      found = k;
+  };
+  if (const auto *cxx = llvm::dyn_cast<clang::CXXRecordDecl>(rd))
+    for (const clang::CXXBaseSpecifier &base : cxx->bases())
+      take(base.getType());
+  for (const clang::FieldDecl *fd : rd->fields())
+    take(fd->getType());
+  return found;
+}
+
 FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::ASTContext &ctx) {
   FieldLayout f;
   f.name = fd.getNameAsString();
@@ -86,6 +111,8 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
       f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
   }
   f.sync = sync_kind_of_type(f.type, t.getCanonicalType().getAsString(member_type_policy(ctx)));
+  if (f.sync == SyncKind::kNone)
+    f.sync = contained_sync(t, ctx, 0);
   return f;
 }
 

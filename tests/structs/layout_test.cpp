@@ -147,6 +147,8 @@ TEST_CASE("C++ records as the compiler lays them out", "[layout]") {
              rec<fx::Box<int, 3>>("fx::Box<int, 3>"),
              rec<fx::Box<int, 3>::Slot>("fx::Box<int, 3>::Slot"),
              rec<fx::Synced>("fx::Synced"),
+             rec<fx::Counters>("fx::Counters"),
+             rec<fx::Row>("fx::Row"),
              rec<fx::Aligned>("fx::Aligned"),
              rec<fx::Padded>("fx::Padded"),
              rec<fx::Packed>("fx::Packed"),
@@ -183,6 +185,9 @@ TEST_CASE("C++ records as the compiler lays them out", "[layout]") {
              FIELD(fx::Synced, "fx::Synced", m),
              FIELD(fx::Synced, "fx::Synced", version),
              FIELD(fx::Synced, "fx::Synced", data),
+             FIELD(fx::Row, "fx::Row", guard),
+             FIELD(fx::Row, "fx::Row", counters),
+             FIELD(fx::Row, "fx::Row", key),
              FIELD(fx::Aligned, "fx::Aligned", a),
              FIELD(fx::Aligned, "fx::Aligned", b),
              FIELD(fx::Padded, "fx::Padded", key),
@@ -243,6 +248,13 @@ TEST_CASE("C++ records as the compiler lays them out", "[layout]") {
     CHECK(s.field("m")->sync == SyncKind::kLock);
     CHECK(s.field("version")->sync == SyncKind::kAtomic);
     CHECK(s.field("data")->sync == SyncKind::kNone);
+    // A member holding a lock is one; holding atomics, an atomic; a pointer
+    // to them, neither.
+    const RecordLayout &row = record(r, "fx::Row");
+    CHECK(row.field("guard")->sync == SyncKind::kLock);
+    CHECK(row.field("counters")->sync == SyncKind::kAtomic);
+    CHECK(row.field("shared")->sync == SyncKind::kNone);
+    CHECK(row.field("key")->sync == SyncKind::kNone);
   }
 
   SECTION("the instantiated template, not the pattern") {
