@@ -244,8 +244,11 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
   f.metric["cross_thread_line_share"] = share;
   f.message = pct(share) + " of " + g.group.name +
               "'s lines also hold objects allocated by another thread" +
-              (small ? std::string(": small objects (") + std::to_string(g.group.size_class) +
-                           " bytes) written by different threads ping-pong the line"
+              (small ? std::string(": small objects (") +
+                           std::to_string(g.group.requested_size) + " bytes, " +
+                           std::to_string(g.group.size_class) +
+                           " with the allocator's rounding) written by different threads "
+                           "ping-pong the line"
                      : "");
   f.fix = small ? "pad each object to a line, in a pool of their own: " +
                       segregate_flag(own_pool(g.group) + ",pad=64,align=64")

@@ -142,12 +142,16 @@ TEST_CASE("findings: row locks shared by threads are false sharing", "[findings]
   Report r = base_report();
   GroupReport locks = clean_group(1, "row_lock_init", 48);
   locks.group.threads = {100, 101};
+  locks.group.requested_size = 40;
   locks.cross_thread_lines = 60000;
   r.groups = {locks};
   auto fs3 = find_problems(r);
   const Finding *f = find(fs3, "false_sharing");
   REQUIRE(f);
   CHECK(f->fix.find("pad=64") != std::string::npos);
+  // The size the program asked for, and the allocator's.
+  CHECK(f->message.find("small objects (40 bytes, 48 with the allocator's rounding)") !=
+        std::string::npos);
   GroupReport rows = clean_group(2, "row_new", 1024);
   rows.cross_thread_lines = 60000;
   r.groups = {rows};
