@@ -37,6 +37,12 @@ std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
       if (!md || !md->getParent()->isLambda())
         return fd->getQualifiedNameAsString() + suffix;
     }
+    // A default member initializer ("Node *head = new Node;") runs in the
+    // class's constructors, which the recorded stack names "Sent::Sent".
+    if (const auto *field = p.get<clang::FieldDecl>())
+      if (const auto *cls = llvm::dyn_cast<clang::CXXRecordDecl>(field->getParent());
+          cls && !cls->isLambda() && cls->getIdentifier())
+        return cls->getQualifiedNameAsString() + "::" + cls->getName().str() + suffix;
     parents = ctx.getParents(p);
   }
   return {};

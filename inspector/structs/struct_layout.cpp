@@ -5,6 +5,7 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/Attr.h>
 #include <clang/AST/DeclCXX.h>
+#include <clang/AST/DeclTemplate.h>
 #include <clang/AST/RecordLayout.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Basic/TargetInfo.h>
@@ -167,8 +168,21 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
     return std::nullopt;
   r.kind = rd.isUnion() ? "union" : rd.isClass() ? "class" : "struct";
   const clang::SourceManager &sm = ctx.getSourceManager();
-  r.file = file_of(rd.getLocation(), sm);
-  r.line = sm.getExpansionLineNumber(rd.getLocation());
+  // An instantiation is where its template is defined, however it was
+  // instantiated: an explicit `template class Tree<long, long>;` elsewhere
+  // names the same record, which must not appear twice.
+  clang::SourceLocation at = rd.getLocation();
+  if (const auto *spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(&rd);
+      spec && !spec->isExplicitSpecialization()) {
+    auto pattern = spec->getSpecializedTemplateOrPartial();
+    if (const auto *tmpl = pattern.dyn_cast<clang::ClassTemplateDecl *>())
+      at = tmpl->getTemplatedDecl()->getLocation();
+    else if (const auto *partial =
+                 pattern.dyn_cast<clang::ClassTemplatePartialSpecializationDecl *>())
+      at = partial->getLocation();
+  }
+  r.file = file_of(at, sm);
+  r.line = sm.getExpansionLineNumber(at);
   const clang::ASTRecordLayout &l = ctx.getASTRecordLayout(&rd);
   r.size = static_cast<uint64_t>(l.getSize().getQuantity());
   r.align = static_cast<uint64_t>(l.getAlignment().getQuantity());

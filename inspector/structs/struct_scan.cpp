@@ -1,6 +1,7 @@
 #include "struct_scan.h"
 
 #include "alloc_sites.h"
+#include "cxx_names.h"
 #include "struct_layout.h"
 
 #include <clang/AST/ASTContext.h>
@@ -113,14 +114,27 @@ std::string resource_dir(const ScanOptions &o) {
 // one of each. A site inside a template is kept with its instantiated types;
 // as written (T, Node<K>) only where no instantiation was seen.
 void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites) {
-  std::stable_sort(records.begin(), records.end(), [](const auto &a, const auto &b) {
-    return std::tie(a.file, a.line, a.name) < std::tie(b.file, b.line, b.name);
-  });
-  records.erase(std::unique(records.begin(), records.end(),
-                            [](const auto &a, const auto &b) {
-                              return a.file == b.file && a.line == b.line && a.name == b.name;
-                            }),
-                records.end());
+  // An instantiation spelled two ways (Tree<int, std::string> where it was
+  // instantiated explicitly, Tree<int, std::basic_string<char>> elsewhere)
+  // is one record.
+  std::vector<std::pair<std::string, size_t>> keyed;
+  for (size_t i = 0; i < records.size(); ++i)
+    keyed.emplace_back(canonical_cxx_name(records[i].name), i);
+  auto record_key = [&](const std::pair<std::string, size_t> &k) {
+    const RecordLayout &r = records[k.second];
+    return std::tie(r.file, r.line, k.first);
+  };
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [&](const auto &a, const auto &b) { return record_key(a) < record_key(b); });
+  keyed.erase(
+      std::unique(keyed.begin(), keyed.end(),
+                  [&](const auto &a, const auto &b) { return record_key(a) == record_key(b); }),
+      keyed.end());
+  std::vector<RecordLayout> kept;
+  kept.reserve(keyed.size());
+  for (const auto &k : keyed)
+    kept.push_back(std::move(records[k.second]));
+  records = std::move(kept);
 
   auto key = [](const AllocSite &s) {
     return std::tie(s.file, s.line, s.column, s.dependent, s.type, s.call, s.function);

@@ -219,6 +219,39 @@ TEST_CASE("a gcc build with precompiled headers (CMake's target_precompile_heade
   CHECK(r.out.find("/* size: 24,") != std::string::npos);
 }
 
+TEST_CASE("an explicit instantiation and an implicit one are one record", "[cli]") {
+  // Where it is instantiated explicitly the name is spelled as written there
+  // (std::string), elsewhere as clang prints it (std::basic_string<char>).
+  const std::string dir = scratch_dir("instantiations");
+  write_text(dir + "/tree.hpp", "#include <string>\n"
+                                "template <class K, class V> struct Tree {\n"
+                                "  struct Node { K key; V value; Node *left, *right; };\n"
+                                "  Node *root = nullptr;\n"
+                                "  long size = 0;\n"
+                                "};\n");
+  write_text(dir + "/tree.cpp", "#include \"tree.hpp\"\n"
+                                "template struct Tree<long, long>;\n"
+                                "template struct Tree<int, std::string>;\n");
+  write_text(dir + "/main.cpp", "#include \"tree.hpp\"\n"
+                                "Tree<long, long> a;\n"
+                                "Tree<int, std::string> b;\n");
+  ToolRun r = structs({dir + "/tree.cpp", dir + "/main.cpp", "--", "-std=c++17"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto count = [&](const std::string &what) {
+    size_t n = 0;
+    for (size_t at = r.out.find(what); at != std::string::npos; at = r.out.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  CHECK(count("struct Tree<long, long> {") == 1);
+  CHECK(count("struct Tree<int, std::string> {") +
+            count("struct Tree<int, std::basic_string<char>> {") ==
+        1);
+  // Each at the template's definition.
+  CHECK(count("/tree.hpp:2 */") == 2);
+}
+
 TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   auto fails = [](std::vector<std::string> args, const char *says) {
     ToolRun r = structs(std::move(args));

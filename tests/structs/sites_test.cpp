@@ -100,6 +100,10 @@ TEST_CASE("C++ allocation sites: new, make_*, malloc family, allocators, pools",
     const AllocSite *plain = site_at(r, line_of("sites.cpp", "Node *plain()"), "st::Node");
     REQUIRE(plain);
     CHECK(plain->function == "st::plain");
+    // A default member initializer runs in the class's constructors.
+    const AllocSite *member = site_at(r, line_of("sites.cpp", "Node *sentinel = "), "st::Node");
+    REQUIRE(member);
+    CHECK(member->function == "st::Sentinel::Sentinel");
     const AllocSite *lambda = site_at(r, line_of("sites.cpp", "auto make = []"), "st::Node");
     REQUIRE(lambda);
     CHECK(lambda->function == "st::in_lambda::<lambda>");
