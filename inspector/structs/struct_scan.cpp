@@ -7,10 +7,13 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/ASTMatchers/ASTMatchFinder.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
+#include <clang/Driver/Options.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/JSONCompilationDatabase.h>
 #include <clang/Tooling/Tooling.h>
+#include <llvm/Option/ArgList.h>
+#include <llvm/Option/OptTable.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -102,6 +105,42 @@ clang::tooling::ArgumentsAdjuster gcc_pch_as_text() {
   };
 }
 
+// Arguments clang's driver does not know (a gcc-only -mindirect-branch=..., a
+// typo), by their index in `args`; args[0] is the compiler.
+std::vector<size_t> unknown_arguments(const std::vector<std::string> &args) {
+  std::vector<const char *> argv;
+  for (size_t i = 1; i < args.size(); ++i)
+    argv.push_back(args[i].c_str());
+  unsigned missing_index = 0, missing_count = 0;
+  llvm::opt::InputArgList list = clang::driver::getDriverOptTable().ParseArgs(
+      argv, missing_index, missing_count, 0, clang::driver::options::NoDriverOption);
+  std::vector<size_t> out;
+  for (const llvm::opt::Arg *a : list)
+    if (a->getOption().getKind() == llvm::opt::Option::UnknownClass)
+      out.push_back(a->getIndex() + 1);
+  return out;
+}
+
+// A build's command may carry gcc's own flags, which clang's driver reports
+// as errors and then ignores: they are dropped here, said once per flag.
+clang::tooling::ArgumentsAdjuster without_unknown_flags(std::set<std::string> &said) {
+  return [&said](const clang::tooling::CommandLineArguments &args, llvm::StringRef file) {
+    std::vector<size_t> unknown = unknown_arguments(args);
+    clang::tooling::CommandLineArguments out;
+    for (size_t i = 0, u = 0; i < args.size(); ++i) {
+      if (u < unknown.size() && unknown[u] == i) {
+        ++u;
+        if (said.insert(args[i]).second)
+          llvm::errs() << "memlayout structs: " << file << ": ignoring " << args[i]
+                       << ", a flag of the build's compiler that clang does not know\n";
+        continue;
+      }
+      out.push_back(args[i]);
+    }
+    return out;
+  };
+}
+
 std::string resource_dir(const ScanOptions &o) {
   if (!o.resource_dir.empty())
     return o.resource_dir;
@@ -178,9 +217,19 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
             "' is not a directory (-p names the build directory holding compile_commands.json)";
     return false;
   }
+  // Flags typed after -- are the user's: one clang does not know is a typo.
+  if (o.fixed_args) {
+    std::vector<std::string> args{"clang"};
+    args.insert(args.end(), o.fixed_args->begin(), o.fixed_args->end());
+    for (size_t i : unknown_arguments(args)) {
+      error = "unknown compiler flag '" + args[i] + "' after --";
+      return false;
+    }
+  }
   std::unique_ptr<clang::tooling::CompilationDatabase> db = load_database(o, error);
   if (!db)
     return false;
+  std::set<std::string> flags_said;
 
   RecordCollector records(out.records);
   AllocSiteCollector sites(out.sites);
@@ -222,6 +271,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
     tool.appendArgumentsAdjuster(clang::tooling::getInsertArgumentAdjuster(
         {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
     tool.appendArgumentsAdjuster(gcc_pch_as_text());
+    tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
     if (tool.run(factory.get()) != 0)
       out.failed.push_back(file);
   }
