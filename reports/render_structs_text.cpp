@@ -20,14 +20,15 @@ std::string shown_path(const std::string &path, const StructsTextOptions &o) {
   return path;
 }
 
-std::string member_name(const in::FieldLayout &f) {
+// In the layout a base shows as its role, pahole's way.
+std::string layout_name(const in::FieldLayout &f) {
   switch (f.role) {
   case in::FieldRole::kBase:
     return "<base>";
   case in::FieldRole::kVirtualBase:
     return "<virtual base>";
   default:
-    return f.name.empty() ? "<anonymous>" : f.name;
+    return in::member_name(f);
   }
 }
 
@@ -41,7 +42,7 @@ std::string offsets(const std::vector<uint32_t> &v) {
 // pahole's member line: type, name, then `/* offset size */`.
 void member(std::ostream &out, const in::FieldLayout &f, size_t type_width, size_t name_width) {
   std::string type = f.type;
-  std::string name = member_name(f);
+  std::string name = layout_name(f);
   // C's declarator order, as pahole writes it: `char pad[56];`.
   if (size_t bracket = type.find('[');
       bracket != std::string::npos && type.back() == ']' && type.find('(') == std::string::npos) {
@@ -70,7 +71,7 @@ void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
   size_t type_width = 26, name_width = 21;
   for (const in::FieldLayout &f : r.fields) {
     type_width = std::max(type_width, std::min<size_t>(f.type.size() + 1, 48));
-    name_width = std::max(name_width, std::min<size_t>(member_name(f).size() + 5, 40));
+    name_width = std::max(name_width, std::min<size_t>(layout_name(f).size() + 5, 40));
   }
   size_t next_hole = 0;
   uint64_t next_boundary = line;

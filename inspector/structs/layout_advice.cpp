@@ -8,11 +8,7 @@
 namespace memlayout::inspector {
 namespace {
 
-std::string shown(const FieldLayout &f) {
-  return f.name.empty() ? std::string("(anonymous)") : f.name;
-}
-
-std::string quoted(const FieldLayout &f) { return "'" + shown(f) + "'"; }
+std::string quoted(const FieldLayout &f) { return "'" + member_name(f) + "'"; }
 
 std::string joined(const std::vector<std::string> &items) {
   std::string s;
@@ -111,12 +107,12 @@ void sync_sharing(const RecordLayout &r, const std::vector<Placement> &placement
     k.severity = lock ? "medium" : "low";
     std::vector<std::string> named, others;
     for (size_t i : culprits) {
-      k.fields.push_back(shown(r.fields[i]));
+      k.fields.push_back(member_name(r.fields[i]));
       named.push_back(quoted(r.fields[i]));
     }
     for (size_t j = 0; j < sharing.members.size(); ++j)
       if (sharing.members[j]) {
-        k.fields.push_back(shown(r.fields[j]));
+        k.fields.push_back(member_name(r.fields[j]));
         others.push_back(quoted(r.fields[j]));
       }
     const FieldLayout &first = r.fields[culprits[0]];
@@ -140,7 +136,7 @@ void neighbour_sharing(const RecordLayout &r, const std::vector<Placement> &plac
   bool any_lock = false;
   for (const FieldLayout &f : r.fields)
     if (f.sync != SyncKind::kNone && f.size) {
-      names.push_back(shown(f));
+      names.push_back(member_name(f));
       any_lock |= f.sync == SyncKind::kLock;
     }
   if (names.empty())
@@ -188,7 +184,7 @@ void padding(const RecordLayout &r, const std::vector<Placement> &placements, ui
   if (!pad || r.align >= line)
     return;
   if (r.size % line) {
-    Risk k{"padding_short", "medium", {shown(*pad)}, ""};
+    Risk k{"padding_short", "medium", {member_name(*pad)}, ""};
     k.message = "padded (" + quoted(*pad) + ") to " + std::to_string(r.size) +
                 " B, not a multiple of the " + std::to_string(line) +
                 " B line: neighbouring objects still share its first and last lines";
@@ -207,7 +203,7 @@ void padding(const RecordLayout &r, const std::vector<Placement> &placements, ui
   }
   if (where.empty())
     return;
-  Risk k{"padding_unaligned", "medium", {shown(*pad)}, ""};
+  Risk k{"padding_unaligned", "medium", {member_name(*pad)}, ""};
   k.message = "padded (" + quoted(*pad) + ") to " + std::to_string(r.size) + " B but aligned to " +
               std::to_string(r.align) + ": " + joined(where) +
               "; padding separates objects only when they start on a line";
@@ -234,7 +230,7 @@ void straddles(const RecordLayout &r, const std::vector<Placement> &placements,
     if (where.empty())
       continue;
     const FieldLayout &f = r.fields[i];
-    Risk k{"field_straddles", often ? "medium" : "low", {shown(f)}, ""};
+    Risk k{"field_straddles", often ? "medium" : "low", {member_name(f)}, ""};
     k.message = quoted(f) + " (" + f.type + ", +" + std::to_string(f.offset) + ", " +
                 std::to_string(f.size) + " B) crosses a line boundary at " + joined(where) +
                 ": reading it costs two lines";
@@ -300,7 +296,7 @@ void reorder(const RecordLayout &r, std::vector<Suggestion> &out) {
   s.kind = "reorder";
   for (const FieldLayout *f : members) {
     end = align_up(end, f->align) + f->size;
-    s.order.push_back(shown(*f));
+    s.order.push_back(member_name(*f));
   }
   s.size = align_up(end, r.align);
   if (s.size >= r.size)

@@ -118,6 +118,8 @@ bool is_padding_member(const FieldLayout &f) {
          (!f.type.empty() && f.type.back() == ']' && n.find("pad") != std::string::npos);
 }
 
+std::string member_name(const FieldLayout &f) { return f.name.empty() ? "<anonymous>" : f.name; }
+
 SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical) {
   auto classify = [](std::string_view t) {
     while (!t.empty() && (t.back() == ' ' || t.back() == ']')) {

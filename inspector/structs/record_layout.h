@@ -86,6 +86,10 @@ std::optional<uint64_t> prefix_through(const RecordLayout &r, std::string_view f
 // typedefs resolved; pointers and references to such types are neither.
 SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical);
 
+// A member as text names it: an anonymous union or struct is "<anonymous>"
+// in the layout, the risks and the advice alike (JSON keeps "").
+std::string member_name(const FieldLayout &f);
+
 // A member that only exists to fill space, which nobody reads: its name
 // says pad (pad, _pad2, cacheline_padding, ...).
 bool is_padding_member(const FieldLayout &f);
