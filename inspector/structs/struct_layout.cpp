@@ -172,15 +172,10 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
   // instantiated: an explicit `template class Tree<long, long>;` elsewhere
   // names the same record, which must not appear twice.
   clang::SourceLocation at = rd.getLocation();
-  if (const auto *spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(&rd);
-      spec && !spec->isExplicitSpecialization()) {
-    auto pattern = spec->getSpecializedTemplateOrPartial();
-    if (const auto *tmpl = pattern.dyn_cast<clang::ClassTemplateDecl *>())
-      at = tmpl->getTemplatedDecl()->getLocation();
-    else if (const auto *partial =
-                 pattern.dyn_cast<clang::ClassTemplatePartialSpecializationDecl *>())
-      at = partial->getLocation();
-  }
+  if (const auto *cxx_rd = llvm::dyn_cast<clang::CXXRecordDecl>(&rd);
+      cxx_rd && llvm::isa<clang::ClassTemplateSpecializationDecl>(cxx_rd))
+    if (const clang::CXXRecordDecl *pattern = cxx_rd->getTemplateInstantiationPattern())
+      at = pattern->getLocation(); // the definition, not a forward declaration seen first
   r.file = file_of(at, sm);
   r.line = sm.getExpansionLineNumber(at);
   const clang::ASTRecordLayout &l = ctx.getASTRecordLayout(&rd);

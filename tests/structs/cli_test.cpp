@@ -237,7 +237,11 @@ TEST_CASE("an explicit instantiation and an implicit one are one record", "[cli]
   write_text(dir + "/tree.cpp", "#include \"tree.hpp\"\n"
                                 "template struct Tree<long, long>;\n"
                                 "template struct Tree<int, std::string>;\n");
-  write_text(dir + "/main.cpp", "#include \"tree.hpp\"\n"
+  // main.cpp names Tree<long, long> first through a forward declaration.
+  write_text(dir + "/fwd.hpp", "template <class K, class V> struct Tree;\n"
+                               "struct Forest { Tree<long, long> *t; };\n");
+  write_text(dir + "/main.cpp", "#include \"fwd.hpp\"\n"
+                                "#include \"tree.hpp\"\n"
                                 "Tree<long, long> a;\n"
                                 "Tree<int, std::string> b;\n");
   ToolRun r = structs({dir + "/tree.cpp", dir + "/main.cpp", "--", "-std=c++17"});
@@ -253,8 +257,9 @@ TEST_CASE("an explicit instantiation and an implicit one are one record", "[cli]
   CHECK(count("struct Tree<int, std::string> {") +
             count("struct Tree<int, std::basic_string<char>> {") ==
         1);
-  // Each at the template's definition.
+  // Each at the template's definition, not at a forward declaration.
   CHECK(count("/tree.hpp:2 */") == 2);
+  CHECK(count("/fwd.hpp:1 */") == 0);
 }
 
 TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
