@@ -111,9 +111,7 @@ int advise_main(int argc, char **argv) {
     std::string others;
     for (uint32_t id : routed) {
       const inspector::GroupReport *g = by_id(report, id);
-      if (g->group.site.function == target->group.site.function &&
-          g->group.site.file == target->group.site.file &&
-          g->group.site.line == target->group.site.line)
+      if (inspector::same_site(g->group.site, target->group.site))
         continue; // the same site in another size class: routed with it, as intended
       others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
                 g->group.name + " (" + std::to_string(g->objects) + " objects)";

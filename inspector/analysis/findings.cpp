@@ -244,9 +244,8 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
   f.metric["cross_thread_line_share"] = share;
   f.message = pct(share) + " of " + g.group.name +
               "'s lines also hold objects allocated by another thread" +
-              (small ? std::string(": small objects (") +
-                           std::to_string(g.group.requested_size) + " bytes, " +
-                           std::to_string(g.group.size_class) +
+              (small ? std::string(": small objects (") + std::to_string(g.group.requested_size) +
+                           " bytes, " + std::to_string(g.group.size_class) +
                            " with the allocator's rounding) written by different threads "
                            "ping-pong the line"
                      : "");
@@ -435,10 +434,6 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
     const GroupReport *g = by_id(r, f.groups[0]);
     return g && !g->group.site.function.empty() ? &g->group : nullptr;
   };
-  auto same_site = [](const Group &a, const Group &b) {
-    return a.site.function == b.site.function && a.site.file == b.site.file &&
-           a.site.line == b.site.line && a.site.caller == b.site.caller;
-  };
   std::vector<Finding> out;
   std::vector<bool> used(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
@@ -449,7 +444,7 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
     size_t merged = 0;
     for (size_t j = i + 1; site && j < in.size(); ++j) {
       const Group *other = site_of(in[j]);
-      if (used[j] || in[j].kind != f.kind || !other || !same_site(*site, *other))
+      if (used[j] || in[j].kind != f.kind || !other || !same_site(site->site, other->site))
         continue;
       used[j] = true;
       ++merged;
@@ -477,10 +472,6 @@ void narrow_rule(const Report &r, Finding &f) {
   rules::ParseError e{};
   if (!rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
     return;
-  auto same_site = [](const Group &a, const Group &b) {
-    return a.site.function == b.site.function && a.site.file == b.site.file &&
-           a.site.line == b.site.line;
-  };
   // The rule is for the finding's first group (the others of a pair are
   // what it keeps apart from), with its site's other size classes.
   const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
@@ -513,27 +504,37 @@ void narrow_rule(const Report &r, Finding &f) {
   std::vector<const GroupReport *> mine, others;
   for (uint32_t id : groups_routed(rule, r)) {
     const GroupReport *g = by_id(r, id);
-    (same_site(subject->group, g->group) ? mine : others).push_back(g);
+    (same_site(subject->group.site, g->group.site) ? mine : others).push_back(g);
   }
   if (others.empty() || mine.empty())
     return;
-  uint64_t lo = UINT64_MAX, hi = 0;
+  // Sizes as the allocator's classes bound them: an object is no larger than
+  // its group's class, and larger than any smaller class. Another group in
+  // one of these classes, or between them, cannot be told apart by size.
+  uint64_t min_class = UINT64_MAX, max_class = 0, lo = 1;
   for (const GroupReport *g : mine) {
-    lo = std::min(lo, g->group.requested_size);
-    hi = std::max(hi, g->group.requested_size);
+    min_class = std::min(min_class, g->group.size_class);
+    max_class = std::max(max_class, g->group.size_class);
   }
-  bool separable = !rule.has_size && std::none_of(others.begin(), others.end(), [&](auto *g) {
-    return g->group.requested_size >= lo && g->group.requested_size <= hi;
-  });
+  bool separable = !rule.has_size;
+  for (const GroupReport *g : others) {
+    uint64_t c = g->group.size_class;
+    if (c >= min_class && c <= max_class)
+      separable = false;
+    else if (c < min_class)
+      lo = std::max(lo, c + 1);
+  }
   if (separable) {
     rule.has_size = true;
     rule.size_min = lo;
-    rule.size_max = hi;
-    // The other sizes of the function may get a pool too: the names differ.
-    std::string pool = std::string(rule.pool) + "." + std::to_string(lo) +
-                       (hi > lo ? "-" + std::to_string(hi) : std::string());
-    if (rule.pool[0] && pool.size() < rules::kMaxPoolName)
-      std::memcpy(rule.pool, pool.c_str(), pool.size() + 1);
+    rule.size_max = max_class;
+    // The function's other sizes may get a pool too: the names differ.
+    std::string sizes = "." + std::to_string(lo) + "-" + std::to_string(max_class);
+    std::string base = rule.pool;
+    if (!base.empty()) {
+      base = base.substr(0, std::min(base.size(), rules::kMaxPoolName - 1 - sizes.size()));
+      std::memcpy(rule.pool, (base + sizes).c_str(), base.size() + sizes.size() + 1);
+    }
     f.rule = rule_text(rule);
     if (at != std::string::npos)
       f.fix.replace(at, old_flag.size(), segregate_flag(f.rule));
@@ -554,7 +555,7 @@ void narrow_rule(const Report &r, Finding &f) {
 // two instantiations (Tree<long, long>::insert, Tree<int, std::string>::insert)
 // would share "Tree.insert", one pool for two types. Where rules for
 // different sites name one pool, each such pool takes its group's id.
-void separate_pools(const Report &r, std::vector<Finding> &out) {
+void separate_pools(std::vector<Finding> &out) {
   struct Use {
     Finding *finding;
     rules::Rule rule;
@@ -574,10 +575,9 @@ void separate_pools(const Report &r, std::vector<Finding> &out) {
                     [&](const Use &u) { return match_keys_of(u.rule) == keys; }))
       continue;
     for (Use &u : uses) {
-      const GroupReport *g = by_id(r, u.finding->groups[0]);
-      std::string named = pool + "." + std::to_string(g ? g->group.id : u.finding->groups[0]);
-      if (named.size() >= rules::kMaxPoolName)
-        continue;
+      std::string id = ".g" + std::to_string(u.finding->groups[0]);
+      std::string named =
+          pool.substr(0, std::min(pool.size(), rules::kMaxPoolName - 1 - id.size())) + id;
       std::string old_flag = segregate_flag(segregate_flag_rule(u.finding->fix));
       std::memcpy(u.rule.pool, named.c_str(), named.size() + 1);
       u.finding->rule = rule_text(u.rule);
@@ -614,7 +614,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     f.rule = rule_of_fix(f.fix);
     narrow_rule(r, f);
   }
-  separate_pools(r, out);
+  separate_pools(out);
   return out;
 }
 

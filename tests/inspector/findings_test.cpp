@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
+#include <set>
 #include <string>
 
 using namespace memlayout::inspector;
@@ -309,10 +311,10 @@ TEST_CASE("fixes whose rules route the same allocations rank as one, as advise m
 }
 
 TEST_CASE("findings: a rule for one line of a function leaves its other lines out", "[findings]") {
-  // sym_new allocates a 32-byte struct at line 20 and its 18-byte name at
-  // line 21; the interposer routes by function and size, not line.
+  // sym_new allocates a 32-byte struct at line 20 and its names, of up to 24
+  // bytes, at line 21; the interposer routes by function and size, not line.
   Report r = base_report();
-  GroupReport sym = clean_group(1, "sym_new", 32), name = clean_group(2, "sym_new", 32);
+  GroupReport sym = clean_group(1, "sym_new", 32), name = clean_group(2, "sym_new", 24);
   sym.group.site.line = 20;
   name.group.site.line = 21;
   name.group.requested_size = 18;
@@ -323,15 +325,18 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   auto fs = find_problems(r);
   const Finding *f = find(fs, "set_underutilization");
   REQUIRE(f);
-  CHECK(f->rule == "function=sym_new,size=32,pool=sym_new.32");
-  CHECK(f->fix.find("--segregate function=sym_new,size=32,pool=sym_new.32") != std::string::npos);
+  // Every size above the names' class, up to the struct's: 25-32.
+  CHECK(f->rule == "function=sym_new,size=25-32,pool=sym_new.25-32");
+  CHECK(f->fix.find("--segregate function=sym_new,size=25-32,pool=sym_new.25-32") !=
+        std::string::npos);
   memlayout::rules::Rule parsed;
   memlayout::rules::ParseError e{};
   REQUIRE(memlayout::rules::parse_rule(f->rule.data(), f->rule.size(), 1, &parsed, &e));
   CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{1});
 
-  // At the same size no rule tells them apart: the fix says so, and offers none.
-  r.groups[1].group.requested_size = 32;
+  // In the same size class (names of 17 to 32 bytes, most of them 18) no
+  // size tells them apart: the fix says so, and offers none.
+  r.groups[1].group.size_class = 32;
   auto same = find_problems(r);
   f = find(same, "set_underutilization");
   REQUIRE(f);
@@ -384,6 +389,10 @@ TEST_CASE("findings: a function name longer than a rule holds is given by its sc
   CHECK(f->rule ==
         "function=std::__detail::_Hashtable_alloc::_M_allocate_node,pool=_Hashtable_alloc._M_"
         "allocate_node,align=64");
+  memlayout::rules::Rule parsed;
+  memlayout::rules::ParseError e{};
+  REQUIRE(memlayout::rules::parse_rule(f->rule.data(), f->rule.size(), 1, &parsed, &e));
+  CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{1});
 }
 
 TEST_CASE("findings: two instantiations of one template get pools of their own", "[findings]") {
@@ -403,9 +412,38 @@ TEST_CASE("findings: two instantiations of one template get pools of their own",
     if (f.kind == "line_straddle")
       rules.push_back(f.rule);
   REQUIRE(rules.size() == 2);
-  CHECK(rules[0].find("pool=Tree.insert.1,") != std::string::npos);
-  CHECK(rules[1].find("pool=Tree.insert.2,") != std::string::npos);
+  CHECK(rules[0].find("pool=Tree.insert.g1,") != std::string::npos);
+  CHECK(rules[1].find("pool=Tree.insert.g2,") != std::string::npos);
   for (const Finding &f : fs)
     if (f.kind == "line_straddle")
       CHECK(f.fix.find(segregate_flag(f.rule)) != std::string::npos);
+}
+
+TEST_CASE("findings: a pool name at the length limit keeps its size or group suffix",
+          "[findings]") {
+  // The function's last scopes fill the pool name; the suffix must still fit,
+  // or the struct and the strings would share one pool again.
+  Report r = base_report();
+  std::string fn = "ns::" + std::string(40, 'a') + "::" + std::string(30, 'b');
+  GroupReport sym = clean_group(1, fn.c_str(), 32), name = clean_group(2, fn.c_str(), 24);
+  sym.group.site.line = 20;
+  name.group.site.line = 21;
+  for (GroupReport *g : {&sym, &name}) {
+    g->straddle_fraction = 0.5;
+    g->lines_per_object = 1.5;
+  }
+  r.groups = {sym, name};
+  auto fs = find_problems(r);
+  std::set<std::string> pools;
+  for (const Finding &f : fs) {
+    if (f.kind != "line_straddle")
+      continue;
+    memlayout::rules::Rule parsed;
+    memlayout::rules::ParseError e{};
+    REQUIRE(memlayout::rules::parse_rule(f.rule.data(), f.rule.size(), 1, &parsed, &e));
+    CHECK(std::strlen(parsed.pool) < memlayout::rules::kMaxPoolName);
+    pools.insert(parsed.pool);
+    CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{f.groups[0]});
+  }
+  CHECK(pools.size() == 2);
 }
