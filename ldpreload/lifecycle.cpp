@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -118,7 +119,7 @@ bool open_trace() {
 
 // Our MEMLAYOUT_* settings, copied at start: children that are followed get
 // them back even if the program cleared its environment.
-char *g_saved_vars[16];
+char *g_saved_vars[32];
 size_t g_nsaved = 0;
 
 bool is_self(const char *token, size_t n) {
@@ -177,7 +178,7 @@ void strip_our_environment() {
 // LD_PRELOAD (not following) or with LD_PRELOAD and our settings restored
 // (following) plus the exec generation of this pid.
 void save_our_vars() {
-  for (char **e = environ; e && *e && g_nsaved < 15; ++e)
+  for (char **e = environ; e && *e && g_nsaved < 31; ++e)
     if (!strncmp(*e, "MEMLAYOUT_", 10) && strncmp(*e, "MEMLAYOUT_EXEC_GEN=", 19)) {
       size_t n = strlen(*e) + 1;
       auto *copy = static_cast<char *>(sys::map_pages(n));
@@ -528,21 +529,44 @@ void note_unrecorded(const char *how, const char *program) {
 // An exec about to be tried: a shell tries each directory of PATH in turn,
 // and only the one that exists runs. `checkable`: the name is a path from
 // here, not a name to search or one relative to a descriptor.
-void note_exec(const char *program, bool checkable) {
-  if (program && (!checkable || access(program, X_OK) == 0))
+bool note_exec(const char *program, bool checkable) {
+  if (g_options.follow_children || !g_options.notes[0] || !program)
+    return false;
+  int saved_errno = errno;
+  struct stat st;
+  bool runs =
+      !checkable || (stat(program, &st) == 0 && S_ISREG(st.st_mode) && access(program, X_OK) == 0);
+  errno = saved_errno;
+  if (runs)
     note_unrecorded("exec", program);
+  return runs;
 }
 
+// An exec noted before it was tried returned: it failed (a name execvp
+// found nowhere, a script without its interpreter), and `memlayout record`
+// drops the note.
+int exec_returned(int result, const char *program, bool noted) {
+  if (noted)
+    note_unrecorded("exec-failed", program);
+  return result;
+}
+
+// Linux lets argv be NULL and a path empty; glibc declares them non-null,
+// which a comparison in the interposed functions would be warned about.
+const char *first_argument(char *const *argv) { return argv ? argv[0] : nullptr; }
+bool no_path(const char *path) { return !path || !*path; }
+
 // Everything before an exec: the image and its buffers are about to vanish.
-char **prepare_exec(char *const *envp, const char *program, bool checkable) {
+char **prepare_exec(char *const *envp, const char *program, bool checkable, bool *noted) {
+  *noted = false;
   if (!recording_process()) {
     // A vfork child (dash runs every command so) shares its parent's memory
     // and records nothing, but what it runs is unrecorded all the same.
     if (g_state.load(std::memory_order_acquire) == State::kRecording)
-      note_exec(program, checkable);
+      *noted = note_exec(program, checkable);
     return const_cast<char **>(envp);
   }
-  note_exec(program, checkable);
+  *noted = note_exec(program, checkable);
   tl_state.busy = 1;
   size_t bytes; // not unmapped: the image is replaced, or it fails rarely
   char **env = child_environment(envp, true, &bytes);
@@ -578,13 +602,15 @@ using ExecveatFn = int (*)(int, const char *, char *const[], char *const[], int)
 
 int do_execve(const char *path, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<ExecveFn>("execve");
-  char **env = prepare_exec(envp, path, true);
-  return real(path, argv, env);
+  bool noted;
+  char **env = prepare_exec(envp, path, true, &noted);
+  return exec_returned(real(path, argv, env), path, noted);
 }
 int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<ExecveFn>("execvpe");
-  char **env = prepare_exec(envp, file, file && strchr(file, '/'));
-  return real(file, argv, env);
+  bool noted;
+  char **env = prepare_exec(envp, file, file && strchr(file, '/'), &noted);
+  return exec_returned(real(file, argv, env), file, noted);
 }
 
 // execl, execlp, execle: the argument list (and execle's environment after
@@ -634,21 +660,24 @@ ML_EXPORT int execle(const char *path, const char *arg, ...) {
 }
 ML_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   static auto real = next_symbol<FexecveFn>("fexecve");
-  char **env = prepare_exec(envp, argv[0], false);
-  return real(fd, argv, env);
+  bool noted;
+  const char *program = first_argument(argv);
+  char **env = prepare_exec(envp, program, false, &noted);
+  return exec_returned(real(fd, argv, env), program, noted);
 }
 ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                        int flags) {
   static auto real = next_symbol<ExecveatFn>("execveat");
   // Relative to dirfd, or dirfd itself (AT_EMPTY_PATH): argv[0] names it.
-  bool by_fd = !*path || (path[0] != '/' && dirfd != AT_FDCWD);
-  char **env = prepare_exec(envp, by_fd ? argv[0] : path, !by_fd);
-  return real(dirfd, path, argv, env, flags);
+  bool by_fd = no_path(path) || (path[0] != '/' && dirfd != AT_FDCWD), noted;
+  const char *program = by_fd ? first_argument(argv) : path;
+  char **env = prepare_exec(envp, program, !by_fd, &noted);
+  return exec_returned(real(dirfd, path, argv, env, flags), program, noted);
 }
 
-// posix_spawn (and so system() and popen(), which use it inside libc with
-// `environ`) starts a new process without replacing ours: only its
-// environment needs our treatment.
+// posix_spawn starts a new process without replacing ours: only its
+// environment needs our treatment. (glibc's system() and popen() call its
+// own posix_spawn, not this one, with `environ`, which is treated already.)
 using SpawnFn = int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                         const posix_spawnattr_t *, char *const[], char *const[]);
 static int spawn_with(SpawnFn real, pid_t *pid, const char *path,

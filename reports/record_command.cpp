@@ -247,7 +247,8 @@ struct UnrecordedStart {
 // said about unrecorded programs).
 std::string create_notes_file() {
   const char *tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlayout-notes-XXXXXX";
+  // Absolute: the command's processes may change directory.
+  std::string path = absolute(tmp && *tmp ? tmp : "/tmp") + "/memlayout-notes-XXXXXX";
   int fd = mkstemp(path.data());
   if (fd < 0)
     return {};
@@ -274,6 +275,14 @@ std::vector<UnrecordedStart> take_notes(const std::string &path) {
       u.pid = static_cast<pid_t>(std::atol(l.substr(0, a).c_str()));
       u.how = l.substr(a + 1, b - a - 1);
       u.program = l.substr(b + 1);
+      if (u.how == "exec-failed") { // the exec noted last for it did not happen
+        for (auto it = out.rbegin(); it != out.rend(); ++it)
+          if (it->pid == u.pid && it->how == "exec" && it->program == u.program) {
+            out.erase(std::next(it).base());
+            break;
+          }
+        continue;
+      }
       out.push_back(std::move(u));
     }
     std::fclose(f);

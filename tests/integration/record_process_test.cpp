@@ -169,6 +169,12 @@ TEST_CASE("exec.shell_child", "[record][exec]") {
   CHECK(recorded.err.find(
             "memlayout: the command started 2 programs that were not recorded: " + name +
             " (2 times) (--follow-children records them)\n") != std::string::npos);
+  // An exec that fails (a name found nowhere on PATH) started nothing.
+  RunResult missing = record({"-o", trace}, {"/usr/bin/env", "no-such-program-anywhere"});
+  INFO("env no-such-program-anywhere: " << missing.err);
+  CHECK(missing.exit_code() == 127);
+  CHECK(missing.err.find("replaced itself") == std::string::npos);
+  CHECK(missing.err.find("not recorded") == std::string::npos);
   // With --follow-children nothing is said about unrecorded programs.
   RunResult followed = record({"-o", trace, "--follow-children"}, argv);
   INFO("memlayout record --follow-children stderr:\n" << followed.err);
