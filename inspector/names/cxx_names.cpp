@@ -104,7 +104,9 @@ std::string canonical_cxx_name(std::string_view name) {
       continue;
     s += name[i];
   }
-  s = without_defaults(s);
+  // Each argument list is scanned for its end: bounded, as names are.
+  if (s.size() <= 4096)
+    s = without_defaults(s);
   for (size_t at; (at = s.find("std::basic_string<char>")) != std::string::npos;)
     s.replace(at, 23, "std::string");
   return s;

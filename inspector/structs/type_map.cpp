@@ -131,12 +131,16 @@ bool starts_as_function(const std::string &recorded, const std::string &mapped) 
 }
 
 // A symbolizer's name ("Tree<int>::insert(int)") against a map's qualified
-// name without parameters ("Tree<int>::insert"), each as its tool spells it:
-// the demangler's "std::__cxx11::basic_string<char, std::char_traits<char>,
-// std::allocator<char> >" is clang's "std::basic_string<char>".
-bool same_function(const std::string &recorded, const std::string &mapped) {
-  return starts_as_function(recorded, mapped) ||
-         starts_as_function(canonical_cxx_name(recorded), canonical_cxx_name(mapped));
+// name without parameters ("Tree<int>::insert"), as written and as
+// canonical_cxx_name spells both: the demangler's "std::__cxx11::basic_string<
+// char, std::char_traits<char>, std::allocator<char> >" is clang's
+// "std::basic_string<char>".
+struct Spelled {
+  const std::string &written, &canonical;
+};
+bool same_function(Spelled recorded, Spelled mapped) {
+  return starts_as_function(recorded.written, mapped.written) ||
+         starts_as_function(recorded.canonical, mapped.canonical);
 }
 
 // The one type `sites` allocate, "" when they allocate several or none.
@@ -200,6 +204,8 @@ std::optional<TypeMap> TypeMap::parse(std::string_view text, const std::string &
     error = path + ": " + llvm::toString(root.getError());
     return std::nullopt;
   }
+  for (const AllocSite &s : map.sites_)
+    map.canonical_functions_.push_back(canonical_cxx_name(s.function));
   return map;
 }
 
@@ -219,6 +225,11 @@ const RecordLayout *TypeMap::record(const std::string &name) const {
 
 std::string TypeMap::type_at(const std::string &function, const std::string &file,
                              uint32_t line) const {
+  const std::string canonical = canonical_cxx_name(function);
+  auto same = [&](const AllocSite *s) {
+    size_t i = static_cast<size_t>(s - sites_.data());
+    return same_function({function, canonical}, {s->function, canonical_functions_[i]});
+  };
   std::vector<const AllocSite *> best;
   if (!file.empty() && line) {
     const std::string base = basename(file);
@@ -238,13 +249,13 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
       return factory_type(function);
     if (std::string t = single_type(best); !t.empty() || function.empty())
       return t;
-    std::erase_if(best, [&](const AllocSite *s) { return !same_function(function, s->function); });
+    std::erase_if(best, [&](const AllocSite *s) { return !same(s); });
     return single_type(best);
   }
   if (function.empty())
     return {};
   for (const AllocSite &s : sites_)
-    if (same_function(function, s.function))
+    if (same(&s))
       best.push_back(&s);
   return best.empty() ? factory_type(function) : single_type(best);
 }

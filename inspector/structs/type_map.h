@@ -46,6 +46,7 @@ private:
   std::string path_;
   std::vector<RecordLayout> records_;
   std::vector<AllocSite> sites_;
+  std::vector<std::string> canonical_functions_; // sites_' functions, canonical_cxx_name'd
 };
 
 // Where `memlayout report` looks for a map when --types does not name one:
