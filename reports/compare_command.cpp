@@ -21,6 +21,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -77,10 +78,62 @@ std::string describe_status(int status) {
   return "status " + std::to_string(status);
 }
 
+// Every run reads the same input. A file is read again from where it began;
+// a pipe's bytes are kept in a temporary file first, since each run would
+// otherwise get what the one before left (nothing). A terminal, or a
+// device such as /dev/null, is left as it is.
+class SameInput {
+public:
+  bool prepare(std::string *error) {
+    struct stat st;
+    if (isatty(0) || fstat(0, &st) != 0 || S_ISCHR(st.st_mode))
+      return true;
+    if (S_ISREG(st.st_mode)) {
+      start_ = lseek(0, 0, SEEK_CUR);
+      fd_ = start_ >= 0 ? 0 : -1;
+      return true;
+    }
+    const char *tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlayout-input-XXXXXX";
+    int fd = mkstemp(path.data());
+    if (fd < 0) {
+      *error =
+          "cannot keep the standard input for every run: " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    unlink(path.c_str());
+    char buf[1 << 16];
+    for (ssize_t n; (n = read(0, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 || write(fd, buf, static_cast<size_t>(n)) != n) {
+        *error =
+            std::string("cannot keep the standard input for every run: ") + std::strerror(errno);
+        close(fd);
+        return false;
+      }
+    }
+    fd_ = fd;
+    return true;
+  }
+  // In the child, before exec.
+  void give() const {
+    if (fd_ < 0)
+      return;
+    if (fd_ != 0)
+      dup2(fd_, 0);
+    lseek(0, start_, SEEK_SET);
+  }
+
+private:
+  int fd_ = -1;
+  off_t start_ = 0;
+};
+
 // One run of the program under the preload; false with *error when it could
 // not be started.
-bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_output, Sample *out,
-              std::string *error) {
+bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_output,
+              const SameInput &input, Sample *out, std::string *error) {
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
@@ -103,6 +156,7 @@ bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_out
         close(null);
       }
     }
+    input.give();
     apply_preload_env(env);
     execvp(command[0], command.data());
     int err = errno;
@@ -149,8 +203,8 @@ int compare_main(int argc, char **argv) {
       "Runs COMMAND without rules (A) and with them (B), alternating, on the same\n"
       "allocator through the same interposer, and prints what the rules change: wall\n"
       "and CPU time of each side (median, min-max), the B/A ratio of each round's pair,\n"
-      "and each side's peak RSS. Both sides must exit as they do without memlayout;\n"
-      "COMMAND's output goes to /dev/null unless asked for.",
+      "and each side's peak RSS. Both sides must exit 0; every run reads the same\n"
+      "standard input. COMMAND's output goes to /dev/null unless asked for.",
       "Usage: memlayout compare (--rules FILE | --segregate SPEC)... [OPTIONS] [--] COMMAND "
       "[ARGS...]");
   add_rule_options(*app, rule_args);
@@ -206,6 +260,11 @@ int compare_main(int argc, char **argv) {
   Side a, b;
   std::vector<double> wall_ratio, cpu_ratio;
   std::string error;
+  SameInput input;
+  if (!input.prepare(&error)) {
+    std::fprintf(stderr, "memlayout compare: %s\n", error.c_str());
+    return 2;
+  }
   bool tty = isatty(2);
   for (long round = -warmup; round < runs; ++round) {
     if (round == 0) // the counts of the measured runs only
@@ -215,7 +274,8 @@ int compare_main(int argc, char **argv) {
     bool a_first = ((round + warmup) % 2) == 0;
     for (int k = 0; k < 2; ++k) {
       bool side_a = (k == 0) == a_first;
-      if (!run_once(side_a ? a_env : b_env, command, show_output, side_a ? &sa : &sb, &error)) {
+      if (!run_once(side_a ? a_env : b_env, command, show_output, input, side_a ? &sa : &sb,
+                    &error)) {
         std::fprintf(stderr, "memlayout compare: %s\n", error.c_str());
         return 2;
       }

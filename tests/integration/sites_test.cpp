@@ -209,8 +209,9 @@ TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
   std::string dir = work_dir("sites_bench_int_lf");
   std::string before = dir + "/before.trace", after = dir + "/after.trace";
   std::string rules = dir + "/rules.txt";
-  std::vector<std::string> bench{MLT_BENCH, "--tree", "int-lf", "--threads", "1", "--duration", "0",
-                                 "--key-range", "100000", "--prefill", "50000"};
+  std::vector<std::string> bench{MLT_BENCH, "--tree",     "int-lf", "--threads",
+                                 "1",       "--duration", "0",      "--key-range",
+                                 "100000",  "--prefill",  "50000"};
   RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, bench);
   REQUIRE(rec.exit_code() == 0);
   llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
@@ -239,4 +240,21 @@ TEST_CASE("sites.bundled_tree_inlined_constructors", "[sites]") {
   REQUIRE(d_after);
   CHECK(l1_fraction(*n_after) >= 0.9);
   CHECK(l1_fraction(*d_after) >= 0.9);
+}
+
+TEST_CASE("sites.compare_reads_the_same_input_every_run", "[sites]") {
+  // A pipe is read once: kept aside, it is given to every run whole.
+  RunOptions o;
+  for (int i = 1; i <= 1000; ++i)
+    o.stdin_data += std::to_string(i) + "\n";
+  RunResult r = run({memlayout_bin(), "compare", "--segregate", "size=8,pool=x", "-r", "2", "-w",
+                     "1", "--show-output", "--", "/usr/bin/wc", "-l"},
+                    o);
+  INFO(r.err);
+  REQUIRE(r.exit_code() == 0);
+  size_t whole = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    whole += line == "1000";
+  CHECK(whole == 6); // both sides, a warm-up and two measured runs each
 }
