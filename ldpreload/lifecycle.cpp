@@ -311,6 +311,7 @@ constexpr int kDeadlySignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, S
 void on_deadly_signal(int sig) {
   // SA_RESETHAND has put the default action back.
   finish_trace(trace::EndReason::kSignal, sig);
+  write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
   raise(sig); // delivered on return from this handler (SA_NODEFER): dies as it would have
 }
 
@@ -436,7 +437,9 @@ bool initialize() {
   on_exit(on_process_exit, nullptr);
   // `memlayout run`: rules only, nothing recorded.
   bool ok = !g_options.route_only && open_trace();
-  if (ok)
+  // `memlayout run` records nothing, but its rule counts are written on the
+  // way out too.
+  if (ok || g_options.route_only)
     install_signal_handlers();
   g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
   if (ok)

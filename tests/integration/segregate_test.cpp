@@ -5,6 +5,8 @@
 #include "report_json_support.h"
 
 #include <catch2/catch.hpp>
+
+#include <csignal>
 #include <llvm/Support/JSON.h>
 
 using namespace mlt;
@@ -198,4 +200,23 @@ TEST_CASE("segregate.file_rule", "[segregate]") {
                         program("node_descriptor"), "10"});
   CHECK(none.exit_code() == 0);
   CHECK(none.err.find("matches nothing") != std::string::npos);
+}
+
+// A program killed by a signal still reports what its rules routed, under
+// record and under run, and dies as it would have.
+TEST_CASE("segregate.counts_after_a_fatal_signal", "[segregate]") {
+  std::string dir = work_dir("segregate_signal");
+  for (const char *command : {"record", "run"}) {
+    std::vector<std::string> argv = {memlayout_bin(), command};
+    if (std::string(command) == "record")
+      argv.insert(argv.end(), {"-o", dir + "/t.trace"});
+    argv.insert(argv.end(), {"--segregate", "function=mlx_exit_alloc,pool=x", "--",
+                             program("exit_paths"), "term", dir + "/log"});
+    RunResult r = run(argv);
+    INFO(command << ": " << r.err);
+    CHECK(r.term_signal() == SIGTERM); // memlayout dies as the program did
+    CHECK(r.err.find("rule 1 function=mlx_exit_alloc,pool=x (--segregate "
+                     "function=mlx_exit_alloc,pool=x): ") != std::string::npos);
+    CHECK(r.err.find("wrote no rule counts") == std::string::npos);
+  }
 }
