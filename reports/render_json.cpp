@@ -114,6 +114,8 @@ void render_json(const inspector::Report &r, std::ostream &out) {
   j["at"] = r.at;
   j["at_ns"] = r.at_ns;
   j["partial"] = r.partial;
+  if (!r.damage.empty())
+    j["damage"] = r.damage; // the trace is damaged there: what the reader said
   j["allocator"] = r.allocator;
   j["live_objects"] = r.live_objects;
   j["live_bytes"] = r.live_bytes;

@@ -374,6 +374,8 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
   f.str("at", r.at);
   f.sint("at_ns", r.at_ns);
   f.boolean("partial", r.partial);
+  if (auto damage = root->getString("damage")) // only where the trace was damaged
+    r.damage = damage->str();
   f.str("allocator", r.allocator);
   f.uint("live_objects", r.live_objects);
   f.uint("live_bytes", r.live_bytes);

@@ -112,7 +112,9 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
       f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
   }
   f.sync = sync_kind_of_type(f.type, t.getCanonicalType().getAsString(member_type_policy(ctx)));
-  if (f.sync == SyncKind::kNone)
+  // Only where the member is one line at most: the risks judge a member's
+  // whole extent, and a lock at the start of a large one is not near its end.
+  if (f.sync == SyncKind::kNone && f.size <= 64)
     f.sync = contained_sync(t, ctx, 0);
   return f;
 }

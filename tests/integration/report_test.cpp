@@ -161,4 +161,10 @@ TEST_CASE("report.bad_input", "[report]") {
   }
   RunResult text = run({memlayout_bin(), "report", damaged});
   CHECK(text.out.find("note: the trace is damaged (") != std::string::npos);
+  // A JSON report of it carries the damage, and what reads it back says so.
+  std::string json = dir + "/damaged.json";
+  CHECK(run({memlayout_bin(), "report", damaged, "--format", "json", "-o", json}).exit_code() == 2);
+  RunResult advised = run({memlayout_bin(), "advise", json});
+  CHECK(advised.exit_code() == 2);
+  CHECK(advised.err.find(where) != std::string::npos);
 }
