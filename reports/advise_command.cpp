@@ -134,6 +134,13 @@ int advise_main(int argc, char **argv) {
   std::string text = "# memlayout rules from " + input + " (memlayout advise)\n";
   text += "# apply: memlayout run --rules FILE -- PROGRAM   check: memlayout replay TRACE "
           "--rules FILE\n";
+  // A rules file read without the terminal's messages still says so.
+  if (!report.damage.empty())
+    text += "# the trace is damaged (" + report.damage +
+            "): these rules come from the records before the damage\n";
+  else if (report.partial)
+    text += "# the trace is incomplete (the program did not finish writing it): these rules "
+            "come from what it wrote\n";
   if (!wrappers.empty()) {
     text += "\n# the sites below were found through these wrappers; the rules route their\n"
             "# callers' allocations only while they are looked through\n";

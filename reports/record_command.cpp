@@ -401,9 +401,14 @@ void print_summary(const std::string &path, pid_t pid, bool follow_children,
   std::vector<std::string> children = child_traces(path, pid, started);
   if (children.empty())
     return;
+  // Each with the program it holds: a forked shell and the program it ran
+  // are both there.
   std::string names;
-  for (size_t i = 0; i < children.size() && i < 4; ++i)
-    names += (i ? ", " : "") + children[i];
+  for (size_t i = 0; i < children.size() && i < 4; ++i) {
+    std::string program = summarize(children[i]).executable;
+    names += (i ? ", " : "") + children[i] +
+             (program.empty() ? "" : " (" + basename_of(program.c_str()) + ")");
+  }
   if (children.size() > 4)
     names += " and " + std::to_string(children.size() - 4) + " more";
   std::fprintf(stderr, "memlayout: %zu other process%s of the command wrote %s: %s\n",

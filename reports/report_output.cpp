@@ -43,6 +43,11 @@ int report_exit_status(const inspector::Report &r, const char *command) {
         command, r.damage.c_str());
     return 2;
   }
+  if (r.partial && !r.cut_short.empty())
+    std::fprintf(stderr,
+                 "memlayout %s: warning: the trace is incomplete: %s; what it reports comes "
+                 "from what was written\n",
+                 command, r.cut_short.c_str());
   return r.partial ? 1 : 0;
 }
 

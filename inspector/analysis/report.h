@@ -160,7 +160,8 @@ struct Report {
   std::string at; // peak, end, mark:NAME
   int64_t at_ns = 0;
   bool partial = false;
-  std::string damage; // the trace is damaged there (not only cut short): the reader's error
+  std::string damage;    // the trace is damaged there (not only cut short): the reader's error
+  std::string cut_short; // partial and not damaged: where the reader stopped
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::vector<ReportCacheLevel> levels;

@@ -256,9 +256,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (!out.damage.empty())
     out.notes.push_back("the trace is damaged (" + out.damage +
                         "): this is the layout of the records before the damage");
-  else if (snap.partial)
-    out.notes.push_back("the trace is incomplete (" + r.error().message +
+  else if (snap.partial) {
+    out.cut_short = r.error().message;
+    out.notes.push_back("the trace is incomplete (" + out.cut_short +
                         "): this is the layout of its readable part");
+  }
   if (const auto &end = r.final_end(); end && end->reason == trace::EndReason::kExec)
     out.notes.push_back(r.header().executable +
                         " replaced itself with another program (exec): this trace holds only "

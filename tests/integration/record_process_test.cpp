@@ -54,9 +54,10 @@ TEST_CASE("fork", "[record][fork]") {
   REQUIRE(child_log.ppid == parent_log.pid);
   std::string child_trace = "out." + std::to_string(child_log.pid) + ".trace";
   CHECK(traces_in(dir) == std::vector<std::string>{child_trace, "out.trace"});
-  // The summary names it.
+  // The summary names it, with the program it holds.
   CHECK(recorded.err.find("memlayout: 1 other process of the command wrote its own trace: " + dir +
-                          "/" + child_trace + "\n") != std::string::npos);
+                          "/" + child_trace + " (" + basename_of(program("fork_child")) + ")\n") !=
+        std::string::npos);
 
   Dump parent = dump(trace);
   INFO("dump of the parent's trace:\n" << parent.run.err);

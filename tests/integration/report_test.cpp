@@ -161,6 +161,20 @@ TEST_CASE("report.bad_input", "[report]") {
   }
   RunResult text = run({memlayout_bin(), "report", damaged});
   CHECK(text.out.find("note: the trace is damaged (") != std::string::npos);
+  // A trace cut short: status 1, a warning on stderr, and the rules file says so.
+  std::string cut = dir + "/cut.trace";
+  {
+    std::ofstream f(cut, std::ios::binary);
+    f << read_file(trace).substr(0, third + 10);
+  }
+  RunResult partial = run({memlayout_bin(), "report", cut});
+  CHECK(partial.exit_code() == 1);
+  CHECK(partial.err.find("memlayout report: warning: the trace is incomplete: " + cut) !=
+        std::string::npos);
+  RunResult cut_rules = run({memlayout_bin(), "advise", cut});
+  CHECK(cut_rules.exit_code() == 1);
+  CHECK(cut_rules.out.find("# the trace is incomplete (the program did not finish writing it)") !=
+        std::string::npos);
   // A JSON report of it carries the damage, and what reads it back says so.
   std::string json = dir + "/damaged.json";
   CHECK(run({memlayout_bin(), "report", damaged, "--format", "json", "-o", json}).exit_code() == 2);
