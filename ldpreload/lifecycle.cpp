@@ -312,7 +312,7 @@ void on_deadly_signal(int sig) {
   // SA_RESETHAND has put the default action back.
   finish_trace(trace::EndReason::kSignal, sig);
   write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
-  raise(sig); // delivered on return from this handler (SA_NODEFER): dies as it would have
+  raise(sig);         // delivered on return from this handler (SA_NODEFER): dies as it would have
 }
 
 void install_signal_handlers() {
@@ -501,6 +501,14 @@ using namespace memlayout::preload;
 
 namespace {
 
+// Recorded by `memlayout record`, or routed by `memlayout run`: a process of
+// the command, whose children get our environment's treatment and whose
+// unfollowed programs are noted.
+bool command_mode() {
+  return g_state.load(std::memory_order_acquire) == State::kRecording || g_options.route_only;
+}
+bool command_process() { return command_mode() && in_this_process(); }
+
 bool recording_process() {
   return g_state.load(std::memory_order_acquire) == State::kRecording && in_this_process();
 }
@@ -561,15 +569,11 @@ bool no_path(const char *path) { return !path || !*path; }
 
 // Everything before an exec: the image and its buffers are about to vanish.
 char **prepare_exec(char *const *envp, const char *program, bool checkable, bool *noted) {
-  *noted = false;
-  if (!recording_process()) {
-    // A vfork child (dash runs every command so) shares its parent's memory
-    // and records nothing, but what it runs is unrecorded all the same.
-    if (g_state.load(std::memory_order_acquire) == State::kRecording)
-      *noted = note_exec(program, checkable);
+  // A vfork child (dash runs every command so) shares its parent's memory
+  // and records nothing, but what it runs is unrecorded all the same.
+  *noted = command_mode() && note_exec(program, checkable);
+  if (!command_process())
     return const_cast<char **>(envp);
-  }
-  *noted = note_exec(program, checkable);
   tl_state.busy = 1;
   size_t bytes; // not unmapped: the image is replaced, or it fails rarely
   char **env = child_environment(envp, true, &bytes);
@@ -688,7 +692,7 @@ static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
                       char *const argv[], char *const envp[]) {
   char **env = const_cast<char **>(envp);
   size_t bytes = 0;
-  if (recording_process()) {
+  if (command_process()) {
     uint8_t was = tl_state.busy;
     tl_state.busy = 1;
     env = child_environment(envp, false, &bytes);
@@ -697,7 +701,7 @@ static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
   int r = real(pid, path, fa, attr, argv, env);
   if (bytes)
     sys::unmap_pages(env, bytes);
-  if (r == 0 && recording_process())
+  if (r == 0 && command_process())
     note_unrecorded("spawn", path);
   return r;
 }
@@ -717,7 +721,7 @@ ML_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 ML_EXPORT int system(const char *command) {
   using SystemFn = int (*)(const char *);
   static auto real = next_symbol<SystemFn>("system");
-  if (command && recording_process())
+  if (command && command_process())
     note_unrecorded("system", command);
   return real(command);
 }
@@ -725,7 +729,7 @@ ML_EXPORT FILE *popen(const char *command, const char *type) {
   using PopenFn = FILE *(*)(const char *, const char *);
   static auto real = next_symbol<PopenFn>("popen");
   FILE *f = real(command, type);
-  if (f && recording_process())
+  if (f && command_process())
     note_unrecorded("popen", command);
   return f;
 }

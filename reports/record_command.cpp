@@ -77,8 +77,6 @@ int parse(int argc, char **argv, Options &o) {
           ->type_name("cfi|fp|dwarf")
           ->capture_default_str()
           ->group(group),
-      app->add_flag("--follow-children", o.follow_children, "also record programs COMMAND executes")
-          ->group(group),
       app->add_flag("--no-page-frames", o.no_page_frames,
                     "do not read physical frames at snapshots")
           ->group(group)};
@@ -87,6 +85,9 @@ int parse(int argc, char **argv, Options &o) {
                                     "rules leave alone; jemalloc: jemalloc 5.3"
                                   : "native (default): the program's own allocator; jemalloc: "
                                     "serve it from jemalloc 5.3, the BST study's");
+  app->add_flag("--follow-children", o.follow_children,
+                g_run_mode ? "also apply the rules to programs COMMAND executes"
+                           : "also record programs COMMAND executes");
   add_rule_options(*app, o.rules);
   app->add_option("--types", o.types_file,
                   "type map for type= rules (default: PROGRAM's .memlayout-types.json beside it)")
@@ -303,7 +304,7 @@ const UnrecordedStart *root_exec(const std::vector<UnrecordedStart> &notes, pid_
 // are not recorded; when the command is a script or a shell running the
 // program as a child, that program is the one the user meant.
 void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
-  const UnrecordedStart *became = root_exec(notes, root);
+  const UnrecordedStart *became = g_run_mode ? nullptr : root_exec(notes, root);
   std::vector<std::pair<std::string, size_t>> programs; // in order of first start
   size_t total = 0;
   for (const UnrecordedStart &n : notes) {
@@ -331,11 +332,17 @@ void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
   }
   if (programs.size() > 5)
     names += " and " + std::to_string(programs.size() - 5) + " more";
-  std::fprintf(stderr,
-               "memlayout: the command started %zu program%s that %s not recorded: %s "
-               "(--follow-children records %s)\n",
-               total, total == 1 ? "" : "s", total == 1 ? "was" : "were", names.c_str(),
-               total == 1 ? "it" : "them");
+  if (g_run_mode)
+    std::fprintf(stderr,
+                 "memlayout: the command started %zu program%s that the rules did not reach: %s "
+                 "(--follow-children takes them there)\n",
+                 total, total == 1 ? "" : "s", names.c_str());
+  else
+    std::fprintf(stderr,
+                 "memlayout: the command started %zu program%s that %s not recorded: %s "
+                 "(--follow-children records %s)\n",
+                 total, total == 1 ? "" : "s", total == 1 ? "was" : "were", names.c_str(),
+                 total == 1 ? "it" : "them");
 }
 
 // A command that replaces itself by exec (a shell script's `exec`, a version
@@ -447,7 +454,7 @@ int launch(int argc, char **argv) {
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
-  std::string notes_path = g_run_mode || o.follow_children ? "" : create_notes_file();
+  std::string notes_path = o.follow_children ? "" : create_notes_file();
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).
   timespec started{};
@@ -529,6 +536,8 @@ int launch(int argc, char **argv) {
   }
   if (!g_run_mode)
     print_summary(out, pid, o.follow_children, started, notes);
+  else
+    print_unrecorded(notes, pid);
   if (rules)
     rules->print_summary();
   if (WIFSIGNALED(status)) {

@@ -229,7 +229,9 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
   std::vector<RuleCount> counts = read_rule_stats(stats_path_, rules.set->count, &processes);
   if (processes == 0) {
     std::fprintf(stderr,
-                 "memlayout: the program wrote no rule counts (killed before it exited?)\n");
+                 "memlayout: the program wrote no rule counts: it was killed (SIGKILL), or it "
+                 "replaced itself by exec (--follow-children applies the rules to what it "
+                 "became)\n");
     return 0;
   }
   size_t idle = 0;

@@ -220,3 +220,27 @@ TEST_CASE("segregate.counts_after_a_fatal_signal", "[segregate]") {
     CHECK(r.err.find("wrote no rule counts") == std::string::npos);
   }
 }
+
+// A program a script starts is not the script: run says the rules did not
+// reach it, and takes them there with --follow-children.
+TEST_CASE("segregate.run_through_a_shell", "[segregate]") {
+  std::string prog = program("node_descriptor");
+  std::string name = prog.substr(prog.rfind('/') + 1);
+  std::vector<std::string> shell = {"/bin/sh", "-c", "'" + prog + "' 100; true"};
+  std::vector<std::string> argv = {memlayout_bin(), "run", "--segregate",
+                                   "function=mlr_new_node,pool=n", "--"};
+  argv.insert(argv.end(), shell.begin(), shell.end());
+  RunResult r = run(argv);
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.err.find("memlayout: the command started 1 program that the rules did not reach: " +
+                   name + " (--follow-children takes them there)") != std::string::npos);
+
+  argv.insert(argv.begin() + 2, "--follow-children");
+  RunResult followed = run(argv);
+  INFO(followed.err);
+  CHECK(followed.exit_code() == 0);
+  CHECK(followed.err.find("did not reach") == std::string::npos);
+  CHECK(followed.err.find("rule 1 function=mlr_new_node,pool=n (--segregate "
+                          "function=mlr_new_node,pool=n): 100 allocations") != std::string::npos);
+}
