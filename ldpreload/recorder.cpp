@@ -577,8 +577,11 @@ void recorder_child_after_fork() {
     self->flush_lock.reset_after_fork();
     self->taken_over = false;
     self->allocs = self->frees = self->bytes_allocated = self->total_events = 0;
-    // The parent's pending events are the parent's to write.
+    // The parent's pending events are the parent's to write. The child's
+    // events happen after the fork: its first block starts there, not at the
+    // parent's last sample (which put them before the child's trace began).
     self->stage_pos.store(self->stage, std::memory_order_relaxed);
+    self->last_tsc = sys::rdtsc();
     begin_block(self);
   }
   g_registry_lock.reset_after_fork();

@@ -247,7 +247,9 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (o.transform_snapshot)
     o.transform_snapshot(snap);
   out.allocator = r.header().allocator.empty() ? "unknown" : r.header().allocator;
-  out.at_ns = snap.ts_ns;
+  // A stamp is a sample taken before the event: the first events of a forked
+  // child can carry one from just before the child's trace began.
+  out.at_ns = std::max<int64_t>(snap.ts_ns, 0);
   out.partial = snap.partial;
   out.live_objects = snap.objects.size();
   out.live_bytes = snap.live_bytes;
