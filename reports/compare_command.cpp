@@ -93,15 +93,14 @@ public:
       fd_ = start_ >= 0 ? 0 : -1;
       return true;
     }
-    const char *tmp = std::getenv("TMPDIR");
-    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/memlayout-input-XXXXXX";
-    int fd = mkstemp(path.data());
+    std::string path = temp_file("memlayout-input");
+    int fd = path.empty() ? -1 : open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (!path.empty())
+      unlink(path.c_str()); // the descriptor keeps it while compare runs
     if (fd < 0) {
-      *error =
-          "cannot keep the standard input for every run: " + path + ": " + std::strerror(errno);
+      *error = std::string("cannot keep the standard input for every run: ") + std::strerror(errno);
       return false;
     }
-    unlink(path.c_str());
     char buf[1 << 16];
     for (ssize_t n; (n = read(0, buf, sizeof buf)) != 0;) {
       if (n < 0 && errno == EINTR)

@@ -9,6 +9,22 @@
 
 namespace memlayout::cli {
 
+std::string temp_file(const char *stem) {
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir = tmp && *tmp ? tmp : "/tmp";
+  if (dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd))
+      dir = std::string(cwd) + "/" + dir;
+  }
+  std::string path = dir + "/" + stem + ".XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0)
+    return {};
+  close(fd);
+  return path;
+}
+
 std::string self_dir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);

@@ -28,6 +28,11 @@ struct PreloadEnv {
 // interposer's variables; variables of a previous run are cleared.
 void apply_preload_env(const PreloadEnv &env);
 
+// An empty file of our own, $TMPDIR/STEM.XXXXXX (else in /tmp), by an
+// absolute path: the program's processes reach it whatever directory they
+// change to. "" when none can be made.
+std::string temp_file(const char *stem);
+
 // Waits for `pid` with SIGINT/SIGQUIT ignored meanwhile (the terminal's ^C is
 // for the program); returns the wait status and fills *usage when given.
 int wait_child(pid_t pid, struct rusage *usage = nullptr);

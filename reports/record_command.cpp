@@ -244,19 +244,6 @@ struct UnrecordedStart {
   std::string program;
 };
 
-// An empty file of our own for the preload's notes, or "" (then nothing is
-// said about unrecorded programs).
-std::string create_notes_file() {
-  const char *tmp = std::getenv("TMPDIR");
-  // Absolute: the command's processes may change directory.
-  std::string path = absolute(tmp && *tmp ? tmp : "/tmp") + "/memlayout-notes-XXXXXX";
-  int fd = mkstemp(path.data());
-  if (fd < 0)
-    return {};
-  close(fd);
-  return path;
-}
-
 // Reads and removes the notes file.
 std::vector<UnrecordedStart> take_notes(const std::string &path) {
   std::vector<UnrecordedStart> out;
@@ -454,7 +441,8 @@ int launch(int argc, char **argv) {
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
-  std::string notes_path = o.follow_children ? "" : create_notes_file();
+  // ("" when no file can be made: then nothing is said of them.)
+  std::string notes_path = o.follow_children ? "" : temp_file("memlayout-notes");
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).
   timespec started{};

@@ -1,5 +1,6 @@
 #include "route_setup.h"
 
+#include "preload_launch.h"
 #include "route_table.h"
 #include "rule_match.h"
 #include "text_format.h"
@@ -17,16 +18,6 @@
 namespace memlayout::cli {
 
 namespace {
-
-std::string temp_file(const char *stem) {
-  const char *dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/" + stem + ".XXXXXX";
-  int fd = mkstemp(path.data());
-  if (fd < 0)
-    return {};
-  close(fd);
-  return path;
-}
 
 std::string last_scope(const std::string &normalized) {
   size_t p = normalized.rfind("::");

@@ -460,57 +460,64 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
   return out;
 }
 
+// The fix's --segregate flag replaced by `with` (another flag, or prose when
+// no rule will do): the text goes on around it.
+void replace_fix_flag(Finding &f, const std::string &with) {
+  std::string flag = segregate_flag(segregate_flag_rule(f.fix));
+  if (size_t at = f.fix.find(flag); at != std::string::npos)
+    f.fix.replace(at, flag.size(), with);
+}
+
+// The rule now `rule`, in the finding and its fix.
+void set_rule(Finding &f, const rules::Rule &rule) {
+  f.rule = rule_text(rule);
+  replace_fix_flag(f, segregate_flag(f.rule));
+}
+
+// `pool` + `suffix` as the rule's pool, the name cut to leave the suffix room.
+void set_pool(rules::Rule &rule, const std::string &pool, const std::string &suffix) {
+  std::string name = pool.substr(0, std::min(pool.size(), rules::kMaxPoolName - 1 - suffix.size()));
+  name += suffix;
+  std::memcpy(rule.pool, name.c_str(), name.size() + 1);
+}
+
+// seg_malloc's objects: no rule reroutes them (a rule by the caller's name
+// would take the caller's other allocations instead). The pool's options do
+// what the rule's actions would.
+void fix_in_pool_options(const GroupReport &g, const rules::Rule &rule, Finding &f) {
+  std::string options;
+  auto add = [&](const std::string &o) { options += (options.empty() ? "" : ", ") + o; };
+  if (rule.align)
+    add(".alignment = " + std::to_string(rule.align));
+  if (rule.pad)
+    add(".pad_to = " + std::to_string(rule.pad));
+  if (rule.huge_pages)
+    add(".huge_pages = 1");
+  f.rule.clear();
+  replace_fix_flag(f, "in code: " +
+                          (options.empty() ? "these objects come from the program's pool " +
+                                                 g.group.name + "; give them one of their own"
+                                           : "create the program's pool " + g.group.name +
+                                                 " with seg_pool_options " + options) +
+                          " (its objects come from seg_malloc, which rules do not reroute)");
+}
+
 // A rule names a site by its function, and the interposer routes by function
 // and size: the groups of another line of the same function (a struct, and
 // the string allocated beside it) would go along, and the fix would fix
-// nothing. Such a rule is narrowed to its own groups' requested sizes where
-// that leaves the others out; where it cannot, the fix offers no rule.
-void narrow_rule(const Report &r, Finding &f) {
-  if (f.rule.empty())
-    return;
-  rules::Rule rule;
-  rules::ParseError e{};
-  if (!rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
-    return;
-  // The rule is for the finding's first group (the others of a pair are
-  // what it keeps apart from), with its site's other size classes.
-  const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
-  if (!subject)
-    return;
-  std::string old_flag = segregate_flag(segregate_flag_rule(f.fix));
-  size_t at = f.fix.find(old_flag);
-  if (subject->group.program_pool) {
-    // seg_malloc's objects: no rule reroutes them (a rule by the caller's
-    // name would take the caller's other allocations instead). The pool's
-    // options do what the rule's actions would.
-    std::string options;
-    if (rule.align)
-      options += ".alignment = " + std::to_string(rule.align);
-    if (rule.pad)
-      options += std::string(options.empty() ? "" : ", ") + ".pad_to = " + std::to_string(rule.pad);
-    if (rule.huge_pages)
-      options += std::string(options.empty() ? "" : ", ") + ".huge_pages = 1";
-    f.rule.clear();
-    if (at != std::string::npos)
-      f.fix.replace(at, old_flag.size(),
-                    "in code: " +
-                        (options.empty() ? "these objects come from the program's pool " +
-                                               subject->group.name + "; give them one of their own"
-                                         : "create the program's pool " + subject->group.name +
-                                               " with seg_pool_options " + options) +
-                        " (its objects come from seg_malloc, which rules do not reroute)");
-    return;
-  }
+// nothing. Such a rule is narrowed to the sizes its own groups' size classes
+// hold and no other group's do; where none are, the fix offers no rule.
+void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, Finding &f) {
   std::vector<const GroupReport *> mine, others;
   for (uint32_t id : groups_routed(rule, r)) {
     const GroupReport *g = by_id(r, id);
-    (same_site(subject->group.site, g->group.site) ? mine : others).push_back(g);
+    (same_site(subject.group.site, g->group.site) ? mine : others).push_back(g);
   }
   if (others.empty() || mine.empty())
     return;
-  // Sizes as the allocator's classes bound them: an object is no larger than
-  // its group's class, and larger than any smaller class. Another group in
-  // one of these classes, or between them, cannot be told apart by size.
+  // An object is no larger than its group's class, and larger than any
+  // smaller class: another group in one of these classes, or between them,
+  // cannot be told apart by size.
   uint64_t min_class = UINT64_MAX, max_class = 0, lo = 1;
   for (const GroupReport *g : mine) {
     min_class = std::min(min_class, g->group.size_class);
@@ -529,15 +536,9 @@ void narrow_rule(const Report &r, Finding &f) {
     rule.size_min = lo;
     rule.size_max = max_class;
     // The function's other sizes may get a pool too: the names differ.
-    std::string sizes = "." + std::to_string(lo) + "-" + std::to_string(max_class);
-    std::string base = rule.pool;
-    if (!base.empty()) {
-      base = base.substr(0, std::min(base.size(), rules::kMaxPoolName - 1 - sizes.size()));
-      std::memcpy(rule.pool, (base + sizes).c_str(), base.size() + sizes.size() + 1);
-    }
-    f.rule = rule_text(rule);
-    if (at != std::string::npos)
-      f.fix.replace(at, old_flag.size(), segregate_flag(f.rule));
+    if (rule.pool[0])
+      set_pool(rule, rule.pool, "." + std::to_string(lo) + "-" + std::to_string(max_class));
+    set_rule(f, rule);
     return;
   }
   std::string names;
@@ -545,10 +546,23 @@ void narrow_rule(const Report &r, Finding &f) {
     names += (names.empty() ? "" : ", ") + g->group.name + " [group " +
              std::to_string(g->group.id) + "]";
   f.rule.clear();
-  if (at != std::string::npos)
-    f.fix.replace(at, old_flag.size(),
-                  "in code (docs/segregation-api.md): no rule routes these objects without " +
-                      names + " (a rule matches a function and sizes, not a line)");
+  replace_fix_flag(f, "in code (docs/segregation-api.md): no rule routes these objects without " +
+                          names + " (a rule matches a function and sizes, not a line)");
+}
+
+// A fix's rule as the report offers it: for the finding's first group (the
+// others of a pair are what it keeps apart from) with its site's other size
+// classes, and only where a rule can do that.
+void settle_rule(const Report &r, Finding &f) {
+  rules::Rule rule;
+  rules::ParseError e{};
+  const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
+  if (f.rule.empty() || !subject || !rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
+    return;
+  if (subject->group.program_pool)
+    fix_in_pool_options(*subject, rule, f);
+  else
+    narrow_rule(r, *subject, rule, f);
 }
 
 // Pool names come from a site's function without its template arguments:
@@ -575,14 +589,8 @@ void separate_pools(std::vector<Finding> &out) {
                     [&](const Use &u) { return match_keys_of(u.rule) == keys; }))
       continue;
     for (Use &u : uses) {
-      std::string id = ".g" + std::to_string(u.finding->groups[0]);
-      std::string named =
-          pool.substr(0, std::min(pool.size(), rules::kMaxPoolName - 1 - id.size())) + id;
-      std::string old_flag = segregate_flag(segregate_flag_rule(u.finding->fix));
-      std::memcpy(u.rule.pool, named.c_str(), named.size() + 1);
-      u.finding->rule = rule_text(u.rule);
-      if (size_t at = u.finding->fix.find(old_flag); at != std::string::npos)
-        u.finding->fix.replace(at, old_flag.size(), segregate_flag(u.finding->rule));
+      set_pool(u.rule, pool, ".g" + std::to_string(u.finding->groups[0]));
+      set_rule(*u.finding, u.rule);
     }
   }
 }
@@ -612,7 +620,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
   out = merge_by_site(r, std::move(out));
   for (Finding &f : out) {
     f.rule = rule_of_fix(f.fix);
-    narrow_rule(r, f);
+    settle_rule(r, f);
   }
   separate_pools(out);
   return out;

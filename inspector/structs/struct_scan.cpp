@@ -221,8 +221,8 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
   if (o.fixed_args) {
     std::vector<std::string> args{"clang"};
     args.insert(args.end(), o.fixed_args->begin(), o.fixed_args->end());
-    for (size_t i : unknown_arguments(args)) {
-      error = "unknown compiler flag '" + args[i] + "' after --";
+    if (std::vector<size_t> unknown = unknown_arguments(args); !unknown.empty()) {
+      error = "unknown compiler flag '" + args[unknown[0]] + "' after --";
       return false;
     }
   }

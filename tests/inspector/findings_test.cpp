@@ -41,6 +41,15 @@ GroupReport clean_group(uint32_t id, const char *function, uint64_t size_class) 
   return g;
 }
 
+// A fix's rule, parsed (the test fails where it does not parse).
+memlayout::rules::Rule parsed_rule(const std::string &text) {
+  memlayout::rules::Rule rule;
+  memlayout::rules::ParseError e{};
+  INFO(text);
+  REQUIRE(memlayout::rules::parse_rule(text.data(), text.size(), 1, &rule, &e));
+  return rule;
+}
+
 const Finding *find(const std::vector<Finding> &fs, const std::string &kind) {
   // fs must outlive the pointer: keep find_problems' result in a variable.
   for (const auto &f : fs)
@@ -329,10 +338,7 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->rule == "function=sym_new,size=25-32,pool=sym_new.25-32");
   CHECK(f->fix.find("--segregate function=sym_new,size=25-32,pool=sym_new.25-32") !=
         std::string::npos);
-  memlayout::rules::Rule parsed;
-  memlayout::rules::ParseError e{};
-  REQUIRE(memlayout::rules::parse_rule(f->rule.data(), f->rule.size(), 1, &parsed, &e));
-  CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{1});
+  CHECK(groups_routed(parsed_rule(f->rule), r) == std::vector<uint32_t>{1});
 
   // In the same size class (names of 17 to 32 bytes, most of them 18) no
   // size tells them apart: the fix says so, and offers none.
@@ -389,10 +395,7 @@ TEST_CASE("findings: a function name longer than a rule holds is given by its sc
   CHECK(f->rule ==
         "function=std::__detail::_Hashtable_alloc::_M_allocate_node,pool=_Hashtable_alloc._M_"
         "allocate_node,align=64");
-  memlayout::rules::Rule parsed;
-  memlayout::rules::ParseError e{};
-  REQUIRE(memlayout::rules::parse_rule(f->rule.data(), f->rule.size(), 1, &parsed, &e));
-  CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{1});
+  CHECK(groups_routed(parsed_rule(f->rule), r) == std::vector<uint32_t>{1});
 }
 
 TEST_CASE("findings: two instantiations of one template get pools of their own", "[findings]") {
@@ -438,9 +441,7 @@ TEST_CASE("findings: a pool name at the length limit keeps its size or group suf
   for (const Finding &f : fs) {
     if (f.kind != "line_straddle")
       continue;
-    memlayout::rules::Rule parsed;
-    memlayout::rules::ParseError e{};
-    REQUIRE(memlayout::rules::parse_rule(f.rule.data(), f.rule.size(), 1, &parsed, &e));
+    memlayout::rules::Rule parsed = parsed_rule(f.rule);
     CHECK(std::strlen(parsed.pool) < memlayout::rules::kMaxPoolName);
     pools.insert(parsed.pool);
     CHECK(groups_routed(parsed, r) == std::vector<uint32_t>{f.groups[0]});
