@@ -96,7 +96,7 @@ inline const Route *route_of(const ThreadState &ts, size_t n, const UnwindStart 
   return route_for(start, n);
 }
 
-inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {
+[[gnu::always_inline]] inline void *alloc_impl(Api api, size_t n, const UnwindStart &start) {
   ThreadState &ts = tl_state;
   if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
     return routed_alloc(ts, api, *r, n, 0, false, start);
@@ -141,7 +141,7 @@ inline bool from_pool(const void *p) {
   return ML_UNLIKELY(g_pools_exist.load(std::memory_order_relaxed)) && seg::pool_of(p);
 }
 
-inline void free_impl(Api api, void *p) {
+[[gnu::always_inline]] inline void free_impl(Api api, void *p) {
   if (!p || ML_UNLIKELY(is_bootstrap(p)))
     return;
   ThreadState &ts = tl_state;

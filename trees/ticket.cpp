@@ -36,7 +36,7 @@ typename L::Node *Ticket<L>::new_node(Key key, Value value, Node *left, Node *ri
   void *p = this->records_.allocate(this->node_kind_, sizeof(Node));
   Node *n = new (p) Node{};
   n->key = key;
-  n->value = value;
+  L::set_value(n, value);
   n->child[0].store(left, std::memory_order_relaxed);
   n->child[1].store(right, std::memory_order_relaxed);
   L::mark_leaf(n, left == nullptr);
@@ -50,7 +50,7 @@ template <class L> bool Ticket<L>::lookup(Key key, Value *value) {
     n = load_child(n->child[0], n->child[1], key >= n->key);
   if (L::key_of(n) != key)
     return false;
-  *value = n->value;
+  *value = L::value_of(n);
   return true;
 }
 
@@ -152,7 +152,7 @@ template <class L> std::string Ticket<L>::check_structure() const {
                          std::string at = "node " + std::to_string(key) + ": ";
                          if (key < lo || key >= hi)
                            errors.add(at + "search order violated");
-                         if (n->lock.any_held())
+                         if ((L::kLeavesHaveLocks || !L::is_leaf(n)) && n->lock.any_held())
                            errors.add(at + "a lock is held (or a removed node is reachable)");
                          bool has_left = child(n, false), has_right = child(n, true);
                          if (L::is_leaf(n)) {

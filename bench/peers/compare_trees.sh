@@ -5,7 +5,8 @@
 #   bench/peers/compare_trees.sh --ascylib PATH --synchrobench PATH --lfibst PATH
 #       [--bench BUILD/bin/memlayout-bench] [--out DIR] [--runs N] [--duration S]
 #       [--size N] [--range N] [--threads N] [--mixes "80/10/10 100/0/0"]
-#       [--trees "occ-avl log-int ..."] [--allocator glibc|jemalloc] [--no-build]
+#       [--trees "occ-avl log-int ..."] [--allocator glibc|jemalloc]
+#       [--fixed-alloc segregated|malloc] [--no-build]
 #   bench/peers/compare_trees.sh --table-only --out DIR [--trees ...] [--mixes ...]
 #       (the table again from DIR/runs.tsv, nothing run)
 #
@@ -30,7 +31,10 @@
 # Then, for every run, tree and mix, it runs the peer, our baseline and our
 # fixed layout in rotating order (one interleaved series), each with the
 # same key range, prefill, threads and duration, under the same malloc
-# (--allocator jemalloc preloads Debian's libjemalloc for all three), and
+# (--allocator jemalloc preloads Debian's libjemalloc for all three). The
+# fixed layout is the study's fixes entire: its records, each kind from a
+# pool of its own (--alloc segregated); --fixed-alloc malloc takes its
+# records from malloc like the other two, the layout change alone. It
 # prints the medians and ratios as a Markdown table. Every process also
 # preloads bench/peers/phase_cpu.c, which reports the CPU time its threads
 # got during the measured phase: the table gives throughput per wall second
@@ -50,6 +54,7 @@ runs=5 duration=2 size=1048576 range=2097152 threads=2
 mixes="80/10/10 100/0/0"
 trees="occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf"
 allocator=glibc
+fixed_alloc=segregated
 build=1 table_only=0
 die() { echo "compare_trees.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -67,9 +72,10 @@ while [[ $# -gt 0 ]]; do
   --mixes) mixes=$2; shift 2 ;;
   --trees) trees=$2; shift 2 ;;
   --allocator) allocator=$2; shift 2 ;;
+  --fixed-alloc) fixed_alloc=$2; shift 2 ;;
   --no-build) build=0; shift ;;
   --table-only) table_only=1; build=0; shift ;;
-  -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -77,6 +83,8 @@ for n in runs duration size range threads; do
   [[ "${!n}" =~ ^[0-9]+$ && "${!n}" -gt 0 ]] || die "--$n: expected a positive whole number, got '${!n}'"
 done
 [[ -x "$bench" ]] || die "$bench not found: build memlayout-bench first, or pass --bench"
+[[ $fixed_alloc == segregated || $fixed_alloc == malloc ]] ||
+  die "--fixed-alloc: expected segregated or malloc, got '$fixed_alloc'"
 case "$allocator" in
 glibc) preload="" ;;
 jemalloc)
@@ -182,7 +190,8 @@ run_harness() {
   if [[ $variant != peer ]]; then
     # ASCYLIB pins thread i to CPU i; so does --pin.
     local pin=""; [[ "${peer_of[$tree]%%:*}" == ascylib ]] && pin=--pin
-    "${env[@]}" "$bench" --tree "$tree" --layout "$variant" --alloc malloc --threads "$threads" \
+    local alloc=malloc; [[ $variant == fixed ]] && alloc=$fixed_alloc
+    "${env[@]}" "$bench" --tree "$tree" --layout "$variant" --alloc "$alloc" --threads "$threads" \
       --duration "$duration" --key-range "$range" --prefill "$size" --ops "$mix" $pin --format json |
       grep -o '"mops":[0-9.e+-]*' | head -1 | cut -d: -f2 # the first: the run's, not a thread's
     return
@@ -208,9 +217,11 @@ if [[ $table_only == 1 ]]; then
   [[ -s "$out/runs.tsv" ]] || die "--table-only: no $out/runs.tsv"
   runs=$(awk -F'\t' '$1 ~ /^[0-9]+$/ && $1 > n { n = $1 } END { print n + 0 }' "$out/runs.tsv")
   machine=$(sed -n '1s/^# [^ ]* \(.*\); allocator.*/\1/p' "$out/runs.tsv")
+  fixed_alloc=$(sed -n '1s/.*; fixed records from \([a-z]*\);.*/\1/p' "$out/runs.tsv")
+  fixed_alloc=${fixed_alloc:-malloc} # tables written before the option: malloc
 else
 {
-  echo "# $(date -u +%FT%TZ) $machine; allocator $allocator; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# $(date -u +%FT%TZ) $machine; allocator $allocator; fixed records from $fixed_alloc; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# $(cat "$snapshots")"
   echo -e "run\ttree\tmix\tvariant\tmops\twall_s\tcpu_s"
 } >"$out/runs.tsv"
@@ -250,7 +261,12 @@ paired() { # TREE MIX VARIANT
     }' "$out/runs.tsv"
 }
 echo "Median of $runs interleaved runs of ${duration} s; $size keys in $range, $threads threads; $machine;"
-echo "$allocator malloc for every process; $(sed -n '2s/^# //p' "$out/runs.tsv")."
+if [[ $fixed_alloc == segregated ]]; then
+  echo "$allocator malloc for every process, the fixed layout's records from pools (--alloc segregated);"
+else
+  echo "$allocator malloc for every process and record;"
+fi
+echo "$(sed -n '2s/^# //p' "$out/runs.tsv")."
 echo "Mops/s per wall second, and per CPU-second of the workers times $threads (\"at full CPU\")."
 echo "$(sed -n '1s/.*load before/load before/p' "$out/runs.tsv"); $(tail -1 "$out/runs.tsv" | sed 's/^# //')."
 echo
