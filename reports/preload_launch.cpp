@@ -4,6 +4,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdlib>
+#include <iterator>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,18 +69,49 @@ void apply_preload_env(const PreloadEnv &env) {
   set_or_clear("MEMLAYOUT_RULE_STATS", env.rule_stats);
 }
 
-int wait_child(pid_t pid, struct rusage *usage) {
-  struct sigaction ignore {
-  }, old_int{}, old_quit{};
+namespace {
+
+volatile sig_atomic_t g_forward_to = 0;
+constexpr int kForwarded[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+static_assert(std::size(kForwarded) == 5); // ChildSignals::old_forwarded_
+
+void forward_signal(int sig) {
+  int saved = errno;
+  if (pid_t pid = g_forward_to; pid > 0)
+    kill(pid, sig);
+  errno = saved;
+}
+
+} // namespace
+
+ChildSignals::ChildSignals(pid_t child) {
+  struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
+  sigaction(SIGINT, &ignore, &old_int_);
+  sigaction(SIGQUIT, &ignore, &old_quit_);
+  old_child_ = g_forward_to;
+  g_forward_to = child;
+  struct sigaction forward {};
+  forward.sa_handler = forward_signal;
+  sigemptyset(&forward.sa_mask);
+  for (size_t i = 0; i < std::size(kForwarded); ++i)
+    sigaction(kForwarded[i], &forward, &old_forwarded_[i]);
+}
+
+ChildSignals::~ChildSignals() {
+  for (size_t i = 0; i < std::size(kForwarded); ++i)
+    sigaction(kForwarded[i], &old_forwarded_[i], nullptr);
+  g_forward_to = old_child_;
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGQUIT, &old_quit_, nullptr);
+}
+
+int wait_child(pid_t pid, struct rusage *usage) {
+  ChildSignals signals(pid);
   int status = 0;
   struct rusage ru {};
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
   if (usage)
     *usage = ru;
   return status;

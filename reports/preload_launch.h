@@ -3,6 +3,7 @@
 // ldpreload/options.cpp) and execs; the parent waits like system() does.
 #pragma once
 
+#include <csignal>
 #include <string>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -33,8 +34,27 @@ void apply_preload_env(const PreloadEnv &env);
 // change to. "" when none can be made.
 std::string temp_file(const char *stem);
 
-// Waits for `pid` with SIGINT/SIGQUIT ignored meanwhile (the terminal's ^C is
-// for the program); returns the wait status and fills *usage when given.
+// While the launcher waits for the program it runs, as perf and heaptrack
+// do: SIGINT and SIGQUIT are ignored (the terminal sends them to the whole
+// foreground group: they are for the program), and SIGTERM, SIGHUP, SIGUSR1,
+// SIGUSR2 and SIGALRM, which `kill PID`, a supervisor or a cancelled CI job
+// send to the launcher alone, are passed on to the program, which then ends
+// (or not) as it would have without us.
+class ChildSignals {
+public:
+  explicit ChildSignals(pid_t child);
+  ~ChildSignals();
+  ChildSignals(const ChildSignals &) = delete;
+  ChildSignals &operator=(const ChildSignals &) = delete;
+
+private:
+  struct sigaction old_int_ {
+  }, old_quit_{}, old_forwarded_[5]{};
+  pid_t old_child_ = 0;
+};
+
+// Waits for `pid` under ChildSignals; returns the wait status and fills
+// *usage when given.
 int wait_child(pid_t pid, struct rusage *usage = nullptr);
 
 } // namespace memlayout::cli

@@ -492,22 +492,19 @@ int launch(int argc, char **argv) {
     fail(2, errno);
   }
   close(pipefd[1]);
-  // Like system(): the terminal's ^C and ^\ are for the program.
-  struct sigaction ignore {
-  }, old_int{}, old_quit{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
   ChildFailure failure{};
   ssize_t got;
-  do
-    got = read(pipefd[0], &failure, sizeof failure);
-  while (got < 0 && errno == EINTR);
-  close(pipefd[0]);
-  int status = wait_child(pid);
-  std::vector<UnrecordedStart> notes = take_notes(notes_path);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
+  int status = 0;
+  std::vector<UnrecordedStart> notes;
+  {
+    ChildSignals signals(pid); // until the notes are read: the program's children write them
+    do
+      got = read(pipefd[0], &failure, sizeof failure);
+    while (got < 0 && errno == EINTR);
+    close(pipefd[0]);
+    status = wait_child(pid);
+    notes = take_notes(notes_path);
+  }
   std::string out = explicit_output.empty()
                         ? absolute("memlayout." + prog + "." + std::to_string(pid) + ".trace")
                         : explicit_output;

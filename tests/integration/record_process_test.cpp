@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <set>
 #include <sstream>
 
@@ -318,6 +319,42 @@ TEST_CASE("killed", "[record][exit]") {
   CHECK(recorded.err.find("(incomplete: the program did not finish writing it) -> " + trace) !=
         std::string::npos);
   CHECK(recorded.err.find(" allocations") == std::string::npos);
+}
+
+// `kill PID` of memlayout record, not of the program: the program gets the
+// signal (as from perf record or heaptrack), ends as it chooses, and the
+// launcher reports its trace and ends the same way; no orphan keeps running.
+TEST_CASE("signalled_launcher", "[record][exit]") {
+  const int sig = GENERATE(SIGTERM, SIGHUP);
+  std::string dir = work_dir("signalled_launcher." + std::to_string(sig));
+  std::string ready = dir + "/ready";
+  RunOptions opts;
+  opts.signal_when_exists = ready;
+  opts.send_signal = sig;
+  opts.timeout_s = 30;
+  SECTION("the program dies of it: so does the launcher") {
+    std::string trace = dir + "/dies.trace";
+    RunResult r =
+        record({"-o", trace},
+               {"/bin/sh", "-c", "touch " + ready + "; while :; do sleep 0.05; done"}, opts);
+    INFO("memlayout record stderr:\n" << r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.term_signal() == sig);
+    CHECK(r.err.find("-> " + trace) != std::string::npos);
+  }
+  SECTION("the program handles it: its exit status is the launcher's") {
+    std::string trace = dir + "/handles.trace";
+    RunResult r = record({"-o", trace},
+                         {"/bin/sh", "-c",
+                          "trap 'echo caught; exit 7' " + std::to_string(sig) + "; touch " + ready +
+                              "; while :; do sleep 0.05; done"},
+                         opts);
+    INFO("memlayout record stderr:\n" << r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code() == 7);
+    CHECK(r.out == "caught\n");
+    CHECK(r.err.find("-> " + trace) != std::string::npos);
+  }
 }
 
 TEST_CASE("dlopen", "[record][dlopen]") {

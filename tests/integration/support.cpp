@@ -189,6 +189,7 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
   std::string *bufs[2] = {&r.out, &r.err};
   double deadline = now_s() + opts.timeout_s;
   int open_fds = 2;
+  bool signal_sent = opts.signal_when_exists.empty();
   while (open_fds > 0 || in_fd >= 0) {
     pollfd p[3];
     int n = 0, idx[3];
@@ -207,7 +208,12 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
       kill(pid, SIGKILL);
       break;
     }
-    int k = poll(p, static_cast<nfds_t>(n), static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (!signal_sent && access(opts.signal_when_exists.c_str(), F_OK) == 0) {
+      kill(pid, opts.send_signal);
+      signal_sent = true;
+    }
+    double wait_s = std::min(left, signal_sent ? 1.0 : 0.02);
+    int k = poll(p, static_cast<nfds_t>(n), static_cast<int>(wait_s * 1000) + 1);
     if (k < 0 && errno != EINTR)
       break;
     for (int j = 0; j < n && k > 0; ++j) {

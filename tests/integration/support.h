@@ -34,6 +34,11 @@ struct RunOptions {
   long fsize_limit = -1; // RLIMIT_FSIZE in bytes; -1 leaves it alone
   bool ignore_sigxfsz = false;
   int timeout_s = 60;
+  // Once this file exists, `send_signal` goes to the process run() started
+  // alone, not its group: what `kill PID`, a supervisor or a cancelled CI job
+  // does.
+  std::string signal_when_exists;
+  int send_signal = 15; // SIGTERM
 };
 
 struct RunResult {
