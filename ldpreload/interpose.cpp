@@ -10,6 +10,7 @@
 #include "rule_router.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <dlfcn.h>
 #include <new>
@@ -56,6 +57,14 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
 [[gnu::noinline]] void *routed_alloc(ThreadState &ts, Api api, const Route &r, size_t n,
                                      size_t align, bool zero, const UnwindStart &start) {
   size_t size = n < r.pad ? r.pad : n;
+  if (api == Api::kPvalloc) { // its contract: whole pages, at least one, all of them usable
+    size_t page = sys::page_size();
+    if (size > SIZE_MAX - page) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    size = size ? (size + page - 1) / page * page : page;
+  }
   if (align < r.align)
     align = r.align;
   void *p;

@@ -95,6 +95,25 @@ TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
   CHECK(desc->getInteger("requested_size").getValueOr(0) == 64);
 }
 
+// A rule that pads or aligns without a pool serves aligned requests from the
+// program's allocator: each api's contract must hold there too (pvalloc's
+// whole pages: a block of the requested size was overrun by its caller).
+TEST_CASE("segregate.aligned_apis_under_pad_and_align", "[segregate]") {
+  const std::string rule =
+      GENERATE(as<std::string>{}, "function=mlt_alloc_aligned,pad=128",
+               "function=mlt_alloc_aligned,align=64", "function=mlt_alloc_aligned,pool=aligned");
+  std::string dir = work_dir("segregate_aligned");
+  RunResult direct = run({program("alloc_threads"), dir + "/direct.log"});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult routed = run({memlayout_bin(), "run", "--segregate", rule, "--",
+                          program("alloc_threads"), dir + "/routed.log"});
+  INFO(rule << "\n" << routed.err);
+  CHECK(routed.exit_code() == 0);
+  CHECK(routed.out == direct.out);
+  CHECK(routed.err.find("rule 1 " + rule) != std::string::npos);
+  CHECK(routed.err.find("routed nothing") == std::string::npos);
+}
+
 TEST_CASE("segregate.bad_rules", "[segregate]") {
   std::string dir = work_dir("segregate_bad");
   std::string rules = dir + "/bad.rules";

@@ -128,6 +128,11 @@ NOINLINE void *mlt_alloc_aligned(unsigned which, size_t size) {
   if (!p || ((uintptr_t)p & (logged_align - 1)))
     abort();
   size_t usable = malloc_usable_size(p);
+  /* pvalloc's contract: the size rounded up to whole pages is the caller's,
+   * whatever rule or pool served it */
+  if (strcmp(api, "pvalloc") == 0 &&
+      usable < (size + logged_align - 1) / logged_align * logged_align)
+    abort();
   memset(p, 0x5a, usable);
   ml_log_alloc(api, "mlt_alloc_aligned", p, size, usable, logged_align);
   return p;
