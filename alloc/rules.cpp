@@ -95,7 +95,7 @@ struct Scopes {
 // Where the name proper of a demangled or written function lies: after a
 // leading return type, before the parameter list.
 void name_bounds(const char *s, size_t *name_start, size_t *name_end) {
-  size_t n = std::strlen(s);
+  size_t n = without_clone_suffix(s, std::strlen(s));
   // The end of the name proper: the first '(' at depth 0 that does not open
   // "(anonymous namespace)".
   size_t end = n;
@@ -209,13 +209,47 @@ struct Demangler {
     return true;
   }
 
+  // Skips "[<number>]_", the discriminator that ends a closure's or an
+  // unnamed type's name.
+  bool skip_discriminator() {
+    while (p < end && is_digit(*p))
+      ++p;
+    if (p == end || *p != '_')
+      return false;
+    ++p;
+    return true;
+  }
+
   // Skips a template argument list "I...E", source names included.
   bool skip_template_args() {
     int depth = 0;
+    uint64_t closures = 0; // bit d: the level opened at depth d is a closure type's "Ul...E"
     while (p < end) {
       char c = *p;
       if (is_digit(c)) {
         if (!source_name(false))
+          return false;
+        continue;
+      }
+      // A lambda's closure type, "Ul <parameter types> E [<number>] _" (as
+      // in Holder<main::{lambda(long)#1}>), and an unnamed type, "Ut
+      // [<number>] _": their ends are not a level's.
+      if (c == 'U' && p + 1 < end && (p[1] == 'l' || p[1] == 't')) {
+        p += 2;
+        if (p[-1] == 't') {
+          if (!skip_discriminator())
+            return false;
+        } else if (depth < 63) {
+          closures |= uint64_t{1} << ++depth;
+        } else {
+          return false;
+        }
+        continue;
+      }
+      if (c == 'E' && depth > 0 && depth < 64 && (closures >> depth & 1)) {
+        ++p;
+        closures &= ~(uint64_t{1} << depth--);
+        if (!skip_discriminator())
           return false;
         continue;
       }
@@ -592,9 +626,14 @@ bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err) {
     size_t end = i;
     if (i < len)
       ++i;
-    const char *hash = static_cast<const char *>(std::memchr(text + begin, '#', end - begin));
-    if (hash)
-      end = static_cast<size_t>(hash - text);
+    // A comment starts at a '#' that begins the line or follows a blank: one
+    // inside a word belongs to it, as in GCC's lambda names
+    // (main::{lambda(long)#1}), which a rule must be able to spell.
+    for (size_t h = begin; h < end; ++h)
+      if (text[h] == '#' && (h == begin || is_space(text[h - 1]))) {
+        end = h;
+        break;
+      }
     size_t first = begin;
     while (first < end && (is_space(text[first]) || text[first] == '\0'))
       ++first;
@@ -671,6 +710,26 @@ size_t format_rule(const Rule &r, char *buf, size_t cap) {
   return n;
 }
 
+size_t without_clone_suffix(const char *s, size_t n) {
+  // Demangled, the suffix is a note after the parameters: " (.constprop.0)"
+  // (LLVM), " [clone .constprop.0]" (GNU).
+  for (const char *note : {" (.", " [clone ."})
+    if (const char *at = std::strstr(s, note); at && static_cast<size_t>(at - s) < n)
+      return static_cast<size_t>(at - s);
+  static constexpr const char *kClones[] = {".constprop", ".isra",     ".part",
+                                            ".cold",      ".lto_priv", ".localalias"};
+  for (size_t i = 1; i < n; ++i) {
+    if (s[i] != '.')
+      continue;
+    for (const char *c : kClones) {
+      size_t len = std::strlen(c);
+      if (n - i >= len && std::strncmp(s + i, c, len) == 0 && (i + len == n || s[i + len] == '.'))
+        return i;
+    }
+  }
+  return n;
+}
+
 size_t normalize_function(const char *function, char *buf, size_t cap) {
   Scopes s;
   split_demangled(function, &s);
@@ -736,7 +795,7 @@ bool canonical_name(const char *s, bool keep_params, char *out, size_t cap) {
   size_t start, end;
   name_bounds(s, &start, &end);
   if (keep_params)
-    end = std::strlen(s);
+    end = without_clone_suffix(s, std::strlen(s));
   size_t n = 0;
   for (size_t i = start; i < end; ++i) {
     if (is_space(s[i]))

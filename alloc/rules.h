@@ -78,6 +78,12 @@ bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err);
 // terminated; returns the length, or 0 when it does not fit.
 size_t format_rule(const Rule &rule, char *buf, size_t cap);
 
+// The length of s[0, n) without a GCC clone suffix (".constprop.0",
+// ".isra.0", ".part.0", ".cold", ".lto_priv.0", several in a row; demangled,
+// " (.constprop.0)" or " [clone .isra.0]"): a clone's symbol is its
+// function's name with one, and a rule naming either means the function.
+size_t without_clone_suffix(const char *s, size_t n);
+
 // The name a rule's function key is compared by: the "::"-separated scopes of
 // `function` without template arguments, parameters or return type, e.g.
 // "ns::Tree::alloc_node" from "ns::Tree<int>::alloc_node(int) const".

@@ -32,10 +32,13 @@ std::string num(double v) {
 // 600 characters) is given by the scopes rules compare anyway.
 std::string rule_match(const Group &g) {
   if (!g.site.function.empty() && g.site.function.find("??") == std::string::npos) {
-    if (g.site.function.size() < rules::kMaxName)
-      return "function=" + g.site.function;
+    // A clone's suffix names code, not the function rules route by.
+    std::string function = g.site.function.substr(
+        0, rules::without_clone_suffix(g.site.function.c_str(), g.site.function.size()));
+    if (function.size() < rules::kMaxName)
+      return "function=" + function;
     char scopes[rules::kMaxName];
-    if (rules::normalize_function(g.site.function.c_str(), scopes, sizeof scopes))
+    if (rules::normalize_function(function.c_str(), scopes, sizeof scopes))
       return std::string("function=") + scopes;
   }
   return "size=" + std::to_string(g.requested_size);

@@ -116,11 +116,58 @@ Tri returns_untyped(llvm::DWARFDie fn) {
   return Tri::kNo;
 }
 
+std::string function_name(llvm::DWARFDie die);
+
+// The DIE that declares a function: through its abstract origin (an
+// inlined or out-of-line instance) and its specification (a definition
+// outside its class), to the one inside its scopes.
+llvm::DWARFDie declaring_die(llvm::DWARFDie die) {
+  for (int hops = 0; die && hops < 8; ++hops) {
+    llvm::DWARFDie next = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_abstract_origin);
+    if (!next)
+      next = die.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_specification);
+    if (!next)
+      break;
+    die = next;
+  }
+  return die;
+}
+
+// "ns::Class<Args>::name" from the scopes that enclose the declaration.
+std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
+  std::string qualified = name;
+  for (llvm::DWARFDie p = declaring_die(die).getParent(); p; p = p.getParent()) {
+    switch (p.getTag()) {
+    case llvm::dwarf::DW_TAG_namespace:
+    case llvm::dwarf::DW_TAG_class_type:
+    case llvm::dwarf::DW_TAG_structure_type:
+    case llvm::dwarf::DW_TAG_union_type: {
+      const char *scope = p.getShortName();
+      qualified = std::string(scope ? scope : "(anonymous namespace)") + "::" + qualified;
+      break;
+    }
+    case llvm::dwarf::DW_TAG_subprogram: // a member of a local class
+      return function_name(p) + "::" + qualified;
+    default:
+      return qualified;
+    }
+  }
+  return qualified;
+}
+
 std::string function_name(llvm::DWARFDie die) {
-  const char *name = die.getSubroutineName(llvm::DINameKind::LinkageName);
+  if (const char *linkage =
+          llvm::dwarf::toString(die.findRecursively({llvm::dwarf::DW_AT_linkage_name,
+                                                     llvm::dwarf::DW_AT_MIPS_linkage_name}),
+                                nullptr))
+    return demangle(linkage);
+  // No linkage name: GCC leaves it out for the members of a class whose
+  // template arguments name a lambda or a local class. The short name
+  // alone would lose the scopes that rules match and reports print.
+  const char *name = die.getSubroutineName(llvm::DINameKind::ShortName);
   if (!name)
     return {};
-  return demangle(name);
+  return qualified_from_scopes(die, name);
 }
 
 } // namespace

@@ -119,6 +119,17 @@ TEST_CASE("rules: a file of rules, comments and blank lines") {
   CHECK(set.rules[0].source_line == 3);
   CHECK(set.rules[1].source_line == 4);
 
+  // A '#' inside a word is the word's (GCC's lambda names); after a blank it
+  // starts a comment.
+  std::string lambda = "function=Holder<main::{lambda(long)#1}>::make,pool=q\t# a lambda's\n"
+                       "function=a#b,pool=r\n";
+  RuleSet set4{};
+  REQUIRE(parse_rules(lambda.data(), lambda.size(), &set4, &e));
+  REQUIRE(set4.count == 2);
+  CHECK(std::string(set4.rules[0].function) == "Holder<main::{lambda(long)#1}>::make");
+  CHECK(std::string(set4.rules[0].pool) == "q");
+  CHECK(std::string(set4.rules[1].function) == "a#b");
+
   std::string bad = "function=a,pool=x\n\nsize=1,pool=x,zap=1\n";
   RuleSet set2{};
   REQUIRE_FALSE(parse_rules(bad.data(), bad.size(), &set2, &e));
@@ -167,6 +178,32 @@ TEST_CASE("rules: mangled and plain symbols match by trailing scopes") {
   CHECK(symbol_matches("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector::push_back"));
   CHECK(symbol_matches("_ZN4TreeC2Ev", "Tree::Tree"));         // constructor
   CHECK_FALSE(symbol_matches("_ZZ4mainENKUlvE_clEv", "main")); // a lambda in main
+  // Closure and unnamed types among template arguments: their "E_" closes no level.
+  // Holder<main::{lambda(long)#1}>::make(long)
+  CHECK(symbol_matches("_ZN6HolderIZ4mainEUllE_E4makeEl", "Holder::make"));
+  CHECK(symbol_matches("_ZN6HolderIZ4mainEUllE_E4makeEl", "make"));
+  CHECK_FALSE(symbol_matches("_ZN6HolderIZ4mainEUllE_E4makeEl", "Other::make"));
+  // std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#1}> > >::_M_run()
+  const char *run = "_ZNSt6thread11_State_implINS_8_InvokerISt5tupleIJZ4mainEUlvE_EEEEE6_M_runEv";
+  CHECK(symbol_matches(run, "_State_impl::_M_run"));
+  CHECK(symbol_matches(run, "std::thread::_State_impl::_M_run"));
+  // Holder<main::{lambda(long)#2}> and an unnamed struct: Holder<main::{unnamed type#1}>
+  CHECK(symbol_matches("_ZN6HolderIZ4mainEUllE0_E4makeEl", "Holder::make"));
+  CHECK(symbol_matches("_ZN6HolderIZ4mainEUt_E4makeEv", "Holder::make"));
+  CHECK(demangled_matches("Holder<main::{lambda(long)#1}>::make(long)", "Holder::make"));
+
+  // GCC clones: the symbol, its demangled forms and a rule naming a clone
+  // all mean the function.
+  CHECK(symbol_matches("make_node.constprop.0", "make_node.constprop.0"));
+  CHECK(symbol_matches("make_node.isra.0.cold", "make_node"));
+  CHECK(symbol_matches("make_node", "make_node.part.1"));
+  CHECK(symbol_matches("_ZN6HolderIZ4mainEUllE_E4makeEl.constprop.0", "Holder::make"));
+  CHECK_FALSE(symbol_matches("make_node.constprop.0", "make"));
+  CHECK(function_key_matches("Holder<main::'lambda'(long)>::make(long) (.constprop.0)",
+                             "Holder<main::'lambda'(long)>::make(long) (.constprop.0)"));
+  CHECK(function_key_matches("Tree::make(long) [clone .isra.0]", "Tree::make(long)"));
+  CHECK(function_key_matches("make_node.constprop.0", "make_node"));
+  CHECK(function_key_matches("make_node", "make_node.constprop.0"));
   CHECK_FALSE(symbol_matches("_Z", "x"));
   CHECK_FALSE(symbol_matches("_ZN3foo", "foo")); // truncated: no crash, no match
 

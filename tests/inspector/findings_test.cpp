@@ -87,6 +87,19 @@ TEST_CASE("findings: int-lf's node/descriptor interleaving", "[findings]") {
   REQUIRE(find(fs, "prefetch_pollution"));
 }
 
+// A C function GCC cloned is named by its clone's symbol; the rule names the
+// function, which is what `run` routes by.
+TEST_CASE("findings: a clone's suffix stays out of the rule", "[findings]") {
+  Report r = base_report();
+  GroupReport node = clean_group(1, "make_node.constprop.0", 64);
+  node.set_effective_fraction = {0.5, 0.5, 0.5};
+  r.groups = {node};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule == "function=make_node,pool=make_node");
+}
+
 TEST_CASE("findings: two groups a report names alike are told apart by their ids", "[findings]") {
   // Inlined code: one line allocating a map node and its string.
   Report r = base_report();

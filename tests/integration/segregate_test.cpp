@@ -114,6 +114,24 @@ TEST_CASE("segregate.aligned_apis_under_pad_and_align", "[segregate]") {
   CHECK(routed.err.find("routed nothing") == std::string::npos);
 }
 
+// Members of a class template instantiated with a lambda have no linkage
+// name in GCC's debug info: their scopes come from the declaration's
+// parents, so a rule naming TaskQueue::push routes what push allocates
+// (it matched nothing: the function was known as plain "push").
+TEST_CASE("segregate.members_of_a_template_on_a_lambda", "[segregate]") {
+  RunResult direct = run({program("task_queue"), "5000"});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult routed = run({memlayout_bin(), "run", "--segregate", "function=TaskQueue::push,pool=q",
+                          "--", program("task_queue"), "5000"});
+  INFO(routed.err);
+  CHECK(routed.out == direct.out);
+  CHECK(routed.err.find("function=TaskQueue::push,pool=q): 5000 allocations") != std::string::npos);
+  // Another class's push is not this one.
+  RunResult other = run({memlayout_bin(), "run", "--segregate", "function=Other::push,pool=q", "--",
+                         program("task_queue"), "5000"});
+  CHECK(other.err.find("matches no function") != std::string::npos);
+}
+
 TEST_CASE("segregate.bad_rules", "[segregate]") {
   std::string dir = work_dir("segregate_bad");
   std::string rules = dir + "/bad.rules";

@@ -46,6 +46,7 @@ std::string program(const std::string &name) {
       {"bst_nested", MLT_PATH_bst_nested},
       {"bst_lto", MLT_PATH_bst_lto},
       {"lf_tree", MLT_PATH_lf_tree},
+      {"task_queue", MLT_PATH_task_queue},
   };
   auto it = paths.find(name);
   if (it == paths.end())
