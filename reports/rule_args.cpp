@@ -400,9 +400,19 @@ bool load_rules(const RuleArgs &args, LoadedRules *out) {
                    std::strerror(errno));
       return false;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!append(text.str(), file, false, out))
+    // Read with a bound: a device or a pipe that never ends (/dev/zero) must
+    // not hold the program back while memory grows. 64 rules fit in far less.
+    constexpr size_t kMaxRulesFile = 4 << 20;
+    std::string text(kMaxRulesFile + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxRulesFile) {
+      std::fprintf(stderr,
+                   "memlayout: the rules file '%s' is longer than %zu MiB: not a rules file\n",
+                   file.c_str(), kMaxRulesFile >> 20);
+      return false;
+    }
+    if (!append(text, file, false, out))
       return false;
   }
   for (const auto &spec : args.specs)

@@ -172,6 +172,18 @@ TEST_CASE("segregate.bad_rules", "[segregate]") {
     CHECK(r.err.find("cannot read the rules file '" + dir + "': Is a directory") !=
           std::string::npos);
   }
+  // A file that never ends is refused at a bound, not read until memory runs out.
+  for (const auto &argv :
+       {std::vector<std::string>{memlayout_bin(), "run", "--rules", "/dev/zero", "--", "/bin/true"},
+        {memlayout_bin(), "replay", trace, "--rules", "/dev/zero"}}) {
+    RunOptions quick;
+    quick.timeout_s = 20;
+    r = run(argv, quick);
+    INFO(argv[1] << ": " << r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("the rules file '/dev/zero' is longer than 4 MiB") != std::string::npos);
+  }
   // A trace that allocated nothing replays to an empty report.
   r = run({memlayout_bin(), "replay", trace, "--segregate", "size=64,pool=x"});
   INFO(r.err);
