@@ -162,6 +162,7 @@ struct Report {
   bool partial = false;
   std::string damage;    // the trace is damaged there (not only cut short): the reader's error
   std::string cut_short; // partial and not damaged: where the reader stopped
+  std::vector<std::string> reader_warnings; // what the reader skipped or doubted, with offsets
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::vector<ReportCacheLevel> levels;

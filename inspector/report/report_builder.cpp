@@ -263,6 +263,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     out.notes.push_back("the trace is incomplete (" + out.cut_short +
                         "): this is the layout of its readable part");
   }
+  for (const Diagnostic &w : r.warnings())
+    out.reader_warnings.push_back(w.message);
+  if (r.suppressed_warnings())
+    out.reader_warnings.push_back(std::to_string(r.suppressed_warnings()) + " more warnings");
+  for (const std::string &w : out.reader_warnings)
+    out.notes.push_back("reading the trace: " + w);
   if (const auto &end = r.final_end(); end && end->reason == trace::EndReason::kExec)
     out.notes.push_back(r.header().executable +
                         " replaced itself with another program (exec): this trace holds only "

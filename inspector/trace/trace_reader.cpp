@@ -363,7 +363,16 @@ bool TraceReader::parse_header() {
     case HeaderTag::kUsableModel: {
       std::optional<uint32_t> m;
       u32(m);
-      if (m && *m <= static_cast<uint32_t>(trace::UsableModel::kJemalloc))
+      // Usable sizes of every allocation are decoded by this model: one it
+      // does not know would give every object a wrong size class.
+      if (m && *m > static_cast<uint32_t>(trace::UsableModel::kJemalloc)) {
+        stop(ReadStatus::kUnreadable, off,
+             "header field usable_model holds " + std::to_string(*m) +
+                 ", not a model this version knows (0-2): damaged, or written by a newer "
+                 "memlayout");
+        return false;
+      }
+      if (m)
         header_.usable_model = static_cast<trace::UsableModel>(*m);
       break;
     }

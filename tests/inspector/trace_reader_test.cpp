@@ -623,6 +623,21 @@ TEST_CASE("a block whose events disagree with its header's count is damage", "[r
   }
 }
 
+// Every allocation's usable size is decoded by the header's model: a value
+// this version does not know is refused, not read as "no model".
+TEST_CASE("a usable-size model the reader does not know is refused", "[reader]") {
+  TraceBuilder t;
+  t.u32(trace::HeaderTag::kUsableModel, 7);
+  Block blk(1000, 1000, 5000);
+  blk.alloc(Api::kMalloc, 0x10, 1, 1, 1);
+  t.events(1, blk).end(2000, 6000);
+  Bytes b = t.bytes();
+  TraceReader r;
+  CHECK_FALSE(r.open_buffer(b.data(), b.size(), "m.trace"));
+  CHECK(r.status() == ReadStatus::kUnreadable);
+  CHECK(contains(r.error().message, "usable_model holds 7, not a model this version knows"));
+}
+
 TEST_CASE("unknown record types are skipped with a warning", "[reader]") {
   TraceBuilder t;
   Block blk(1000, 1000, 5000);

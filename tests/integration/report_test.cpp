@@ -161,6 +161,30 @@ TEST_CASE("report.bad_input", "[report]") {
   }
   RunResult text = run({memlayout_bin(), "report", damaged});
   CHECK(text.out.find("note: the trace is damaged (") != std::string::npos);
+  // A record of a type this version does not know (a newer writer's) is
+  // skipped, as the format says, but never silently: a warning on stderr
+  // and a note in the report; advise and diff say it too.
+  std::string unknown_type = read_file(trace);
+  unknown_type[third + 4] = static_cast<char>(0xfe);
+  std::string skipped = dir + "/skipped.trace";
+  {
+    std::ofstream f(skipped, std::ios::binary);
+    f << unknown_type;
+  }
+  std::string skip_msg =
+      skipped + ": offset " + std::to_string(third) + ": skipping record of unknown type 254";
+  for (const char *command : {"report", "advise", "diff"}) {
+    std::vector<std::string> argv = {memlayout_bin(), command, skipped};
+    if (std::string(command) == "diff")
+      argv.push_back(trace);
+    RunResult r = run(argv);
+    INFO(command << " stderr: " << r.err);
+    CHECK(r.exit_code() == 0);
+    CHECK(r.err.find(std::string("memlayout ") + command + ": warning: " + skip_msg) !=
+          std::string::npos);
+  }
+  RunResult skipped_text = run({memlayout_bin(), "report", skipped});
+  CHECK(skipped_text.out.find("reading the trace: " + skip_msg) != std::string::npos);
   // A trace cut short: status 1, a warning on stderr, and the rules file says so.
   std::string cut = dir + "/cut.trace";
   {
