@@ -88,6 +88,14 @@ void *pool_alloc(Pool *pool, size_t size, size_t align) {
                   false);
 }
 
+void *pool_aligned_alloc(Pool *pool, size_t align, size_t size) {
+  if (!align) { // pool_alloc's "the pool's own alignment", not a power of two
+    errno = EINVAL;
+    return nullptr;
+  }
+  return pool_alloc(pool, size, align);
+}
+
 void *pool_calloc(Pool *pool, size_t n, size_t size) {
   size_t bytes;
   if (__builtin_mul_overflow(n, size, &bytes)) {

@@ -82,11 +82,7 @@ SEG_API void *seg_calloc(seg_pool *pool, size_t n, size_t size) {
 SEG_API void *seg_aligned_alloc(seg_pool *pool, size_t align, size_t size) {
   if (const Dispatch *d = forward())
     return d->aligned_alloc(pool, align, size);
-  if (!align || (align & (align - 1))) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return pool_alloc(pool, size, align);
+  return pool_aligned_alloc(pool, align, size);
 }
 
 SEG_API void *seg_realloc(void *ptr, size_t size) {

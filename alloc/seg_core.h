@@ -35,6 +35,9 @@ void pool_destroy(Pool *pool);
 
 // align 0: the pool's alignment option. NULL with errno ENOMEM on exhaustion.
 void *pool_alloc(Pool *pool, size_t size, size_t align);
+// seg_aligned_alloc's contract, wherever it is served (the library or the
+// preload's dispatch): a power of two, else NULL with errno EINVAL.
+void *pool_aligned_alloc(Pool *pool, size_t align, size_t size);
 void *pool_calloc(Pool *pool, size_t n, size_t size);
 // p must belong to a pool (pool_of(p) != NULL).
 void pool_free(void *p);

@@ -88,6 +88,10 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   }
   size_t reserve = options.reserve_bytes ? options.reserve_bytes : kDefaultReserve;
   reserve = round_up(reserve < kMinReserve ? kMinReserve : reserve, kHugePage);
+  if (options.pad_to > reserve) { // no allocation could ever be served
+    errno = EINVAL;
+    return nullptr;
+  }
 
   EngineLock lock;
   if (!engine_start_locked())

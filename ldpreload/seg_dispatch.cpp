@@ -64,7 +64,7 @@ void *dispatch_calloc(seg_pool *pool, size_t n, size_t size) {
 }
 
 void *dispatch_aligned_alloc(seg_pool *pool, size_t align, size_t size) {
-  void *p = seg::pool_alloc(pool, size, align);
+  void *p = seg::pool_aligned_alloc(pool, align, size);
   record_pool_alloc(p, size, align, MEMLAYOUT_UNWIND_START());
   return p;
 }

@@ -366,6 +366,12 @@ TEST_CASE("pool: aligned allocation", "[seg]") {
   opts.alignment = 96;
   CHECK(seg_pool_create("aligned-96", &opts) == nullptr);
   CHECK(errno == EINVAL);
+  // A pad larger than the pool's whole reserve could serve nothing.
+  seg_pool_options huge_pad{};
+  huge_pad.pad_to = size_t{1} << 40;
+  errno = 0;
+  CHECK(seg_pool_create("pad-1TiB", &huge_pad) == nullptr);
+  CHECK(errno == EINVAL);
 }
 
 TEST_CASE("pool: pad_to sets the stride of consecutive objects", "[seg]") {

@@ -3,6 +3,7 @@
  * so pool frees cross threads.
  *
  *   seg_pools [N]   (default 20000 pairs) */
+#include <errno.h>
 #include <memlayout/seg.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +58,11 @@ int main(int argc, char **argv) {
   struct seg_pool_stats st;
   if (seg_pool_stats(node_pool, &st) != 0)
     return 3;
+  /* The API's contract holds whoever serves it (the library, or the
+   * interposer under memlayout): alignment 0 is not a power of two. */
+  errno = 0;
+  if (seg_aligned_alloc(node_pool, 0, 16) != NULL || errno != EINVAL)
+    return 4;
   printf("%ld %llu\n", sum, (unsigned long long)st.frees);
   return 0;
 }

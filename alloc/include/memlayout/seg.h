@@ -67,7 +67,9 @@ struct seg_pool_stats {
 };
 
 /* Creates a pool; NULL (errno ENOMEM or EINVAL) when the address range cannot
- * be reserved, the process has too many pools, or opts are invalid. A name
+ * be reserved, the process has too many pools, or opts are invalid (an
+ * alignment not a power of two or above 1 GiB, a pad_to larger than the
+ * reserve: no allocation could be served). A name
  * already in use returns the existing pool. */
 seg_pool *seg_pool_create(const char *name, const seg_pool_options *opts) SEG_NONNULL(1);
 
