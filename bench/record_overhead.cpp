@@ -110,25 +110,50 @@ bool on_path(const char *prog) {
 
 } // namespace
 
+int usage_error(const std::string &problem) {
+  std::fprintf(stderr,
+               "record-overhead: %s\n"
+               "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] "
+               "[--no-heaptrack]\n",
+               problem.c_str());
+  return 2;
+}
+
 int main(int argc, char **argv) {
   int runs = 5;
   std::string json_path, only;
   bool heaptrack = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--runs" && i + 1 < argc)
-      runs = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--json" && i + 1 < argc)
+    bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      std::printf("record-overhead: what recording costs a program, against the program alone\n"
+                  "and heaptrack, in one run on this machine (docs/performance.md).\n\n"
+                  "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] "
+                  "[--no-heaptrack]\n"
+                  "  --runs N        runs of every configuration, interleaved (5); the figures\n"
+                  "                  are medians\n"
+                  "  --json FILE     the figures as JSON too\n"
+                  "  --only NAME     one workload: churn, or sqlite (when sqlite3 is installed)\n"
+                  "  --no-heaptrack  leave heaptrack out (it is slow)\n");
+      return 0;
+    }
+    if (a == "--runs" && has_value) {
+      std::string v = argv[++i];
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || v[0] < '0' || v[0] > '9' || n < 1 || n > 1000)
+        return usage_error("--runs: expected a whole number from 1 to 1000, not '" + v + "'");
+      runs = static_cast<int>(n);
+    } else if (a == "--json" && has_value) {
       json_path = argv[++i];
-    else if (a == "--only" && i + 1 < argc)
+    } else if (a == "--only" && has_value) {
       only = argv[++i];
-    else if (a == "--no-heaptrack")
+    } else if (a == "--no-heaptrack") {
       heaptrack = false;
-    else {
-      std::fprintf(
-          stderr,
-          "usage: record-overhead [--runs N] [--json FILE] [--only WORKLOAD] [--no-heaptrack]\n");
-      return 2;
+    } else {
+      return usage_error(has_value || a.rfind("--", 0) != 0 ? "unknown argument '" + a + "'"
+                                                            : a + " needs a value");
     }
   }
   fs::path bin = fs::canonical("/proc/self/exe").parent_path();
@@ -149,8 +174,22 @@ int main(int argc, char **argv) {
                          {"sqlite3", ":memory:"},
                          (src / "bench/workloads/sqlite.sql").string()});
   heaptrack = heaptrack && on_path("heaptrack");
+  if (!only.empty() && std::none_of(workloads.begin(), workloads.end(),
+                                    [&](const Workload &w) { return w.name == only; })) {
+    fs::remove_all(tmp);
+    std::string known;
+    for (const Workload &w : workloads)
+      known += (known.empty() ? "" : ", ") + w.name;
+    return usage_error("--only: no workload '" + only + "' (here: " + known + ")");
+  }
 
   std::FILE *json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+  if (!json_path.empty() && !json) {
+    std::fprintf(stderr, "record-overhead: cannot write '%s': %s\n", json_path.c_str(),
+                 std::strerror(errno));
+    fs::remove_all(tmp);
+    return 2;
+  }
   if (json)
     std::fprintf(json, "{\"runs\": %d, \"workloads\": [", runs);
   std::printf("%-8s %-20s %9s %7s %9s %7s %10s %8s\n", "workload", "configuration", "wall s",
@@ -182,6 +221,11 @@ int main(int argc, char **argv) {
         if (!WIFEXITED(s.status) || WEXITSTATUS(s.status)) {
           std::fprintf(stderr, "record-overhead: %s under %s failed:\n%s\n", w.name.c_str(),
                        configs[c].name.c_str(), s.err.c_str());
+          if (json) { // no figures: the file must not pass for a measurement
+            std::fclose(json);
+            std::remove(json_path.c_str());
+          }
+          fs::remove_all(tmp);
           return 1;
         }
         times[c].push_back(s.seconds);
@@ -215,10 +259,14 @@ int main(int argc, char **argv) {
     if (json)
       std::fprintf(json, "]}");
   }
+  fs::remove_all(tmp);
   if (json) {
     std::fprintf(json, "]}\n");
-    std::fclose(json);
+    if (std::fclose(json) != 0) {
+      std::fprintf(stderr, "record-overhead: writing '%s': %s\n", json_path.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
   }
-  fs::remove_all(tmp);
   return 0;
 }

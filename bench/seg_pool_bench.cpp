@@ -149,10 +149,13 @@ double median(std::vector<double> v) {
 }
 
 bool parse_count(const char *text, size_t *out) {
+  // Digits only: strtoull takes "-1" and wraps it to 2^64 - 1.
+  if (*text < '0' || *text > '9')
+    return false;
   char *end = nullptr;
   errno = 0;
   unsigned long long v = strtoull(text, &end, 10);
-  if (errno || !end || *end || v == 0)
+  if (errno || !end || *end || v == 0 || v > (1ull << 40))
     return false;
   *out = static_cast<size_t>(v);
   return true;
@@ -185,8 +188,10 @@ int main(int argc, char **argv) {
     if (arg != "--runs" && arg != "--batch" && arg != "--pairs")
       return usage(("unknown option " + arg).c_str());
     if (i + 1 >= argc || !parse_count(argv[i + 1], &value))
-      return usage(("expected a positive number after " + arg).c_str());
+      return usage(("expected a positive whole number (at most 2^40) after " + arg).c_str());
     ++i;
+    if (arg == "--runs" && value > 1000)
+      return usage("--runs: at most 1000");
     if (arg == "--runs")
       cfg.runs = static_cast<int>(value);
     else if (arg == "--batch")

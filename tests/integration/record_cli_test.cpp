@@ -309,6 +309,34 @@ TEST_CASE("cli.bench_programs_alike", "[cli]") {
   CHECK(flag.err.find(name + ": --check takes no value") == 0);
 }
 
+// The measuring programs refuse what they cannot measure before they run
+// anything: a negative count wrapped to 2^64 had crashed or hung
+// seg-pool-bench, and record-overhead ran nothing and exited 0 for an
+// unknown workload or an unwritable JSON file.
+TEST_CASE("cli.measuring_programs_refuse_bad_arguments", "[cli]") {
+  for (const auto &argv : std::vector<std::vector<std::string>>{
+           {MLT_SEG_POOL_BENCH, "--runs", "-1", "--no-threads"},
+           {MLT_SEG_POOL_BENCH, "--pairs", "-1", "--runs", "1"},
+           {MLT_SEG_POOL_BENCH, "--batch", "abc"},
+           {MLT_RECORD_OVERHEAD, "--runs", "0"},
+           {MLT_RECORD_OVERHEAD, "--runs", "-3"},
+           {MLT_RECORD_OVERHEAD, "--only", "nope"},
+           {MLT_RECORD_OVERHEAD, "--json", "/nonexistent/dir/x.json", "--only", "churn"},
+           {MLT_RECORD_OVERHEAD, "--bogus"}}) {
+    RunOptions quick;
+    quick.timeout_s = 20;
+    RunResult r = run(argv, quick);
+    INFO(argv[1] << " " << argv[2] << ": " << r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code() == 2);
+    CHECK_FALSE(r.err.empty());
+    CHECK(r.out.find("workload") == std::string::npos); // no table: nothing was run
+  }
+  RunResult help = run({MLT_RECORD_OVERHEAD, "--help"});
+  CHECK(help.exit_code() == 0);
+  CHECK(help.out.find("--only NAME") != std::string::npos);
+}
+
 namespace {
 
 struct SampleRuns {
