@@ -177,6 +177,17 @@ const std::vector<std::string> &builtin_wrappers() {
       "std::make_unique*", "std::__detail::__make_unique*", "std::make_shared*",
       "std::allocate_shared*", "std::__make_shared*", "std::__allocate_shared*",
       "std::__shared_ptr*", "std::shared_ptr*", "std::__shared_count*",
+      // The standard containers' own members, out of line or inlined: their
+      // nodes and arrays are allocated for the code that uses the container,
+      // which names the site (load_accounts, not _Rb_tree::_M_get_node)
+      "std::_Rb_tree*", "std::map*", "std::multimap*", "std::set*", "std::multiset*",
+      "std::_List_base*", "std::__cxx11::_List_base*", "std::list*", "std::__cxx11::list*",
+      "std::_Fwd_list_base*", "std::forward_list*", "std::_Hashtable*",
+      "std::__detail::_Hashtable_alloc*", "std::__detail::_Map_base*",
+      "std::__detail::_Insert_base*", "std::__detail::_Insert*", "std::unordered_map*",
+      "std::unordered_set*", "std::unordered_multimap*", "std::unordered_multiset*",
+      "std::_Vector_base*", "std::vector*", "std::_Deque_base*", "std::deque*",
+      "std::__cxx11::basic_string*", "std::basic_string*", "std::_Function_base*", "std::function*",
       // memlayout's own trees: the record allocator inlined into each tree's
       // new_node/new_descriptor/... which then names the group
       "memlayout::trees::RecordAllocator::*"};

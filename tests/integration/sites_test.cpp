@@ -258,3 +258,38 @@ TEST_CASE("sites.compare_reads_the_same_input_every_run", "[sites]") {
     whole += line == "1000";
   CHECK(whole == 6); // both sides, a warm-up and two measured runs each
 }
+
+// The standard containers allocate for the code that fills them: each
+// container's nodes are a group named after that function, not after
+// _Rb_tree::_M_get_node (one group for every std::map of the program), and a
+// rule naming the function routes exactly those nodes.
+TEST_CASE("sites.std_containers_named_by_their_users", "[sites]") {
+  std::string dir = work_dir("sites_ledger");
+  std::string trace = dir + "/ledger.trace";
+  RunResult direct = run({program("ledger"), "12000"});
+  REQUIRE(direct.exit_code() == 0);
+  CHECK(direct.out.rfind("12000 3000 12000 6000 ", 0) == 0);
+  RunResult rec = record({"-o", trace}, {program("ledger"), "12000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const llvm::json::Object &r = *v.getAsObject();
+  const std::pair<const char *, int64_t> expected[] = {{"load_accounts(Ledger&, long)", 12000},
+                                                       {"load_audit(Ledger&, long)", 3000},
+                                                       {"queue_transfers(Ledger&, long)", 6000}};
+  for (const auto &[fn, objects] : expected) {
+    INFO(fn);
+    const auto *g = group_by_site(r, fn);
+    REQUIRE(g);
+    CHECK(g->getInteger("objects").getValueOr(-1) == objects);
+  }
+  for (const auto &g : *r.getArray("groups")) {
+    std::string name = g.getAsObject()->getString("name").getValueOr("").str();
+    CHECK(name.find("_M_get_node") == std::string::npos);
+    CHECK(name.find("_M_allocate_node") == std::string::npos);
+  }
+  RunResult ran = run({memlayout_bin(), "run", "--segregate", "function=load_audit,pool=audit",
+                       "--", program("ledger"), "12000"});
+  INFO(ran.err);
+  CHECK(ran.out == direct.out);
+  CHECK(routed_by(ran.err, "load_audit") == 3000);
+}

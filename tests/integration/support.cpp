@@ -47,6 +47,7 @@ std::string program(const std::string &name) {
       {"bst_lto", MLT_PATH_bst_lto},
       {"lf_tree", MLT_PATH_lf_tree},
       {"task_queue", MLT_PATH_task_queue},
+      {"ledger", MLT_PATH_ledger},
   };
   auto it = paths.find(name);
   if (it == paths.end())
