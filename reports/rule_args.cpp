@@ -224,16 +224,45 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       if (path.size() > file.size() && file[0] != '/' && path[path.size() - file.size() - 1] != '/')
         continue;
       uint64_t a = row.Address.Address;
-      auto it = std::upper_bound(funcs.begin(), funcs.end(),
-                                 std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
-      if (it == funcs.begin())
-        continue;
-      --it;
-      if (a >= it->second.first)
-        continue;
+      // The code at that line is the innermost function there, inlined or
+      // not: a static inline mk() at f.c:7 folded into main is mk's, which
+      // is what the report names and the route table labels (main's own
+      // allocations are not). The symbol table's function is the fallback
+      // for code without inlining records.
+      // The frame whose location is this row's: the innermost one, unless
+      // the row is a call into an inlined function, whose first
+      // instructions carry the caller's line. A lambda's body has no name a
+      // rule can spell ("operator()" alone would name every operator): the
+      // function it is part of then.
+      std::string name;
+      llvm::DIInliningInfo inlined = ctx->getInliningInfoForAddress(
+          {a, llvm::object::SectionedAddress::UndefSection},
+          llvm::DILineInfoSpecifier(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+                                    llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName));
+      for (uint32_t f = 0; f < inlined.getNumberOfFrames(); ++f) {
+        const llvm::DILineInfo &fr = inlined.getFrame(f);
+        if (fr.Line != row.Line || fr.FileName != path)
+          continue;
+        char norm[rules::kMaxName];
+        if (fr.FunctionName != llvm::DILineInfo::BadString &&
+            rules::normalize_function(inspector::demangle(fr.FunctionName).c_str(), norm,
+                                      sizeof norm) &&
+            std::string_view(norm) != "operator" && !std::strstr(norm, "lambda"))
+          name = fr.FunctionName;
+        break;
+      }
+      if (name.empty()) {
+        auto it = std::upper_bound(funcs.begin(), funcs.end(),
+                                   std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));
+        if (it == funcs.begin())
+          continue;
+        --it;
+        if (a >= it->second.first)
+          continue;
+        name = it->second.second;
+      }
       char norm[rules::kMaxName];
-      if (rules::normalize_function(inspector::demangle(it->second.second).c_str(), norm,
-                                    sizeof norm))
+      if (rules::normalize_function(inspector::demangle(name).c_str(), norm, sizeof norm))
         out.insert(norm);
     }
   }

@@ -293,3 +293,33 @@ TEST_CASE("sites.std_containers_named_by_their_users", "[sites]") {
   CHECK(ran.out == direct.out);
   CHECK(routed_by(ran.err, "load_audit") == 3000);
 }
+
+// file=PATH:LINE names the code at that line: in a static inline
+// constructor folded into its caller at -O3 (and calling an inlined pool),
+// the constructor, as the report names the site, not the function it was
+// folded into, and exactly what function=create_node routes.
+TEST_CASE("sites.file_line_rule_on_inlined_code", "[sites]") {
+  auto routed = [](const std::string &rule, const std::string &fn) {
+    RunResult r =
+        run({memlayout_bin(), "run", "--segregate", rule, "--", program("bst_inline"), "20000"});
+    INFO(rule << ": " << r.err);
+    CHECK(r.exit_code() == 0);
+    return routed_by(r.err, fn);
+  };
+  // The lines of the two allocations, from the program's source.
+  std::string source = std::string(__FILE__);
+  source =
+      read_file(source.substr(0, source.rfind("/integration/")) + "/programs/sites/bst_main.c");
+  auto line_of = [&](const std::string &text) {
+    size_t at = source.find(text);
+    REQUIRE(at != std::string::npos);
+    return std::to_string(std::count(source.begin(), source.begin() + static_cast<long>(at), '\n') +
+                          1);
+  };
+  const std::string node_line = line_of("node_t *n = pool_get(sizeof *n);");
+  const std::string op_line = line_of("operation_t *op = pool_get(sizeof *op);");
+  const long long by_function = routed("function=create_node,pool=n", "create_node");
+  CHECK(by_function > 10000);
+  CHECK(routed("file=bst_main.c:" + node_line + ",pool=n", "create_node") == by_function);
+  CHECK(routed("file=bst_main.c:" + op_line + ",pool=n", "create_child_op") > 10000);
+}
