@@ -426,6 +426,21 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
       set_error(err, line, value_column, "'%s' has an empty value", key_str);
       return false;
     }
+    // "function=a pool=x": a blank, then a key and '=', inside a value is a
+    // comma left out, not a name with a blank in it.
+    for (size_t b = 0; b + 1 < value_len; ++b) {
+      if (!is_space(value[b]) || is_space(value[b + 1]))
+        continue;
+      for (const char *k : kKeys) {
+        size_t kl = std::strlen(k);
+        if (b + 1 + kl < value_len && std::strncmp(value + b + 1, k, kl) == 0 &&
+            value[b + 1 + kl] == '=') {
+          set_error(err, line, static_cast<uint32_t>(value_column + b),
+                    "a blank before '%s=': key=value pairs are separated by commas%s", k, "");
+          return false;
+        }
+      }
+    }
     char value_str[48];
     std::snprintf(value_str, sizeof value_str, "%.*s",
                   static_cast<int>(value_len < 40 ? value_len : 40), value);

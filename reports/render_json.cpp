@@ -32,8 +32,8 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
   j["threads"] = g.group.threads;
   j["lines_per_object"] = g.lines_per_object;
   j["straddle_fraction"] = g.straddle_fraction;
-  if (g.hot_bytes)
-    j["hot_bytes"] = g.hot_bytes;
+  // Always present, as the contract lists it: null where no --hot names the group.
+  j["hot_bytes"] = g.hot_bytes ? Json(g.hot_bytes) : Json(nullptr);
   Json sets = Json::object();
   for (size_t i = 0; i < g.set_effective_fraction.size(); ++i)
     sets["L" + std::to_string(i + 1)] =

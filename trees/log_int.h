@@ -66,6 +66,11 @@ struct LogIntFixedLayout : WordSpinLock {
     Lock tree_lock; // 64
     Lock succ_lock; // 68
   };
+  // In a pool, 72 bytes take the 80-byte class: a node in four would start
+  // at byte 48 of a line and its search fields (key and children, the first
+  // 24 bytes) cross into the next. At a 96-byte stride nodes start at 0 or
+  // 32 of a line: every search step reads one line (20% more memory).
+  static constexpr size_t kPoolPad = 96;
 };
 static_assert(sizeof(LogIntFixedLayout::Node) == 72);
 static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);

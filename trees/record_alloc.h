@@ -34,12 +34,17 @@ public:
 
   // Registers a record kind ("node"); call once per kind, in the tree's
   // constructor. With kSegregated it opens the pool "<tree>.<kind>".
-  Kind add_kind(std::string_view kind, size_t record_size) {
+  // pool_pad: with kSegregated, the stride its pool gives each record (0: its
+  // size class's), for records whose search fields would otherwise cross a
+  // line in some of them.
+  Kind add_kind(std::string_view kind, size_t record_size, size_t pool_pad = 0) {
     Kind k = static_cast<Kind>(kinds_.size());
     KindInfo info{std::string(kind), record_size, nullptr};
     if (policy_ == AllocPolicy::kSegregated) {
       std::string pool = tree_ + "." + info.name;
-      info.pool = seg_pool_create(pool.c_str(), nullptr);
+      seg_pool_options options{};
+      options.pad_to = pool_pad;
+      info.pool = seg_pool_create(pool.c_str(), &options);
       if (!info.pool)
         throw std::bad_alloc();
     }
@@ -58,7 +63,8 @@ public:
   }
   [[gnu::always_inline]] inline void *allocate_aligned(Kind k, size_t align, size_t size) const {
     seg_pool *pool = kinds_[k].pool;
-    void *p = pool ? seg_aligned_alloc(pool, align, size) : std::aligned_alloc(align, (size + align - 1) / align * align);
+    void *p = pool ? seg_aligned_alloc(pool, align, size)
+                   : std::aligned_alloc(align, (size + align - 1) / align * align);
     if (!p)
       throw std::bad_alloc();
     return p;

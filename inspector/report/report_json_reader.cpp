@@ -117,6 +117,10 @@ public:
 
   // Optional keys: absent is fine, present must be well formed.
   bool has(const char *key) const { return o_->get(key) != nullptr; }
+  bool is_null(const char *key) const {
+    const json::Value *v = o_->get(key);
+    return v && v->kind() == json::Value::Null;
+  }
 
   const std::string &path() const { return path_; }
   bool ok() const { return error_.empty(); }
@@ -221,7 +225,7 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
         "a thread id");
   f.number("lines_per_object", g.lines_per_object);
   f.number("straddle_fraction", g.straddle_fraction);
-  if (f.has("hot_bytes"))
+  if (f.has("hot_bytes") && !f.is_null("hot_bytes"))
     f.uint("hot_bytes", g.hot_bytes);
   if (const json::Object *sef = f.object("set_effective_fraction")) {
     Fields s(sef, f.path() + ".set_effective_fraction", error);

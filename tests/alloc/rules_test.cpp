@@ -94,6 +94,14 @@ TEST_CASE("rules: errors name the column") {
   CHECK(std::string(e.message).find("no value") != std::string::npos);
   e = parse_bad("function=f,pool=a b");
   CHECK(e.column == 18);
+  // A comma left out: the blank before the next key is the place.
+  e = parse_bad("function=a pool=x");
+  CHECK(e.column == 11);
+  CHECK(std::string(e.message).find("a blank before 'pool='") != std::string::npos);
+  // A blank in a function's parameters is the name's own.
+  RuleSet params{};
+  std::string ok = "function=make(int, long),pool=p\n";
+  CHECK(parse_rules(ok.data(), ok.size(), &params, &e));
   e = parse_bad("file=x.c:12a,pool=p");
   e = parse_bad("size=8,hugepages=1");
   CHECK(std::string(e.message).find("needs pool") != std::string::npos);
