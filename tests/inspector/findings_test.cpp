@@ -135,6 +135,34 @@ TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of 
   const Finding *f = find(fs1, "set_underutilization");
   REQUIRE(f);
   CHECK(f->fix.find("192 bytes") != std::string::npos);
+
+  // The padding is one the allocator's classes keep: under jemalloc 4160
+  // bytes land in the 5120-byte class (80 lines, a quarter of the L1's sets
+  // at best), and no class from 4 KiB to 8 KiB has an odd number of lines:
+  // no rule is offered, the program must stagger its hot fields.
+  r.allocator = "jemalloc";
+  r.groups[0].group.size_class = r.groups[0].group.requested_size = 4096;
+  r.groups[0].strides = {{4096, 0.95}};
+  auto fs2 = find_problems(r);
+  f = find(fs2, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("pad=") == std::string::npos);
+  CHECK(f->fix.find("stagger their hot fields") != std::string::npos);
+  CHECK(f->rule.empty());
+  // glibc's chunks of 4160 + 8 bytes are not whole lines apart: padding works there.
+  r.allocator = "native";
+  auto fs3 = find_problems(r);
+  f = find(fs3, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("pad=4160") != std::string::npos);
+  // jemalloc at 256 bytes: 320 is 5 lines.
+  r.allocator = "jemalloc";
+  r.groups[0].group.size_class = r.groups[0].group.requested_size = 256;
+  r.groups[0].strides = {{256, 0.95}};
+  auto fs4 = find_problems(r);
+  f = find(fs4, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("pad=320") != std::string::npos);
 }
 
 TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
