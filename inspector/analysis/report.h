@@ -51,6 +51,10 @@ struct GroupReport {
   std::vector<Neighbour> neighbours;
   uint64_t cross_thread_lines = 0; // lines holding this group's and another thread's objects
   uint64_t lines_total = 0;
+  // Members of the group's type that are locks, from a type map (mutexes,
+  // spin locks: written by whichever thread takes them). Atomics are left
+  // out: every concurrent tree's node has some. Empty when the type is unknown.
+  std::vector<std::string> lock_fields;
 };
 
 // Severity as a number: high 2, medium 1, low (or unknown) 0.

@@ -362,6 +362,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.group = g;
     gr.objects = g.objects.size();
     gr.hot_bytes = hot_bytes_for(g, o.hot, types ? &*types : nullptr);
+    if (types && !g.type.empty())
+      if (const RecordLayout *rec = types->record(g.type))
+        for (const FieldLayout &f : rec->fields)
+          if (f.sync == SyncKind::kLock)
+            gr.lock_fields.push_back(member_name(f));
     LineLayoutOptions lo;
     lo.hot_bytes = gr.hot_bytes;
     LineLayout ll = analyse_line_layout(snap, g, lo);

@@ -165,6 +165,34 @@ TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of 
   CHECK(f->fix.find("pad=320") != std::string::npos);
 }
 
+// The design's DBx1000 rows: 48-byte mutexes allocated back to back by one
+// thread. No other thread allocated on their lines, but their type says
+// they hold a lock and most share a line with another: a candidate.
+TEST_CASE("findings: small objects holding a lock, several to a line", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "row_new", 56);
+  g.group.requested_size = 48;
+  g.lock_fields = {"lock"};
+  g.neighbours = {{1, g.objects * 9 / 10, 0, g.objects}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "false_sharing");
+  REQUIRE(f);
+  CHECK(f->severity == "medium");
+  CHECK(f->metric.at("lock_line_share") == Approx(0.9));
+  CHECK(f->message.find("each holds a lock (lock)") != std::string::npos);
+  CHECK(f->rule == "function=row_new,pool=row_new,pad=64,align=64");
+  // Without the type's word on it, nothing is known: no finding.
+  r.groups[0].lock_fields.clear();
+  auto none = find_problems(r);
+  CHECK_FALSE(find(none, "false_sharing"));
+  // Nor for objects of more than a line, or alone on their lines.
+  r.groups[0].lock_fields = {"lock"};
+  r.groups[0].neighbours = {{1, 0, 0, g.objects}};
+  auto alone = find_problems(r);
+  CHECK_FALSE(find(alone, "false_sharing"));
+}
+
 TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
   Report r = base_report();
   GroupReport g = clean_group(1, "citrus_node", 48);
