@@ -905,6 +905,7 @@ public:
 private:
   void step(const Step &e, bool may_search) {
     uint64_t seq = res_.seq++;
+    freed_on_arrival_ = false;
     if (may_search)
       pulled_ = false;
     res_.last_tsc = e.tsc;
@@ -917,7 +918,7 @@ private:
     case EventKind::kFree: {
       ++res_.heap_events;
       if (e.ptr != 0 && !heap_.remove(e.ptr, nullptr))
-        ++res_.unknown_frees;
+        note_orphan_free(e.ptr, e);
       break;
     }
     case EventKind::kRealloc: {
@@ -926,7 +927,7 @@ private:
       if (e.ptr == 0 && e.size != 0)
         break; // failed: the old block stays
       if (e.old_ptr != 0 && !heap_.remove(e.old_ptr, &tag))
-        ++res_.unknown_frees;
+        note_orphan_free(e.old_ptr, e);
       // A moved object is still the one the program tagged.
       if (e.ptr != 0)
         add(e, seq, tag, may_search);
@@ -945,9 +946,13 @@ private:
     }
     if (res_.stopped && e.kind != EventKind::kMark)
       return; // a nested step (a pulled-forward free) reached the stop
-    if (observer_)
+    if (observer_) {
       (*observer_)({e.kind, e.api, e.tid, seq, e.ptr, e.old_ptr, e.size, e.usable, e.stack_id,
                     e.alignment()});
+      if (freed_on_arrival_) // what the replay did: its free, already passed, follows it
+        (*observer_)({EventKind::kFree, trace::Api::kFree, orphan_tid_, seq, e.ptr, 0, 0, 0, 0, 0});
+    }
+    freed_on_arrival_ = false;
     if (res_.stopped)
       return;
     if (heap_.count() > res_.max_count)
@@ -975,7 +980,45 @@ private:
     res_.stop_max_count = res_.max_count;
   }
 
+  // A free of an address not live, kept for a window: its allocation may
+  // come next in the merged order though it happened first.
+  struct OrphanFree {
+    uint64_t tsc; // the latest one's
+    uint32_t tid;
+    uint32_t count; // of them pending: the address may have gone round more than once
+  };
+
+  void note_orphan_free(uint64_t ptr, const Step &e) {
+    ++res_.unknown_frees;
+    if (orphan_frees_.size() >= kMaxOrphanFrees)
+      std::erase_if(orphan_frees_, [&](const auto &kv) { return kv.second.tsc + window_ < e.tsc; });
+    if (orphan_frees_.size() >= kMaxOrphanFrees)
+      return;
+    OrphanFree &o = orphan_frees_[ptr];
+    o = {e.tsc, e.tid, o.count + 1};
+  }
+
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
+    // Stamps are the thread's last TSC sample, so another thread's free of
+    // this object can carry an earlier one than the allocation and come
+    // first: the free then found nothing, and the object would live on for
+    // good. An allocation by another thread within the window of a free of
+    // its address that found nothing is that object: it is born freed (a
+    // same-thread pair is in order; and where another thread got the
+    // address first, per-thread caches make a true free-then-reuse this
+    // close all but impossible).
+    if (!orphan_frees_.empty() && !heap_.contains(e.ptr)) {
+      auto it = orphan_frees_.find(e.ptr);
+      if (it != orphan_frees_.end() && it->second.tid != e.tid &&
+          e.tsc <= it->second.tsc + window_) {
+        orphan_tid_ = it->second.tid;
+        if (--it->second.count == 0)
+          orphan_frees_.erase(it);
+        --res_.unknown_frees;
+        freed_on_arrival_ = true;
+        return;
+      }
+    }
     if (heap_.contains(e.ptr)) {
       pulled_events_.clear();
       // Its free happened before it: by the time this thread sampled next
@@ -1006,6 +1049,10 @@ private:
   ReplayResult res_;
   std::vector<Step> pulled_events_;
   bool pulled_ = false; // the current event pulled others forward
+  static constexpr size_t kMaxOrphanFrees = size_t{1} << 16;
+  std::unordered_map<uint64_t, OrphanFree> orphan_frees_;
+  bool freed_on_arrival_ = false; // the current allocation met its earlier-stamped free
+  uint32_t orphan_tid_ = 0;
 };
 
 // ---- Helpers -----------------------------------------------------------------

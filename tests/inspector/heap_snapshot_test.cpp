@@ -165,6 +165,34 @@ TEST_CASE("a thread preempted between its sample and its allocation: the free it
   CHECK(snap(bytes, at_end()).objects.empty());
 }
 
+TEST_CASE("a free stamped before its allocation by another thread still frees it", "[snapshot]") {
+  // T1 allocates A at 1000 (a fresh sample); T2 frees it later, but carries
+  // its last sample, 900: merged first, the free finds nothing. The object
+  // must not live on: it is freed on arrival, and the free is not unknown.
+  // Twice, so the address goes round again.
+  TraceBuilder t;
+  Block t1(1000, 0, 0);
+  t1.alloc(Api::kMalloc, kA, 64, 72, 1).tick(1000).alloc(Api::kMalloc, kA, 48, 56, 2);
+  t1.tick(1000).alloc(Api::kMalloc, kB, 32, 40, 3);
+  Block t2(900, 0, 0);
+  t2.free(Api::kFree, kA).tick(1000).free(Api::kFree, kA);
+  t.events(11, t1).events(22, t2).end(2'000'000, 6'000'000);
+  HeapSnapshot end = snap(t.bytes(), at_end());
+  CHECK(addrs(end) == std::vector<uint64_t>{kB});
+  CHECK(end.unknown_frees == 0);
+  CHECK(end.double_allocs == 0);
+
+  // The same thread's free before its own allocation is in order: a free of
+  // memory from before the trace, and the allocation lives.
+  TraceBuilder u;
+  Block one(900, 0, 0);
+  one.free(Api::kFree, kA).tick(100).alloc(Api::kMalloc, kA, 64, 72, 1);
+  u.events(11, one).end(2'000'000, 6'000'000);
+  HeapSnapshot same = snap(u.bytes(), at_end());
+  CHECK(addrs(same) == std::vector<uint64_t>{kA});
+  CHECK(same.unknown_frees == 1);
+}
+
 TEST_CASE("a reused address with no pending free drops the old object once", "[snapshot]") {
   TraceBuilder t;
   Block b(1000, 1000, 5000);
