@@ -130,23 +130,28 @@ private:
 };
 
 // One run of the program under the preload; false with *error when it could
-// not be started.
+// not be started. The small `memlayout` forks and measures it (`__measure`):
+// forked from here its peak RSS would start at ours, LLVM included.
 bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_output,
               const SameInput &input, Sample *out, std::string *error) {
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+  int result[2];
+  if (pipe2(result, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
     return false;
   }
+  std::string measurer = self_dir() + "/memlayout", fd = std::to_string(result[1]);
+  std::vector<char *> argv = {measurer.data(), const_cast<char *>("__measure"), fd.data(),
+                              const_cast<char *>("--")};
+  argv.insert(argv.end(), command.begin(), command.end()); // ends with its nullptr
   std::fflush(nullptr);
-  auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
     return false;
   }
   if (pid == 0) {
-    close(pipefd[0]);
+    close(result[0]);
+    fcntl(result[1], F_SETFD, 0); // for the measurer, which closes it on its exec
     if (!show_output) {
       int null = open("/dev/null", O_WRONLY);
       if (null >= 0) {
@@ -157,30 +162,38 @@ bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_out
     }
     input.give();
     apply_preload_env(env);
-    execvp(command[0], command.data());
-    int err = errno;
-    (void)!write(pipefd[1], &err, sizeof err);
-    _exit(127);
+    // The measurer itself runs without the preload; it hands it on.
+    if (const char *preload = getenv("LD_PRELOAD")) {
+      setenv(kMeasuredPreloadEnv, preload, 1);
+      unsetenv("LD_PRELOAD");
+    }
+    execv(argv[0], argv.data());
+    _exit(126);
   }
-  close(pipefd[1]);
-  int exec_error = 0;
+  close(result[1]);
+  MeasuredRun m;
   ssize_t got;
   do
-    got = read(pipefd[0], &exec_error, sizeof exec_error);
+    got = read(result[0], &m, sizeof m);
   while (got < 0 && errno == EINTR);
-  close(pipefd[0]);
-  struct rusage ru {};
-  out->status = wait_child(pid, &ru);
-  auto t1 = std::chrono::steady_clock::now();
-  if (got == static_cast<ssize_t>(sizeof exec_error)) {
-    *error = std::string(command[0]) + ": " +
-             (exec_error == ENOENT ? "command not found" : std::strerror(exec_error));
+  close(result[0]);
+  int measurer_status = wait_child(pid);
+  if (got != static_cast<ssize_t>(sizeof m)) {
+    *error = "cannot run " + measurer + " to measure the program (" +
+             (WIFEXITED(measurer_status) ? "exit " + std::to_string(WEXITSTATUS(measurer_status))
+                                         : "signal " + std::to_string(WTERMSIG(measurer_status))) +
+             ")";
     return false;
   }
-  out->wall_s = std::chrono::duration<double>(t1 - t0).count();
-  out->cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-               static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  out->maxrss_kib = ru.ru_maxrss;
+  if (m.exec_error) {
+    *error = std::string(command[0]) + ": " +
+             (m.exec_error == ENOENT ? "command not found" : std::strerror(m.exec_error));
+    return false;
+  }
+  out->status = m.status;
+  out->wall_s = static_cast<double>(m.wall_ns) / 1e9;
+  out->cpu_s = static_cast<double>(m.utime_us + m.stime_us) / 1e6;
+  out->maxrss_kib = m.maxrss_kib;
   return true;
 }
 

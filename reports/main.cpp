@@ -76,6 +76,8 @@ int main(int argc, char **argv) {
     std::printf("memlayout " MEMLAYOUT_VERSION "\n");
     return 0;
   }
+  if (!std::strcmp(argv[1], "__measure")) // compare's runs (preload_launch.h), not for people
+    return memlayout::cli::measure_main(argc - 1, argv + 1);
   for (const auto &c : kCommands)
     if (!std::strcmp(argv[1], c.name))
       return c.main ? c.main(argc - 1, argv + 1) : memlayout::cli::run_full_cli(argc - 1, argv + 1);

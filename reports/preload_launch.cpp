@@ -3,7 +3,11 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
 #include <iterator>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +108,52 @@ ChildSignals::~ChildSignals() {
   g_forward_to = old_child_;
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGQUIT, &old_quit_, nullptr);
+}
+
+int measure_main(int argc, char **argv) {
+  // argv: __measure FD -- PROGRAM ARGS...
+  if (argc < 4 || std::strcmp(argv[2], "--") != 0) {
+    std::fprintf(stderr, "memlayout __measure: usage: memlayout __measure FD -- PROGRAM ARGS\n");
+    return 2;
+  }
+  int out = std::atoi(argv[1]);
+  fcntl(out, F_SETFD, FD_CLOEXEC); // the program must not inherit it
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0)
+    return 2;
+  MeasuredRun m;
+  timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid = fork();
+  if (pid < 0)
+    return 2;
+  if (pid == 0) {
+    close(pipefd[0]);
+    if (const char *preload = getenv(kMeasuredPreloadEnv)) {
+      setenv("LD_PRELOAD", preload, 1);
+      unsetenv(kMeasuredPreloadEnv);
+    }
+    execvp(argv[3], argv + 3);
+    int err = errno;
+    (void)!write(pipefd[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  ssize_t got;
+  do
+    got = read(pipefd[0], &m.exec_error, sizeof m.exec_error);
+  while (got < 0 && errno == EINTR);
+  close(pipefd[0]);
+  if (got != static_cast<ssize_t>(sizeof m.exec_error))
+    m.exec_error = 0;
+  struct rusage ru {};
+  m.status = wait_child(pid, &ru);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  m.wall_ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  m.utime_us = ru.ru_utime.tv_sec * 1000000LL + ru.ru_utime.tv_usec;
+  m.stime_us = ru.ru_stime.tv_sec * 1000000LL + ru.ru_stime.tv_usec;
+  m.maxrss_kib = ru.ru_maxrss;
+  return write(out, &m, sizeof m) == static_cast<ssize_t>(sizeof m) ? 0 : 2;
 }
 
 int wait_child(pid_t pid, struct rusage *usage) {

@@ -57,4 +57,18 @@ private:
 // *usage when given.
 int wait_child(pid_t pid, struct rusage *usage = nullptr);
 
+// What `memlayout __measure FD -- PROGRAM ARGS...` writes to FD once PROGRAM
+// ends. The measuring process is the small `memlayout` executable: a child's
+// peak RSS (ru_maxrss) includes what its parent had mapped when it forked,
+// and memlayout-full, with LLVM loaded, carries ~50 MB that a program forked
+// from it would be charged (compare's figures had that floor).
+struct MeasuredRun {
+  int32_t exec_error = 0; // errno of the failed exec, 0 when it ran
+  int32_t status = 0;     // as wait4 gives it
+  int64_t wall_ns = 0, utime_us = 0, stime_us = 0, maxrss_kib = 0;
+};
+int measure_main(int argc, char **argv);
+// The LD_PRELOAD the measured program gets, kept out of the measurer's own.
+inline constexpr const char *kMeasuredPreloadEnv = "MEMLAYOUT_MEASURED_LD_PRELOAD";
+
 } // namespace memlayout::cli

@@ -196,6 +196,16 @@ TEST_CASE("sites.compare_runs_both_sides", "[sites]") {
   const auto *rules = o->getArray("rules");
   REQUIRE(rules->size() == 1);
   CHECK((*rules)[0].getAsObject()->getNumber("allocations_per_run").getValueOr(0) > 15000);
+  // Peak RSS is the program's: a small one is not charged memlayout-full's
+  // ~50 MiB, as when it was forked from there.
+  const int64_t rss = o->getObject("without_rules")->getInteger("max_rss_kib").getValueOr(-1);
+  CHECK(rss > 0);
+  CHECK(rss < 30 * 1024);
+  // A program that cannot start is a message, not a timing.
+  r = run({memlayout_bin(), "compare", "--segregate", "function=x,pool=p", "-r", "1", "--",
+           dir + "/no-such-program"});
+  CHECK(r.exit_code() != 0);
+  CHECK(r.err.find("no-such-program: command not found") != std::string::npos);
   // A program that fails is not timed.
   r = run({memlayout_bin(), "compare", "--segregate", "function=x,pool=p", "-r", "1", "--",
            "/bin/false"});
