@@ -601,6 +601,24 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     else if (c < min_class)
       lo = std::max(lo, c + 1);
   }
+  if (!separable && !rule.has_size) {
+    // The whole site cannot be told apart (its line also allocates, say, a
+    // vector's growing buffer): the subject's own class may still be, from
+    // the largest class below it of every other group the function routes.
+    separable = true;
+    lo = 1;
+    min_class = max_class = subject.group.size_class;
+    for (const GroupReport *g : others) {
+      uint64_t c = g->group.size_class;
+      if (c == max_class)
+        separable = false;
+      else if (c < max_class)
+        lo = std::max(lo, c + 1);
+    }
+    for (const GroupReport *g : mine)
+      if (g->group.size_class < max_class)
+        lo = std::max(lo, g->group.size_class + 1);
+  }
   if (separable) {
     rule.has_size = true;
     rule.size_min = lo;

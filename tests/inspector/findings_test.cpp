@@ -428,6 +428,27 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
 
+// `out.push_back(new Item)`: the line allocates 40-byte items and the
+// vector's growing buffer; the next line 48-byte counters. The whole line
+// spans every class the counters' could fall in, but the items' own class
+// is still apart from everything else the function allocates.
+TEST_CASE("findings: a line that also grows a vector still gets a rule for its objects",
+          "[findings]") {
+  Report r = base_report();
+  GroupReport item = clean_group(1, "work", 40), buffer = clean_group(2, "work", 266224),
+              counter = clean_group(3, "work", 56);
+  buffer.objects = 6;
+  counter.group.site.line = 15;
+  counter.group.requested_size = 48;
+  item.straddle_fraction = 0.5;
+  r.groups = {item, buffer, counter};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule == "function=work,size=1-40,pool=work.1-40,align=64");
+  CHECK(groups_routed(parsed_rule(f->rule), r) == std::vector<uint32_t>{1});
+}
+
 TEST_CASE("findings: a program's own pool is fixed by its options, not by a rule", "[findings]") {
   // The objects come from seg_malloc in main: a rule by main's name would
   // route main's other allocations and leave these where they are.
