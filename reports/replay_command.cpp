@@ -368,6 +368,7 @@ int replay_main(int argc, char **argv) {
     return route == replay::kNoRoute ? std::string() : rules.set->rules[route].pool;
   };
   o.progress = isatty(2);
+  o.allocator = jemalloc ? "jemalloc" : "native"; // the layout is the replay's
   inspector::Report report;
   if (!inspector::build_report(trace, o, report, error)) {
     std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());

@@ -246,7 +246,9 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   }
   if (o.transform_snapshot)
     o.transform_snapshot(snap);
-  out.allocator = r.header().allocator.empty() ? "unknown" : r.header().allocator;
+  out.allocator = !o.allocator.empty()           ? o.allocator
+                  : r.header().allocator.empty() ? "unknown"
+                                                 : r.header().allocator;
   // A stamp is a sample taken before the event: the first events of a forked
   // child can carry one from just before the child's trace began.
   out.at_ns = std::max<int64_t>(snap.ts_ns, 0);

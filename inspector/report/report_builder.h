@@ -54,6 +54,10 @@ struct ReportOptions {
   // groups by pool.
   std::function<void(HeapSnapshot &)> transform_snapshot;
   std::function<std::string(const LiveObject &)> pool_of;
+  // The allocator whose layout this is, when not the trace's (a replay
+  // against another): the report names it and the findings' size classes
+  // are its. Empty: the trace's.
+  std::string allocator;
 };
 
 // Returns false with `error` set ("FILE: offset N: ...") when the trace

@@ -74,6 +74,11 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   CHECK(l1_fraction(*node_replayed) > 0.9);
   const auto *desc_replayed = group_by_site(*p.getAsObject(), "mlr_new_descriptor");
   REQUIRE(desc_replayed);
+  CHECK(p.getAsObject()->getString("allocator").getValueOr("") == "jemalloc");
+  // Against another allocator than the trace's, the report names that one.
+  llvm::json::Value glibc = json_of({memlayout_bin(), "replay", before, "--rules", rules,
+                                     "--allocator", "native", "--format", "json"});
+  CHECK(glibc.getAsObject()->getString("allocator").getValueOr("") == "native");
 
   // 6. diff shows the finding resolved.
   RunResult d = run({memlayout_bin(), "diff", before, after, "--format", "json"});
