@@ -54,8 +54,9 @@ int structs_main(int argc, char **argv) {
       "allocation site (new, malloc(sizeof(T)), make_unique, allocate, seg_malloc, ...)\n"
       "with its type. Files are compiled by clang with the commands of a compilation\n"
       "database, like clang-tidy does, or with the arguments after --.\n\n"
-      "Exit status: 0 done; 1 a file did not compile (diagnostics on stderr); 2 bad\n"
-      "usage or no compilation database.",
+      "Exit status: 0 done; 1 a file did not compile or does not exist (diagnostics on\n"
+      "stderr), or no record matched any -C NAME; 2 bad usage or no compilation\n"
+      "database.",
       "Usage: memlayout structs FILES... [OPTIONS] [-p BUILD_DIR | -- COMPILER_ARGS...]");
   app->add_option("FILES", scan.files, "the source files")->required();
   app->add_option("-p", scan.build_dir,
@@ -117,10 +118,15 @@ int structs_main(int argc, char **argv) {
   report.failed = std::move(scanned.failed);
   std::erase_if(report.records, [&](const auto &r) { return !selected(r.layout.name, classes); });
   std::erase_if(report.sites, [&](const auto &s) { return !selected(s.type, classes); });
+  size_t unmatched = 0;
   for (const std::string &c : classes)
     if (std::none_of(report.records.begin(), report.records.end(),
-                     [&](const auto &r) { return inspector::record_selected(r.layout.name, c); }))
+                     [&](const auto &r) { return inspector::record_selected(r.layout.name, c); })) {
       std::fprintf(stderr, "memlayout structs: no record named '%s' in these files\n", c.c_str());
+      ++unmatched;
+    }
+  // As grep: nothing of what was asked for is there.
+  const bool nothing_selected = !classes.empty() && unmatched == classes.size();
 
   std::ofstream file;
   std::ostream *out = &std::cout;
@@ -151,7 +157,7 @@ int structs_main(int argc, char **argv) {
                  "memlayout structs: %zu of %zu files did not compile; reported what was "
                  "parsed\n",
                  report.failed.size(), scan.files.size());
-  return failed ? 1 : 0;
+  return failed || nothing_selected ? 1 : 0;
 }
 
 } // namespace memlayout::cli

@@ -69,9 +69,16 @@ void compute_holes(RecordLayout &r) {
   r.holes.clear();
   r.bit_holes = 0;
   std::vector<std::pair<uint64_t, uint64_t>> used; // [begin, end) in bits
-  for (const FieldLayout &f : r.fields)
+  // A member of no size (a flexible array member) still marks where the
+  // data reaches: the bytes before it are a hole, as pahole has them, not
+  // tail padding.
+  uint64_t empty_member_end = 0;
+  for (const FieldLayout &f : r.fields) {
     if (f.end_bit() > f.begin_bit())
       used.emplace_back(f.begin_bit(), f.end_bit());
+    else if (!f.is_bitfield())
+      empty_member_end = std::max(empty_member_end, f.begin_bit());
+  }
   std::sort(used.begin(), used.end());
 
   // A gap of unused bits becomes a hole of the whole bytes inside it; the
@@ -90,6 +97,10 @@ void compute_holes(RecordLayout &r) {
     if (begin > covered)
       gap(covered, begin);
     covered = std::max(covered, end);
+  }
+  if (empty_member_end > covered) {
+    gap(covered, empty_member_end);
+    covered = empty_member_end;
   }
   const uint64_t data_end = (covered + 7) / 8;
   r.bit_holes += data_end * 8 - covered;

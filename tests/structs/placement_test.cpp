@@ -102,6 +102,18 @@ TEST_CASE("holes, bit holes and tail padding from the members", "[placement]") {
   CHECK_FALSE(prefix_through(r, "nope"));
 }
 
+// struct flex { int n; char kind; double data[]; }: the flexible array
+// member has no size, but the bytes before it are a hole (as pahole has
+// them), not tail padding.
+TEST_CASE("a flexible array member ends the data: the bytes before it are a hole", "[placement]") {
+  RecordLayout r =
+      record("flex", 8, 8, {member("n", 0, 4), member("kind", 4, 1), member("data", 8, 0, 8)});
+  REQUIRE(r.holes.size() == 1);
+  CHECK(r.holes[0].offset == 5);
+  CHECK(r.holes[0].size == 3);
+  CHECK(r.tail_padding == 0);
+}
+
 TEST_CASE("a 48-byte record: jemalloc regions every 48 bytes, glibc 16-byte chunks",
           "[placement]") {
   RecordLayout r = record("node", 48, 8,
