@@ -132,12 +132,13 @@ void sync_sharing(const RecordLayout &r, const std::vector<Placement> &placement
 // A lock or atomic on a line that also holds a neighbouring object.
 void neighbour_sharing(const RecordLayout &r, const std::vector<Placement> &placements,
                        uint32_t line, std::vector<Risk> &out) {
-  std::vector<std::string> names, per_allocator;
+  std::vector<std::string> names, per_allocator, locks, atomics;
   bool any_lock = false;
   for (const FieldLayout &f : r.fields)
     if (f.sync != SyncKind::kNone && f.size) {
       names.push_back(member_name(f));
       any_lock |= f.sync == SyncKind::kLock;
+      (f.sync == SyncKind::kLock ? locks : atomics).push_back("'" + member_name(f) + "'");
     }
   if (names.empty())
     return;
@@ -164,12 +165,13 @@ void neighbour_sharing(const RecordLayout &r, const std::vector<Placement> &plac
   k.kind = "neighbour_sharing";
   k.severity = any_lock ? "high" : "medium";
   k.fields = names;
-  std::vector<std::string> q;
-  for (const std::string &n : names)
-    q.push_back("'" + n + "'");
-  k.message = std::string(any_lock ? "lock" : "atomic") + (names.size() > 1 ? "s " : " ") +
-              joined(q) + " can share a line with the neighbouring object under " +
-              joined(per_allocator) +
+  // Each member by what it is: "lock 'm' and atomic 'version'".
+  auto kind = [](const char *what, const std::vector<std::string> &v) {
+    return v.empty() ? std::string() : what + std::string(v.size() > 1 ? "s " : " ") + joined(v);
+  };
+  std::string what = kind("lock", locks), more = kind("atomic", atomics);
+  k.message = what + (what.empty() || more.empty() ? "" : " and ") + more +
+              " can share a line with the neighbouring object under " + joined(per_allocator) +
               ": threads working on neighbouring objects contend for one line (false sharing)";
   out.push_back(std::move(k));
 }

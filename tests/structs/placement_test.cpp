@@ -183,6 +183,15 @@ TEST_CASE("risks: a lock in a 48-byte record shares lines with neighbours", "[ad
   REQUIRE(n);
   CHECK(n->severity == "high");
   CHECK(n->fields == std::vector<std::string>{"m"});
+  CHECK(n->message.rfind("lock 'm' can share a line", 0) == 0);
+  // A lock and an atomic are each called what they are.
+  RecordLayout both = record("kv", 48, 8,
+                             {member("lock", 0, 40, 8, SyncKind::kLock, "pthread_mutex_t"),
+                              member("version", 40, 8, 8, SyncKind::kAtomic, "_Atomic long")});
+  RecordAdvice b = advice_for(both);
+  const Risk *nb = risk(b, "neighbour_sharing");
+  REQUIRE(nb);
+  CHECK(nb->message.rfind("lock 'lock' and atomic 'version' can share a line", 0) == 0);
   const Risk *l = risk(a, "lock_shares_line");
   REQUIRE(l);
   CHECK(l->fields == std::vector<std::string>{"m", "v"});
