@@ -246,7 +246,8 @@ struct Demangler {
         }
         continue;
       }
-      if (c == 'E' && depth > 0 && depth < 64 && (closures >> depth & 1)) {
+      if (c == 'E' && depth > 0 && depth < 64 &&
+          (closures >> depth & 1)) { // deeper: no closure bit
         ++p;
         closures &= ~(uint64_t{1} << depth--);
         if (!skip_discriminator())

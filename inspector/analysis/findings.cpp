@@ -263,12 +263,13 @@ void pair_findings(const Report &r, const GroupReport &g, const FindingThreshold
   }
 }
 
-void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vector<Finding> &out) {
+// True when it reported the group.
+bool thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vector<Finding> &out) {
   if (!g.lines_total || g.objects < t.min_objects)
-    return;
+    return false;
   double share = static_cast<double>(g.cross_thread_lines) / g.lines_total;
   if (share < t.cross_thread_share)
-    return;
+    return false;
   Finding f;
   bool small = g.group.size_class <= t.false_sharing_max_size;
   f.kind = small ? "false_sharing" : "cross_thread_line_sharing";
@@ -287,6 +288,7 @@ void thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
                 : "give each thread's objects their own lines or pool: " +
                       segregate_flag(own_pool(g.group));
   out.push_back(std::move(f));
+  return true;
 }
 
 // Small objects that hold a lock, packed several to a line, but
@@ -607,7 +609,7 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     // the largest class below it of every other group the function routes.
     separable = true;
     lo = 1;
-    min_class = max_class = subject.group.size_class;
+    max_class = subject.group.size_class;
     for (const GroupReport *g : others) {
       uint64_t c = g->group.size_class;
       if (c == max_class)
@@ -693,10 +695,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
     set_underutilization(r, g, t, out);
     line_straddle(g, t, out);
     pair_findings(r, g, t, out);
-    thread_sharing(g, t, out);
-    if (std::none_of(out.begin(), out.end(), [&](const Finding &f) {
-          return f.kind == "false_sharing" && f.groups == std::vector<uint32_t>{g.group.id};
-        }))
+    if (!thread_sharing(g, t, out)) // another thread's objects on its lines say more
       lock_line_sharing(g, t, out);
     page_spread(g, t, out);
   }

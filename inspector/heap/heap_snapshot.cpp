@@ -952,7 +952,6 @@ private:
       if (freed_on_arrival_) // what the replay did: its free, already passed, follows it
         (*observer_)({EventKind::kFree, trace::Api::kFree, orphan_tid_, seq, e.ptr, 0, 0, 0, 0, 0});
     }
-    freed_on_arrival_ = false;
     if (res_.stopped)
       return;
     if (heap_.count() > res_.max_count)
