@@ -326,7 +326,10 @@ TEST_CASE("cli.measuring_programs_refuse_bad_arguments", "[cli]") {
     RunOptions quick;
     quick.timeout_s = 20;
     RunResult r = run(argv, quick);
-    INFO(argv[1] << " " << argv[2] << ": " << r.err);
+    std::string args;
+    for (size_t i = 1; i < argv.size(); ++i)
+      args += argv[i] + " ";
+    INFO(args << ": " << r.err);
     CHECK_FALSE(r.timed_out);
     CHECK(r.exit_code() == 2);
     CHECK_FALSE(r.err.empty());
