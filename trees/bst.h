@@ -85,15 +85,7 @@ protected:
   // "node" first, so a tree's other kinds follow it.
   Bst(std::string_view tree, AllocPolicy policy)
       : MapWithRecords(tree, policy),
-        node_kind_(records_.add_kind("node", sizeof(Node), pool_pad<L>())) {}
-
-  // A layout's kPoolPad, if it has one: the stride of its nodes in a pool.
-  template <class Layout> static constexpr size_t pool_pad() {
-    if constexpr (requires { Layout::kPoolPad; })
-      return Layout::kPoolPad;
-    else
-      return 0;
-  }
+        node_kind_(records_.add_kind("node", sizeof(Node))) {}
 
   // Allocating stays in the tree's new_node, written there as
   // this->records_.allocate(this->node_kind_, sizeof(Node)): that line is the

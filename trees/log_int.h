@@ -52,28 +52,27 @@ static_assert(offsetof(LogIntBaselineLayout::Node, key) == 48);
 static_assert(offsetof(LogIntBaselineLayout::Node, mark) == 64);
 
 // The study's fix (setbench's FIELDS_ORDER without padding): key, children,
-// list links and mark first, 4-byte spin locks last: 72 bytes.
-struct LogIntFixedLayout : WordSpinLock {
+// list links and mark first, the spin locks last, in one line: 64 bytes.
+// With 4-byte locks the node is 72 bytes and in a pool's 80-byte class one
+// node in four has its search fields across a line, every other one its
+// list links and mark (the lookup's second read) on a second line; with
+// one-byte locks every node is a line of its own.
+struct LogIntFixedLayout : ByteSpinLock {
   struct Node {
     Key key;                   // 0
     std::atomic<Node *> left;  // 8
     std::atomic<Node *> right; // 16
     std::atomic<Node *> succ;  // 24
     std::atomic<Node *> pred;  // 32
-    std::atomic<bool> mark;    // 40
-    Value value;               // 48
+    Value value;               // 40
     std::atomic<Node *> parent;
-    Lock tree_lock; // 64
-    Lock succ_lock; // 68
+    std::atomic<bool> mark; // 56
+    Lock tree_lock;         // 57
+    Lock succ_lock;         // 58
   };
-  // In a pool, 72 bytes take the 80-byte class: a node in four would start
-  // at byte 48 of a line and its search fields (key and children, the first
-  // 24 bytes) cross into the next. At a 96-byte stride nodes start at 0 or
-  // 32 of a line: every search step reads one line (20% more memory).
-  static constexpr size_t kPoolPad = 96;
 };
-static_assert(sizeof(LogIntFixedLayout::Node) == 72);
-static_assert(offsetof(LogIntFixedLayout::Node, mark) == 40);
+static_assert(sizeof(LogIntFixedLayout::Node) == 64);
+static_assert(offsetof(LogIntFixedLayout::Node, mark) == 56);
 
 // Tests' access to the internals (stalling an operation half way).
 template <class L> struct LogIntProbe;

@@ -34,17 +34,12 @@ public:
 
   // Registers a record kind ("node"); call once per kind, in the tree's
   // constructor. With kSegregated it opens the pool "<tree>.<kind>".
-  // pool_pad: with kSegregated, the stride its pool gives each record (0: its
-  // size class's), for records whose search fields would otherwise cross a
-  // line in some of them.
-  Kind add_kind(std::string_view kind, size_t record_size, size_t pool_pad = 0) {
+  Kind add_kind(std::string_view kind, size_t record_size) {
     Kind k = static_cast<Kind>(kinds_.size());
     KindInfo info{std::string(kind), record_size, nullptr};
     if (policy_ == AllocPolicy::kSegregated) {
       std::string pool = tree_ + "." + info.name;
-      seg_pool_options options{};
-      options.pad_to = pool_pad;
-      info.pool = seg_pool_create(pool.c_str(), &options);
+      info.pool = seg_pool_create(pool.c_str(), nullptr);
       if (!info.pool)
         throw std::bad_alloc();
     }

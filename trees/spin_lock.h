@@ -59,6 +59,21 @@ struct WordSpinLock {
   static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
 };
 
+// WordSpinLock in one byte, for records where the 3 bytes a word lock
+// would add cross the size class or the line their search fields sit on.
+struct ByteSpinLock {
+  using Lock = std::atomic<uint8_t>;
+  static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
+  static bool try_lock(Lock &l) {
+    return l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0;
+  }
+  static void lock(Lock &l) {
+    for (unsigned attempt = 0; !try_lock(l); ++attempt)
+      back_off(attempt);
+  }
+  static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
+};
+
 // Holds a node's `lock` field for its scope; L is the tree's record layout.
 template <class L> class NodeLockGuard {
 public:

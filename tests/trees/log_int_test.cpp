@@ -29,6 +29,11 @@ template <class L> struct LogIntProbe {
   using Tree = LogInt<L>;
   using Node = typename Tree::Node;
 
+  // Quiescent: every node on the list, sentinels included.
+  template <class F> static void for_each_node(const Tree &t, F f) {
+    for (const Node *n = t.min_; n; n = n->succ.load())
+      f(n);
+  }
   // The list half of remove(key): marked and off the list, still in the tree.
   static Node *remove_from_list_only(Tree &t, Key key) {
     Node *s = t.search(key);
@@ -220,24 +225,33 @@ TEMPLATE_TEST_CASE(
 
 TEST_CASE("log-int: record sizes of the two layouts", "[log-int]") {
   CHECK(record_kinds(make_log_int, Layout::kBaseline) == std::vector<RecordKind>{{"node", 128}});
-  CHECK(record_kinds(make_log_int, Layout::kFixed) == std::vector<RecordKind>{{"node", 72}});
+  CHECK(record_kinds(make_log_int, Layout::kFixed) == std::vector<RecordKind>{{"node", 64}});
 }
 
-// In a pool the fixed layout's 72-byte nodes take a 96-byte stride, so that
-// no node's search fields (its first 24 bytes) cross a line, as they did in
-// one node of four in the 80-byte class.
-TEST_CASE("log-int: the fixed layout's nodes never cross a line with their search fields",
-          "[log-int]") {
-  auto t = make_log_int(TreeConfig{Layout::kFixed, AllocPolicy::kSegregated, {}});
+// In a pool the fixed layout's 64-byte nodes are each a line of their own:
+// a lookup reads one line per node, its list links and mark included (at 72
+// bytes, in the 80-byte class, one node in four had its search fields across
+// a line, every other one its links and mark on a second).
+TEST_CASE("log-int: the fixed layout's nodes each sit on one line of their own", "[log-int]") {
+  LogInt<LogIntFixedLayout> t(AllocPolicy::kSegregated);
   seg_pool *pool = seg_pool_create("log-int.node", nullptr); // the tree's, by its name
   REQUIRE(pool);
   for (Key k = 1; k <= 2000; ++k)
-    REQUIRE(t->insert(k * 7919 % 4001 + 1, k));
+    REQUIRE(t.insert(k * 7919 % 4001 + 1, k));
   struct seg_pool_stats st {};
   REQUIRE(seg_pool_stats(pool, &st) == 0);
   const uint64_t live = st.allocations - st.frees;
   CHECK(live >= 2000);
-  CHECK(st.allocated_bytes == live * 96);
+  CHECK(st.allocated_bytes == live * 64);
+  // Every node the walk reaches starts a line.
+  size_t misaligned = 0;
+  size_t nodes = 0;
+  LogIntProbe<LogIntFixedLayout>::for_each_node(t, [&](const void *n) {
+    ++nodes;
+    misaligned += reinterpret_cast<uintptr_t>(n) % 64 != 0;
+  });
+  CHECK(nodes == 2002);
+  CHECK(misaligned == 0);
 }
 
 TEMPLATE_TEST_CASE("log-int: removing a two-child node moves its successor into its place",
