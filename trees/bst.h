@@ -84,8 +84,7 @@ protected:
   // tree: the name its pools are named after; registers the record kind
   // "node" first, so a tree's other kinds follow it.
   Bst(std::string_view tree, AllocPolicy policy)
-      : MapWithRecords(tree, policy),
-        node_kind_(records_.add_kind("node", sizeof(Node))) {}
+      : MapWithRecords(tree, policy), node_kind_(records_.add_kind("node", sizeof(Node))) {}
 
   // Allocating stays in the tree's new_node, written there as
   // this->records_.allocate(this->node_kind_, sizeof(Node)): that line is the

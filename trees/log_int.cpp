@@ -123,18 +123,24 @@ template <class L> typename L::Node *LogInt<L>::search(Key key) const {
 }
 
 // The paper's contains, except that the list walk starts from a node seen
-// unmarked (fix 1 at the top of this file).
+// unmarked (fix 1 at the top of this file): from `n`, the node a search for
+// key ended on, the node that decides whether key is present. Key is present
+// iff the result holds it unmarked.
+template <class L> typename L::Node *LogInt<L>::list_position(Node *n, Key key) {
+  if (n->key == key && !n->mark.load())
+    return n;
+  while (n->key >= key || n->mark.load())
+    n = n->pred.load();
+  while (n->key < key)
+    n = n->succ.load();
+  return n;
+}
+
 template <class L> bool LogInt<L>::lookup(Key key, Value *value) {
   EpochGuard guard;
-  Node *n = search(key);
-  if (n->key != key || n->mark.load()) {
-    while (n->key >= key || n->mark.load())
-      n = n->pred.load();
-    while (n->key < key)
-      n = n->succ.load();
-    if (n->key != key || n->mark.load())
-      return false;
-  }
+  Node *n = list_position(search(key), key);
+  if (n->key != key || n->mark.load())
+    return false;
   *value = n->value;
   return true;
 }
@@ -143,6 +149,11 @@ template <class L> bool LogInt<L>::insert(Key key, Value value) {
   EpochGuard guard;
   for (;;) {
     Node *node = search(key);
+    // A key already present fails without a lock, as the published code's
+    // RO_FAIL build does (its lookup's walk: fix 1 applies).
+    Node *at = list_position(node, key);
+    if (at->key == key && !at->mark.load())
+      return false;
     Node *p = node->key >= key ? node->pred.load() : node;
     lock<L>(p->succ_lock);
     Node *s = p->succ.load();
@@ -196,6 +207,9 @@ template <class L> bool LogInt<L>::remove(Key key) {
   EpochGuard guard;
   for (;;) {
     Node *node = search(key);
+    Node *at = list_position(node, key); // an absent key fails without a lock
+    if (at->key != key || at->mark.load())
+      return false;
     Node *p = node->key >= key ? node->pred.load() : node;
     lock<L>(p->succ_lock);
     Node *s = p->succ.load();

@@ -23,15 +23,17 @@
 namespace memlayout::trees {
 
 // The published layout (ASCYLIB's bst-drachsler as ported to setbench, its
-// BASELINE build): links first, the locks, then key, value and mark, padded
-// to 96 bytes; ASCYLIB's ALIGNED(64) node type rounds that to 128. The
-// published locks are pthread spin locks (4 B each): pthread mutexes (40 B)
-// could not fit these fields in 96 or 128 bytes. 128-byte records sit two
-// lines apart, on every other cache set (the study's "similar issue" to
-// int-lf's); the study also padded the node to 192 bytes, an odd number of
-// lines that reaches every set, at the cost of 64 more bytes per key.
-// A search reads key (48) and a child (0/8); a lookup that misses reads
-// pred/succ (32/24) and the mark (64, the second line).
+// BASELINE build, which the study measured): links first, the locks, then
+// key, value and mark, padded to 96 bytes; the port's alignas(64) rounds that
+// to 128. (ASCYLIB's own C build allocates sizeof(node_t), 96: GCC's aligned
+// typedef does not round the size, so its nodes sit 96 bytes apart, 112 in
+// malloc's chunks.) The published locks are pthread spin locks (4 B each):
+// pthread mutexes (40 B) could not fit these fields in 96 or 128 bytes.
+// 128-byte records sit two lines apart, on every other cache set (the
+// study's "similar issue" to int-lf's); the study also padded the node to
+// 192 bytes, an odd number of lines that reaches every set, at the cost of
+// 64 more bytes per key. A search reads key (48) and a child (0/8); a lookup
+// that misses reads pred/succ (32/24) and the mark (64, the second line).
 struct LogIntBaselineLayout : PthreadSpinLock {
   struct Node {
     std::atomic<Node *> left;  // 0
@@ -107,6 +109,7 @@ private:
   Node *new_node(Key key, Value value);
 
   Node *search(Key key) const;
+  static Node *list_position(Node *n, Key key);
   Node *choose_parent(Node *pred, Node *succ, Node *first_candidate);
   Node *lock_parent(Node *node);
   bool acquire_tree_locks(Node *node);
