@@ -5,6 +5,7 @@
 #include "size_class.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -208,11 +209,16 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
               (g.hot_bytes ? "hot " + std::to_string(g.hot_bytes) + " bytes"
                            : std::to_string(bytes) + " bytes") +
               " across a line boundary: one more cache miss each";
-  // In a pool of their own: aligned objects served from the size class they
-  // grow into would interleave with that class's other groups.
-  const std::string rule = own_pool(g.group) + ",align=64";
+  // The smallest alignment that keeps `bytes` within a line: a start at a
+  // multiple of bit_ceil(bytes) <= 64 leaves room to the line's end (24-byte
+  // entries need 32, not a line each: half the memory of align=64). In a
+  // pool of their own: aligned objects served from the size class they grow
+  // into would interleave with that class's other groups.
+  const uint64_t align = std::clamp<uint64_t>(std::bit_ceil(bytes), 16, 64);
+  const std::string rule = own_pool(g.group) + ",align=" + std::to_string(align);
   if (bytes <= 64)
-    f.fix = "align the objects to 64 bytes, in a pool of their own: " + segregate_flag(rule);
+    f.fix = "align the objects to " + std::to_string(align) +
+            " bytes, in a pool of their own: " + segregate_flag(rule);
   else
     f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: " +
             segregate_flag(rule);

@@ -203,7 +203,8 @@ TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
   const Finding *f = find(fs2, "line_straddle");
   REQUIRE(f);
   CHECK(f->severity == "high");
-  CHECK(f->fix.find("align=64") != std::string::npos);
+  // 24 hot bytes stay within a line from any 32-byte boundary.
+  CHECK(f->fix.find("align=32") != std::string::npos);
   g.straddle_fraction = 0.05;
   r.groups = {g};
   CHECK_FALSE(find(find_problems(r), "line_straddle"));
@@ -432,6 +433,25 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
 // vector's growing buffer; the next line 48-byte counters. The whole line
 // spans every class the counters' could fall in, but the items' own class
 // is still apart from everything else the function allocates.
+TEST_CASE("findings: straddling small objects are aligned no further than keeps them in a line",
+          "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "fl_get", 24);
+  g.straddle_fraction = 0.25;
+  r.groups = {g};
+  auto small = find_problems(r);
+  const Finding *f = find(small, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule == "function=fl_get,pool=fl_get,align=32"); // not a line per 24-byte entry
+  g = clean_group(1, "leaf", 40);
+  g.straddle_fraction = 0.5;
+  r.groups = {g};
+  auto larger = find_problems(r);
+  f = find(larger, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule == "function=leaf,pool=leaf,align=64");
+}
+
 TEST_CASE("findings: a line that also grows a vector still gets a rule for its objects",
           "[findings]") {
   Report r = base_report();
