@@ -239,10 +239,12 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
           {a, llvm::object::SectionedAddress::UndefSection},
           llvm::DILineInfoSpecifier(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
                                     llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName));
+      bool matched = false;
       for (uint32_t f = 0; f < inlined.getNumberOfFrames(); ++f) {
         const llvm::DILineInfo &fr = inlined.getFrame(f);
         if (fr.Line != row.Line || fr.FileName != path)
           continue;
+        matched = true;
         char norm[rules::kMaxName];
         if (fr.FunctionName != llvm::DILineInfo::BadString &&
             rules::normalize_function(inspector::demangle(fr.FunctionName).c_str(), norm,
@@ -251,6 +253,12 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
           name = fr.FunctionName;
         break;
       }
+      if (!matched && inlined.getNumberOfFrames() > 0 &&
+          inlined.getFrame(0).FunctionName != llvm::DILineInfo::BadString)
+        // No frame of the address is at this line: a row GCC left behind
+        // where an inlined call's instructions interleave with the caller's
+        // (the caller's code, at its own line, holds the address).
+        continue;
       if (name.empty()) {
         auto it = std::upper_bound(funcs.begin(), funcs.end(),
                                    std::make_pair(a, std::make_pair(UINT64_MAX, std::string())));

@@ -333,3 +333,25 @@ TEST_CASE("sites.file_line_rule_on_inlined_code", "[sites]") {
   CHECK(routed("file=bst_main.c:" + node_line + ",pool=n", "create_node") == by_function);
   CHECK(routed("file=bst_main.c:" + op_line + ",pool=n", "create_child_op") > 10000);
 }
+
+// GCC's line table gives a one-line constructor's line to loop instructions
+// of its caller that lie outside the inlined ranges: the rule routes the
+// constructor's objects, not the caller's own index as well.
+TEST_CASE("sites.file_line_rule_leaves_the_callers_own_allocations", "[sites]") {
+  std::string source = std::string(__FILE__);
+  source = read_file(source.substr(0, source.rfind("/integration/")) +
+                     "/programs/sites/oneline_ctors.c");
+  size_t at = source.find("static inline item_t *make_item");
+  REQUIRE(at != std::string::npos);
+  const std::string line =
+      std::to_string(std::count(source.begin(), source.begin() + static_cast<long>(at), '\n') + 1);
+  RunResult direct = run({program("oneline_ctors"), "20000"});
+  RunResult r =
+      run({memlayout_bin(), "run", "--segregate", "file=oneline_ctors.c:" + line + ",pool=it", "--",
+           program("oneline_ctors"), "20000"});
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.out == direct.out);
+  CHECK(routed_by(r.err, "make_item") == 20000);
+  CHECK(r.err.find("function=main") == std::string::npos);
+}
