@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -458,4 +460,46 @@ TEST_CASE("cli.rerecord_replaces", "[record][cli]") {
   REQUIRE(t.error == "");
   CHECK(t.count("alloc") >= 3000);
   CHECK(t.count("alloc") < 3100);
+}
+
+// docs/trace-format.md's worked example, byte for byte: its hexdump read back
+// by `dump` gives the events the doc lists after it.
+TEST_CASE("cli.trace_format_worked_example", "[record][cli]") {
+  std::string doc = std::string(__FILE__);
+  doc = read_file(doc.substr(0, doc.rfind("/tests/")) + "/docs/trace-format.md");
+  size_t at = doc.find("## A worked example");
+  REQUIRE(at != std::string::npos);
+  size_t begin = doc.find("```\n", at) + 4, end = doc.find("```", begin);
+  std::string bytes;
+  std::istringstream lines(doc.substr(begin, end - begin));
+  for (std::string line; std::getline(lines, line);) {
+    // offset, then up to 16 hex bytes before the |ascii| column
+    std::istringstream words(line.substr(0, line.find('|')));
+    std::string word;
+    words >> word;
+    while (words >> word)
+      bytes += static_cast<char>(std::stoi(word, nullptr, 16));
+  }
+  REQUIRE(bytes.size() == 0x94);
+  const std::string path = work_dir("trace_format_example") + "/example.trace";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+  }
+  RunResult r = run({memlayout_bin(), "dump", path, "--format", "jsonl"});
+  INFO(r.err);
+  REQUIRE(r.exit_code() == 0);
+  size_t shown = doc.find("$ memlayout dump example.trace --format jsonl", end);
+  REQUIRE(shown != std::string::npos);
+  std::istringstream expected(doc.substr(shown, doc.find("```", shown) - shown));
+  std::string line;
+  std::getline(expected, line); // the command
+  std::getline(expected, line); // the header, elided in the doc
+  int checked = 0;
+  while (std::getline(expected, line) && !line.empty()) {
+    INFO(line);
+    CHECK(r.out.find(line + "\n") != std::string::npos);
+    ++checked;
+  }
+  CHECK(checked == 4);
 }
