@@ -47,6 +47,7 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
   j["regions_2m"] = g.regions_2m;
   j["page_runs"] = g.page_runs;
   j["cross_thread_lines"] = g.cross_thread_lines;
+  j["lines_total"] = g.lines_total;
   j["neighbours"] = Json::array();
   for (const auto &n : g.neighbours)
     j["neighbours"].push_back({{"group", n.group},

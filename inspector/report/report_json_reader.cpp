@@ -248,6 +248,8 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
     f.uint("page_runs", g.page_runs);
   if (f.has("cross_thread_lines"))
     f.uint("cross_thread_lines", g.cross_thread_lines);
+  if (f.has("lines_total"))
+    f.uint("lines_total", g.lines_total);
   if (f.ok() && f.has("neighbours"))
     objects(f, "neighbours", error, [&](Fields &n) {
       GroupReport::Neighbour nb;

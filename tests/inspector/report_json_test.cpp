@@ -44,6 +44,7 @@ Report sample() {
   g.regions_2m = 1;
   g.page_runs = 3;
   g.cross_thread_lines = 4;
+  g.lines_total = 9;
   g.neighbours = {{8, 1, 2, 3}};
   r.groups.push_back(g);
   GroupReport h;
@@ -114,6 +115,7 @@ TEST_CASE("report_json.round_trip", "[report_json]") {
   CHECK(b.regions_2m == a.regions_2m);
   CHECK(b.page_runs == a.page_runs);
   CHECK(b.cross_thread_lines == a.cross_thread_lines);
+  CHECK(b.lines_total == a.lines_total);
   REQUIRE(b.neighbours.size() == 1);
   CHECK(b.neighbours[0].group == 8);
   CHECK(b.neighbours[0].same_page == 3);

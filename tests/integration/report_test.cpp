@@ -58,8 +58,9 @@ TEST_CASE("report.int_lf", "[report]") {
   REQUIRE(descs);
   CHECK(nodes->getInteger("objects").getValueOr(0) == 60000);
   CHECK(nodes->getInteger("requested_size").getValueOr(0) == 64);
-  for (const char *key : {"id", "size_class", "bytes", "lines_per_object", "straddle_fraction",
-                          "pages_4k", "pages_min", "regions_2m"})
+  for (const char *key :
+       {"id", "size_class", "bytes", "lines_per_object", "straddle_fraction", "pages_4k",
+        "pages_min", "regions_2m", "cross_thread_lines", "lines_total"})
     CHECK(nodes->get(key));
   double l1 = nodes->getObject("set_effective_fraction")->getNumber("L1").getValueOr(-1);
   int64_t node_id = nodes->getInteger("id").getValueOr(-1);
