@@ -214,10 +214,17 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
 
 namespace {
 
+// Counts and byte sizes are whole numbers, as the reports write them.
+Json metric_number(const std::string &metric, const std::optional<double> &v) {
+  if (!v || !(is_count(metric) || is_bytes(metric)))
+    return optional_number(v);
+  return Json(static_cast<int64_t>(std::llround(*v)));
+}
+
 void add_metric(Json &into, const MetricDelta &m) {
-  into[m.metric] = {{"a", optional_number(m.a)},
-                    {"b", optional_number(m.b)},
-                    {"delta", optional_number(m.delta())},
+  into[m.metric] = {{"a", metric_number(m.metric, m.a)},
+                    {"b", metric_number(m.metric, m.b)},
+                    {"delta", metric_number(m.metric, m.delta())},
                     {"better", inspector::to_string(m.better)},
                     {"verdict", inspector::to_string(m.verdict)}};
 }

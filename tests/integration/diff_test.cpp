@@ -8,6 +8,7 @@
 #include <llvm/Support/JSON.h>
 
 #include <fstream>
+#include <regex>
 
 using namespace mlt;
 
@@ -117,6 +118,14 @@ TEST_CASE("diff.int_lf_fix", "[diff]") {
   CHECK(listed(d, "resolved", "set_underutilization", "mlr_new_node"));
   CHECK_FALSE(listed(d, "new", "set_underutilization", "mlr_new_node"));
   CHECK(d.getObject("totals")->getObject("live_objects")->getNumber("delta").getValueOr(-1) == 0);
+  // Counts are whole numbers in the JSON, as in the reports (not 60000.0).
+  const std::string json =
+      run({memlayout_bin(), "diff", t.before, t.after, "--format", "json"}).out;
+  CHECK(std::regex_search(
+      json,
+      std::regex(
+          R"("live_objects":\s*\{\s*"a":\s*[0-9]+,\s*"b":\s*[0-9]+,\s*"delta":\s*-?[0-9]+,)")));
+  CHECK(std::regex_search(json, std::regex(R"("objects":\s*\{\s*"a":\s*60000,\s*"b":\s*60000,)")));
 
   // The reverse direction is the regression: worse, and the finding new.
   llvm::json::Value r = diff_json(t.after, t.before);
