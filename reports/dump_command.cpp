@@ -246,13 +246,15 @@ public:
     str("unwind", h.unwind);
     opt("stack_depth", h.stack_depth);
     str("executable", h.executable);
-    o_.put(",\"command_line\":[");
-    for (size_t i = 0; i < h.command_line.size(); ++i) {
-      if (i)
-        o_.put(',');
-      json_string(o_, h.command_line[i]);
+    if (!h.command_line.empty()) { // omitted, like every field the trace lacks
+      o_.put(",\"command_line\":[");
+      for (size_t i = 0; i < h.command_line.size(); ++i) {
+        if (i)
+          o_.put(',');
+        json_string(o_, h.command_line[i]);
+      }
+      o_.put(']');
     }
-    o_.put(']');
     str("hostname", h.hostname);
     str("kernel", h.kernel);
     opt("timestamp_period", h.timestamp_period);

@@ -489,6 +489,8 @@ TEST_CASE("cli.trace_format_worked_example", "[record][cli]") {
   RunResult r = run({memlayout_bin(), "dump", path, "--format", "jsonl"});
   INFO(r.err);
   REQUIRE(r.exit_code() == 0);
+  // The example has no command line field: it is omitted, not empty.
+  CHECK(r.out.find("\"command_line\"") == std::string::npos);
   size_t shown = doc.find("$ memlayout dump example.trace --format jsonl", end);
   REQUIRE(shown != std::string::npos);
   std::istringstream expected(doc.substr(shown, doc.find("```", shown) - shown));
