@@ -149,8 +149,11 @@ void neighbour_sharing(const RecordLayout &r, const std::vector<Placement> &plac
       for (const FieldLayout &f : r.fields) {
         if (f.sync == SyncKind::kNone || f.size == 0)
           continue;
+        // The neighbours' own bytes: the previous object's end at
+        // offset - slot + size (its slack, and glibc's header, hold nothing
+        // of it), the next one's start at offset + slot.
         auto [first, last] = line_range(f, s.offset, line);
-        hit |= first * line < s.offset || (last + 1) * line > s.offset + p.slot;
+        hit |= first * line + p.slot < s.offset + r.size || (last + 1) * line > s.offset + p.slot;
       }
       shared += hit;
     }
