@@ -601,10 +601,14 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     min_class = std::min(min_class, g->group.size_class);
     max_class = std::max(max_class, g->group.size_class);
   }
+  // A realloc-grown group began at any size up to its class: from 1.
+  auto lowest = [](const GroupReport *g) {
+    return g->group.grown_by_realloc ? 1 : g->group.size_class;
+  };
   bool separable = !rule.has_size;
   for (const GroupReport *g : others) {
     uint64_t c = g->group.size_class;
-    if (c >= min_class && c <= max_class)
+    if (c >= min_class && lowest(g) <= max_class)
       separable = false;
     else if (c < min_class)
       lo = std::max(lo, c + 1);
@@ -618,7 +622,7 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     max_class = subject.group.size_class;
     for (const GroupReport *g : others) {
       uint64_t c = g->group.size_class;
-      if (c == max_class)
+      if (c == max_class || (c > max_class && lowest(g) <= max_class))
         separable = false;
       else if (c < max_class)
         lo = std::max(lo, c + 1);

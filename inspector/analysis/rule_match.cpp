@@ -47,9 +47,15 @@ bool same_site(const Group::Site &a, const Group::Site &b) {
 
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report) {
   std::vector<uint32_t> ids;
-  for (const auto &g : report.groups)
-    if (rule_matches(rule, g.group.site, g.group.requested_size, g.group.type))
+  for (const auto &g : report.groups) {
+    // A realloc-grown group's objects were routed, or not, when they began:
+    // at any size up to the one they have.
+    uint64_t size = g.group.requested_size;
+    if (g.group.grown_by_realloc && rule.has_size && rule.size_min <= size)
+      size = std::min(size, rule.size_max);
+    if (rule_matches(rule, g.group.site, size, g.group.type))
       ids.push_back(g.group.id);
+  }
   return ids;
 }
 

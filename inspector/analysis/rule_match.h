@@ -30,7 +30,8 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 bool same_site(const Group::Site &a, const Group::Site &b);
 
 // The groups of a report a rule routes (ids), judged by each group's site,
-// most common requested size and type.
+// most common requested size and type; a realloc-grown group by any size up
+// to its own (its objects began smaller).
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
 
 // The rule in canonical form (rules::format_rule), as every report and

@@ -107,6 +107,10 @@ struct Group {
   // Most of its objects came from the program's own pool (seg_malloc and
   // kin): rules do not reroute them, the pool's options place them.
   bool program_pool = false;
+  // Most of its objects were last grown by realloc: each began as a smaller
+  // allocation of the same site (realloc(NULL, n) or malloc), whose size is
+  // what a rule's size key was tested against, not the size it grew to.
+  bool grown_by_realloc = false;
 };
 
 // A group's object indices in address order. Group::objects is documented as

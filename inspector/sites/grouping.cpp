@@ -44,7 +44,8 @@ struct Tally {
   std::unordered_map<uint32_t, uint64_t> tags;  // tag string id -> objects
   std::unordered_map<std::string, uint64_t> pools;
   std::unordered_set<uint32_t> tids;
-  uint64_t seg_api = 0; // objects from seg_malloc and kin
+  uint64_t seg_api = 0;  // objects from seg_malloc and kin
+  uint64_t reallocs = 0; // objects a realloc moved or grew last
 };
 
 std::string site_name(const Group::Site &s) {
@@ -124,6 +125,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
         ++t.pools[pool];
     t.tids.insert(obj.tid);
     t.seg_api += obj.api == trace::Api::kSegPool;
+    t.reallocs += obj.api == trace::Api::kRealloc || obj.api == trace::Api::kReallocArray;
   }
 
   std::vector<Group> groups;
@@ -133,6 +135,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     uint64_t n = g.objects.size();
     g.requested_size = most_common(t.sizes).first;
     g.program_pool = t.seg_api * 2 > n;
+    g.grown_by_realloc = t.reallocs * 2 > n;
     g.threads.assign(t.tids.begin(), t.tids.end());
     std::sort(g.threads.begin(), g.threads.end());
     // A tag or pool names the group once it covers most of its objects.

@@ -452,6 +452,26 @@ TEST_CASE("findings: straddling small objects are aligned no further than keeps 
   CHECK(f->rule == "function=leaf,pool=leaf,align=64");
 }
 
+TEST_CASE("findings: a buffer grown by realloc in the same function keeps a size rule off",
+          "[findings]") {
+  Report r = base_report();
+  GroupReport rec = clean_group(1, "load", 40), log = clean_group(2, "load", 262144);
+  log.group.site.line = 13;
+  log.group.grown_by_realloc = true; // realloc(NULL, 11) first: routed by 11 bytes
+  log.objects = 1;
+  rec.straddle_fraction = 0.5;
+  r.groups = {rec, log};
+  CHECK(groups_routed(parsed_rule("function=load,size=1-56,pool=p"), r) ==
+        std::vector<uint32_t>{1, 2});
+  CHECK(groups_routed(parsed_rule("function=load,size=300000-400000,pool=p"), r).empty());
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("no rule routes these objects without load (tree.c:10) [group 2]") !=
+        std::string::npos);
+}
+
 TEST_CASE("findings: a line that also grows a vector still gets a rule for its objects",
           "[findings]") {
   Report r = base_report();
