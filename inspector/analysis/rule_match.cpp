@@ -41,10 +41,6 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
   return -1;
 }
 
-bool same_site(const Group::Site &a, const Group::Site &b) {
-  return a.function == b.function && a.file == b.file && a.line == b.line && a.caller == b.caller;
-}
-
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report) {
   std::vector<uint32_t> ids;
   for (const auto &g : report.groups) {

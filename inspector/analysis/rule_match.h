@@ -24,11 +24,6 @@ bool rule_matches(const rules::Rule &rule, const Group::Site &site, uint64_t siz
 int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint64_t size,
                         const std::string &type);
 
-// One call site: the same function, file, line and (for an unresolved site)
-// named caller. Its size classes are several groups, and a rule for one of
-// them is meant for all.
-bool same_site(const Group::Site &a, const Group::Site &b);
-
 // The groups of a report a rule routes (ids), judged by each group's site,
 // most common requested size and type; a realloc-grown group by any size up
 // to its own (its objects began smaller).

@@ -4,6 +4,10 @@
 
 namespace memlayout::inspector {
 
+bool same_site(const Group::Site &a, const Group::Site &b) {
+  return a.function == b.function && a.file == b.file && a.line == b.line && a.caller == b.caller;
+}
+
 std::vector<uint32_t> objects_by_address(const HeapSnapshot &snapshot, const Group &group) {
   std::vector<uint32_t> order;
   order.reserve(group.objects.size());

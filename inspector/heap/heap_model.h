@@ -113,6 +113,11 @@ struct Group {
   bool grown_by_realloc = false;
 };
 
+// One call site: the same function, file, line and (for an unresolved site)
+// named caller. Its size classes are several groups, and a rule for one of
+// them is meant for all.
+bool same_site(const Group::Site &a, const Group::Site &b);
+
 // A group's object indices in address order. Group::objects is documented as
 // address-ordered; a hand-built group may not be, and analyses that walk
 // neighbours are meaningless unless it is. Out-of-range indices are dropped.

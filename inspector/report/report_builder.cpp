@@ -317,7 +317,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {
       std::string type = types->type_at(s.function, s.file, s.line);
-      return types->record(type) ? type : std::string();
+      const RecordLayout *rec = types->record(type);
+      return rec ? GroupingOptions::SiteType{type, rec->size} : GroupingOptions::SiteType{};
     };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
   out.groups_total = groups.size();

@@ -142,18 +142,34 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     auto [tag, tagged] = most_common(t.tags);
     auto [pool, pooled] = most_common(t.pools);
     const std::string *tag_name = tagged * 2 > n ? r.string(tag) : nullptr;
-    if (o.type_of)
-      g.type = o.type_of(g.site);
     if (tag_name)
       g.name = *tag_name;
     else if (pooled * 2 > n)
       g.name = pool;
-    else if (!g.type.empty())
-      g.name = g.type;
-    else
-      g.name = site_name(g.site);
     groups.push_back(std::move(g));
   }
+  if (o.type_of) {
+    std::vector<GroupingOptions::SiteType> types(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i)
+      types[i] = o.type_of(groups[i].site);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const GroupingOptions::SiteType &t = types[i];
+      uint64_t size = groups[i].requested_size;
+      if (t.name.empty() || (t.size && size < t.size))
+        continue;
+      bool exact_elsewhere = false; // the site's objects of exactly the record's size
+      if (t.size && size % t.size != 0)
+        for (size_t j = 0; j < groups.size() && !exact_elsewhere; ++j)
+          exact_elsewhere = j != i && types[j].name == t.name &&
+                            groups[j].requested_size == t.size &&
+                            same_site(groups[j].site, groups[i].site);
+      if (!exact_elsewhere)
+        groups[i].type = t.name;
+    }
+  }
+  for (Group &g : groups)
+    if (g.name.empty())
+      g.name = g.type.empty() ? site_name(g.site) : g.type;
   std::sort(groups.begin(), groups.end(), [](const Group &a, const Group &b) {
     if (a.bytes != b.bytes)
       return a.bytes > b.bytes;

@@ -25,8 +25,15 @@ struct GroupingOptions {
   // is named after it (a tag, when most objects carry one, still wins).
   std::function<std::string(const LiveObject &)> pool_of;
   // Hook for type maps (`memlayout structs`): the record a call site
-  // allocates, or empty. It names the group when no tag or pool does.
-  std::function<std::string(const Group::Site &)> type_of;
+  // allocates and its sizeof, or an empty name. It names the group when no
+  // tag or pool does, and the objects could be of it: not smaller than it,
+  // and not of another size where the same site also allocates objects of
+  // exactly its size (a string duplicated on the record's line).
+  struct SiteType {
+    std::string name;
+    uint64_t size = 0;
+  };
+  std::function<SiteType(const Group::Site &)> type_of;
 };
 
 // The snapshot's distinct stacks weighted by their live objects: what

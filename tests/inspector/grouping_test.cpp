@@ -249,6 +249,24 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     CHECK(pooled[1].name == "nodes");
   }
 
+  SECTION("a type hook names the groups whose objects can be of the record") {
+    // grouping_make_node's site allocates a 40-byte record: its 48-class
+    // group (40 bytes) is one; its 64-class group (50 bytes, not a multiple)
+    // is something else allocated on that line; nothing is smaller than it.
+    GroupingOptions t = o;
+    t.type_of = [](const Group::Site &site) {
+      return site.function == "grouping_make_node" ? GroupingOptions::SiteType{"node", 40}
+                                                   : GroupingOptions::SiteType{"edge", 120};
+    };
+    std::vector<Group> typed = group_objects(g->s, g->r, *sym, t);
+    CHECK(typed[0].name == "edge_t"); // the tag still wins
+    CHECK(typed[1].type == "node");
+    CHECK(typed[1].name == "node");
+    CHECK(typed[2].type.empty());
+    CHECK(typed[2].name.rfind("grouping_make_node (grouping_test.cpp:", 0) == 0);
+    CHECK(typed[3].type.empty()); // 32-byte objects are no 120-byte record
+  }
+
   SECTION("groups whose objects mostly came from seg_malloc are the program's pools") {
     CHECK(std::none_of(groups.begin(), groups.end(),
                        [](const Group &gr) { return gr.program_pool; }));
