@@ -899,6 +899,8 @@ public:
             progress_.stage,
             std::min(1.0, static_cast<double>(res_.seq) / static_cast<double>(progress_.total)));
     }
+    if (res_.stopped && stop_alloc_.ptr)
+      name_stop_object();
     return res_;
   }
 
@@ -968,9 +970,34 @@ private:
       res_.peak_exact = may_search && !pulled_;
       heap_.on_peak(seq);
     }
-    if (seq == stop_.at_seq)
+    if (seq == stop_.at_seq) {
       stop_here();
+      if (e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc)
+        stop_alloc_ = {e.ptr, e.tid};
+    }
   }
+
+  // A replay stopped right after an allocation (the peak's): the thread's
+  // next event, when it tags that object, is part of allocating it
+  // (allocate, then tag), as the one-replay peak keeps it too.
+  void name_stop_object() {
+    constexpr int kLookAhead = 4096; // other threads' events in between, at most
+    for (int k = 0; k < kLookAhead; ++k) {
+      const Step *e = m_.next();
+      if (!e)
+        return;
+      if (e->tid != stop_alloc_.tid)
+        continue;
+      if (e->kind == EventKind::kTag && e->ptr == stop_alloc_.ptr)
+        heap_.tag(e->ptr, static_cast<uint32_t>(e->string_id));
+      return;
+    }
+  }
+
+  struct StopAlloc {
+    uint64_t ptr = 0;
+    uint32_t tid = 0;
+  } stop_alloc_;
 
   void stop_here() {
     if (heap_.count() > res_.max_count)

@@ -125,7 +125,10 @@ public:
     uint32_t i = static_cast<uint32_t>(*v);
     uint32_t old = slab_.tag(i);
     slab_.set_tag(i, id);
-    if (keeping() && slab_.seq(i) <= peak_seq_) {
+    // The first tag of the object the peak's own event allocated is its
+    // allocation's (allocate, then tag): the peak keeps it.
+    bool peak_object_named = old == 0 && slab_.seq(i) == peak_seq_;
+    if (keeping() && slab_.seq(i) <= peak_seq_ && !peak_object_named) {
       tag_undo_.push_back({i, old});
       if (tag_undo_.size() > std::max<uint64_t>(peak_count_, kMinJournal))
         give_up_peak();

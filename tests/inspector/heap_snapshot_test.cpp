@@ -243,6 +243,26 @@ TEST_CASE("tags name the live object at their address", "[snapshot]") {
   CHECK(find(s, kB)->tag_id == 0);
 }
 
+TEST_CASE("the peak's own object keeps the tag its thread gives it next", "[snapshot]") {
+  // allocate, then tag: the tag's event comes after the peak's allocation
+  TraceBuilder t;
+  t.strings({{1, "node"}, {2, "edge"}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1).tag(kA, 2).alloc(Api::kMalloc, kB, 200, 208, 1);
+  b.tag(kB, 1).free(Api::kFree, kA).tag(kB, 2); // a later retag is not the peak's
+  t.events(1, b).end(2000, 6000);
+  for (bool observed : {false, true}) { // one replay rolled back; a replay to the peak
+    INFO((observed ? "replayed to the peak" : "rolled back"));
+    SnapshotSpec spec;
+    if (observed)
+      spec.observer = [](const AppliedEvent &) {};
+    HeapSnapshot s = snap(t.bytes(), spec);
+    REQUIRE(s.objects.size() == 2);
+    CHECK(find(s, kA)->tag_id == 2);
+    CHECK(find(s, kB)->tag_id == 1);
+  }
+}
+
 TEST_CASE("frees of unknown addresses are counted, not subtracted", "[snapshot]") {
   TraceBuilder t;
   Block b(1000, 1000, 5000);
