@@ -130,7 +130,7 @@ void render_json(const inspector::Report &r, std::ostream &out) {
                       {"size_bytes", l.size_bytes},
                       {"indexing", l.indexing},
                       {"bits", l.bits}});
-  j["cache"] = {{"levels", std::move(levels)}};
+  j["cache"] = {{"source", r.cache_source}, {"levels", std::move(levels)}};
   j["groups"] = Json::array();
   for (const auto &g : r.groups)
     j["groups"].push_back(group(r, g));

@@ -85,6 +85,8 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
       << " live objects, " << human_bytes(static_cast<double>(r.live_bytes)) << " in "
       << r.groups_total << " groups, allocator " << r.allocator
       << (r.partial ? ", PARTIAL TRACE" : "") << "\n";
+  if (!r.cache_source.empty())
+    out << "  caches from " << r.cache_source << ":\n";
   for (const auto &l : r.levels)
     out << "  L" << l.level << " " << human_bytes(static_cast<double>(l.size_bytes)) << " "
         << l.ways << "-way, " << l.sets << " sets, " << l.indexing << "ly indexed: " << l.bits

@@ -169,6 +169,7 @@ struct Report {
   std::vector<std::string> reader_warnings; // what the reader skipped or doubted, with offsets
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
+  std::string cache_source; // where the geometry came from (CacheModel::source)
   std::vector<ReportCacheLevel> levels;
   std::vector<GroupReport> groups;   // by descending bytes
   std::vector<Finding> findings;     // by descending severity, then groups

@@ -325,6 +325,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
 
   AddressMap pages = AddressMap::of(snap);
   std::vector<const CacheLevel *> levels;
+  out.cache_source = model->source;
   for (const auto &l : model->levels) {
     if (levels.size() == kMaxLevels)
       break;

@@ -387,6 +387,8 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
   f.uint("live_bytes", r.live_bytes);
   if (const json::Object *cache = f.object("cache")) {
     Fields c(cache, "cache", error);
+    if (c.has("source"))
+      c.str("source", r.cache_source);
     objects(c, "levels", error, [&](Fields &l) {
       ReportCacheLevel level;
       l.uint("level", level.level);

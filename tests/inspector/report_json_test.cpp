@@ -21,6 +21,7 @@ Report sample() {
   r.live_objects = 3;
   r.live_bytes = 208;
   r.allocator = "jemalloc";
+  r.cache_source = "file cache.txt";
   r.levels = {{1, "Data", 64, 12, 64, 49152, "virtual", "bits 6-11"},
               {2, "Unified", 2048, 16, 64, 2u << 20, "physical", "bits 6-11 only"}};
   GroupReport g;
@@ -79,6 +80,7 @@ TEST_CASE("report_json.round_trip", "[report_json]") {
   CHECK(out.live_objects == in.live_objects);
   CHECK(out.live_bytes == in.live_bytes);
   CHECK(out.allocator == in.allocator);
+  CHECK(out.cache_source == in.cache_source);
   CHECK(out.groups_total == 2);
   REQUIRE(out.levels.size() == 2);
   for (size_t i = 0; i < 2; ++i) {

@@ -93,7 +93,8 @@ TEST_CASE("report.text_and_options", "[report]") {
   REQUIRE(text.exit_code() == 0);
   CHECK(text.out.find("mlr_new_node") != std::string::npos);
   CHECK(text.out.find("set_underutilization") != std::string::npos);
-  CHECK(text.out.find("\033[") == std::string::npos); // no colour into a pipe
+  CHECK(text.out.find("  caches from ") != std::string::npos); // sysfs, a file or the reference
+  CHECK(text.out.find("\033[") == std::string::npos);          // no colour into a pipe
   // --hot narrows the measured bytes of one group.
   llvm::json::Value v = report_json(trace, {"--hot", "mlr_new_node=24", "--at", "end"});
   const auto *nodes = group_by_site(*v.getAsObject(), "mlr_new_node");
@@ -105,6 +106,22 @@ TEST_CASE("report.text_and_options", "[report]") {
       run({memlayout_bin(), "report", trace, "--format", "json", "-o", dir + "/r.json"});
   CHECK(to_file.exit_code() == 0);
   CHECK(static_cast<bool>(llvm::json::parse(read_file(dir + "/r.json"))));
+  // --cache FILE: another machine's geometry, and the report says so.
+  {
+    std::ofstream cache(dir + "/cache.txt");
+    cache << "# the machine the trace came from\n"
+             "L1 data    32K 8-way 64B virtual\n"
+             "L2 unified 1M  16-way 64B physical\n";
+  }
+  llvm::json::Value other = report_json(trace, {"--cache", dir + "/cache.txt"});
+  const auto *cache = other.getAsObject()->getObject("cache");
+  REQUIRE(cache);
+  CHECK(cache->getString("source").getValueOr("") == "file " + dir + "/cache.txt");
+  const auto *levels = cache->getArray("levels");
+  REQUIRE(levels);
+  REQUIRE(levels->size() == 2);
+  CHECK((*levels)[0].getAsObject()->getInteger("sets").getValueOr(0) == 64);
+  CHECK((*levels)[1].getAsObject()->getInteger("sets").getValueOr(0) == 1024);
 }
 
 TEST_CASE("report.bad_input", "[report]") {
