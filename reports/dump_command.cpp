@@ -208,6 +208,22 @@ public:
   Out &out() { return o_; }
   inspector::Symbolizer *symbolizer() { return sym_.get(); }
 
+  // Wrappers detected as reports detect them: from the binaries and from
+  // the stacks of the whole trace, weighed by the allocations made there
+  // (`whole` has read the trace through, so it holds every stack).
+  void detect_wrappers(TraceReader &whole, const std::unordered_map<uint64_t, uint64_t> &weights) {
+    std::vector<inspector::WeightedStack> stacks;
+    stacks.reserve(weights.size());
+    for (const auto &[id, w] : weights)
+      stacks.push_back({whole.stack(id), w});
+    std::sort(stacks.begin(), stacks.end(), [](const auto &a, const auto &b) {
+      return std::lexicographical_compare(a.frames.begin(), a.frames.end(), b.frames.begin(),
+                                          b.frames.end());
+    });
+    inspector::detect_wrappers(stacks, *sym_, *code_, wrappers_);
+    wrappers_decided_ = true;
+  }
+
   void header() {
     const inspector::TraceHeader &h = r_.header();
     if (!jsonl_) {
@@ -871,7 +887,7 @@ private:
     std::span<const uint64_t> stack = r_.stack(id);
     for (uint64_t pc : stack)
       if (const inspector::ModuleCode *m = code_->module_at(pc);
-          m && m->has_dwarf() && detected_in_.insert(m).second)
+          !wrappers_decided_ && m && m->has_dwarf() && detected_in_.insert(m).second)
         inspector::detect_wrappers_in_binary(*m, wrappers_);
     inspector::Group::Site site = inspector::alloc_site(stack, *sym_, wrappers_);
     std::string &s = it->second;
@@ -888,6 +904,7 @@ private:
   std::unique_ptr<inspector::Symbolizer> sym_;
   std::unique_ptr<inspector::CodeMaps> code_;
   std::set<const inspector::ModuleCode *> detected_in_;
+  bool wrappers_decided_ = false; // detect_wrappers() ran over the whole trace
   Out o_;
   std::unordered_map<uint64_t, std::string> rendered_, callers_;
 };
@@ -922,6 +939,21 @@ int dump_main(int argc, char **argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   Dumper d(r, format == "jsonl", symbolize, std::move(wrappers));
+  if (symbolize && format != "jsonl") {
+    // The sites a report would name need the whole trace's stacks weighed
+    // first: one pass more before the dump streams.
+    TraceReader whole;
+    if (whole.open(file)) {
+      std::unordered_map<uint64_t, uint64_t> weights;
+      for (Item it; (it = whole.next()) != Item::kDone;)
+        if (it == Item::kEvent) {
+          const auto &e = whole.event();
+          if ((e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc) && e.ptr)
+            ++weights[e.stack_id];
+        }
+      d.detect_wrappers(whole, weights);
+    }
+  }
   Out &o = d.out();
   d.header();
   for (Item it; !o.closed() && (it = r.next()) != Item::kDone;) {

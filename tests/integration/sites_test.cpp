@@ -355,3 +355,23 @@ TEST_CASE("sites.file_line_rule_leaves_the_callers_own_allocations", "[sites]") 
   CHECK(routed_by(r.err, "make_item") == 20000);
   CHECK(r.err.find("function=main") == std::string::npos);
 }
+
+// dump --symbolize names each allocation's site as the report does, with the
+// wrappers only the recorded stacks show (slab_take, a clone called by two
+// inlined constructors).
+TEST_CASE("sites.dump_names_sites_as_the_report_does", "[sites]") {
+  std::string dir = work_dir("sites_dump");
+  std::string trace = dir + "/t.trace";
+  REQUIRE(record({"-o", trace}, {program("oneline_ctors"), "2000"}).exit_code() == 0);
+  RunResult d = run({memlayout_bin(), "dump", trace, "--symbolize"});
+  REQUIRE(d.exit_code() == 0);
+  auto count = [&](const std::string &what) {
+    size_t n = 0;
+    for (size_t at = d.out.find(what); at != std::string::npos; at = d.out.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  CHECK(count("make_item (oneline_ctors.c:") == 2000);
+  CHECK(count("make_edit (oneline_ctors.c:") == 2000);
+  CHECK(count("slab_take") == 0);
+}
