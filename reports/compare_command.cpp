@@ -250,10 +250,10 @@ int compare_main(int argc, char **argv) {
   LoadedRules rules;
   if (!load_rules(rule_args, &rules))
     return 2;
-  if (!expand_match_keys(&rules, command[0], types_file, true))
+  if (!expand_match_keys(&rules, {command[0]}, types_file, true))
     return 2;
   RouteSetup routes;
-  if (!routes.prepare(rules, command[0], wrappers))
+  if (!routes.prepare(rules, {command[0]}, wrappers))
     return 2;
   PreloadEnv a_env, b_env;
   a_env.preload = b_env.preload = find_preload();

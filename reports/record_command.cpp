@@ -422,7 +422,9 @@ int launch(int argc, char **argv) {
     if (!prepare_record_rules)
       return run_full_cli(argc, argv);
     int status = 0;
-    rules = prepare_record_rules(o.rules, o.types_file, o.wrappers, o.command[0], &status);
+    rules =
+        prepare_record_rules(o.rules, o.types_file, o.wrappers,
+                             {o.command.begin(), o.command.end() - 1}, o.follow_children, &status);
     if (!rules)
       return status;
   }

@@ -29,12 +29,15 @@ public:
 std::unique_ptr<RecordRules> prepare_record_rules(const RuleArgs &args,
                                                   const std::string &types_file,
                                                   const inspector::WrapperPolicy &wrappers,
-                                                  const char *program, int *status) {
+                                                  const std::vector<std::string> &command,
+                                                  bool follow_children, int *status) {
+  std::vector<std::string> programs =
+      follow_children ? programs_named(command) : std::vector<std::string>{command[0]};
   auto r = std::make_unique<LoadedRecordRules>();
   *status = 2;
-  if (!load_rules(args, &r->rules) || !expand_match_keys(&r->rules, program, types_file, true))
+  if (!load_rules(args, &r->rules) || !expand_match_keys(&r->rules, programs, types_file, true))
     return nullptr;
-  if (r->rules.set->count && !r->routes.prepare(r->rules, program, wrappers))
+  if (r->rules.set->count && !r->routes.prepare(r->rules, programs, wrappers))
     return nullptr;
   *status = 0;
   return r;

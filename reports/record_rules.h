@@ -27,10 +27,13 @@ public:
   virtual void remove_files() = 0;
 };
 
-// Loads and expands the rules, labels the program's code. Null with *status
+// Loads and expands the rules, labels the code of the command's program
+// (with follow_children, of every program the command names: children get
+// the rules too). Null with *status
 // (the exit status) after printing what is wrong.
 [[gnu::weak]] std::unique_ptr<RecordRules>
 prepare_record_rules(const RuleArgs &args, const std::string &types_file,
-                     const inspector::WrapperPolicy &wrappers, const char *program, int *status);
+                     const inspector::WrapperPolicy &wrappers,
+                     const std::vector<std::string> &command, bool follow_children, int *status);
 
 } // namespace memlayout::cli

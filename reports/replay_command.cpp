@@ -228,7 +228,7 @@ int replay_main(int argc, char **argv) {
     return 2;
   }
   // file= and type= keys name functions, as they do for `memlayout run`.
-  if (!expand_match_keys(&rules, r.header().executable, o.types_file, o.find_types))
+  if (!expand_match_keys(&rules, {r.header().executable}, o.types_file, o.find_types))
     return 2;
   inspector::Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;

@@ -103,8 +103,9 @@ std::vector<std::string> close_functions(const std::string &key,
   return out;
 }
 
-bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
+bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string> &programs,
                          const inspector::WrapperPolicy &options) {
+  const std::string &program = programs.front();
   impl_->program = program;
   impl_->policy = options;
   for (unsigned i = 0; i < rules.set->wrapper_count; ++i) {
@@ -120,7 +121,7 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
   // A script or a missing program has no code to label: the loader's
   // modules are matched by their symbol tables when they load, and a missing
   // program is reported by the launch.
-  for (const std::string &path : program_modules(program)) {
+  for (const std::string &path : program_modules(programs)) {
     std::string error;
     if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
       impl_->modules.push_back(std::move(code));
@@ -174,8 +175,9 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::string &program,
       continue;
     }
     std::vector<std::string> close = close_functions(r.function, code);
-    std::fprintf(stderr, "memlayout: warning: %s: function=%s matches no function in %s%s",
+    std::fprintf(stderr, "memlayout: warning: %s: function=%s matches no function in %s%s%s",
                  rules.origin[i].c_str(), r.function, program.c_str(),
+                 programs.size() > 1 ? " or the programs its command names" : "",
                  code.size() > 1 ? " or the libraries it links" : "");
     if (close.empty()) {
       std::fprintf(stderr, " (libraries it loads later are matched when they load)\n");

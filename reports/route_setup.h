@@ -26,7 +26,9 @@ public:
   // about rules that can match nothing (with close names, inlined ones
   // included) and about rules naming a wrapper. False with a message when a
   // file cannot be written.
-  bool prepare(const LoadedRules &rules, const std::string &program,
+  // `programs`: the program first, then others a command names for the
+  // rules (programs_named).
+  bool prepare(const LoadedRules &rules, const std::vector<std::string> &programs,
                const inspector::WrapperPolicy &options);
 
   const std::string &table_path() const { return table_path_; }

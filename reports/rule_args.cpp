@@ -9,6 +9,7 @@
 #include <llvm/Object/ObjectFile.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -355,8 +357,47 @@ std::vector<std::string> program_modules(const std::string &program) {
   return out;
 }
 
-bool expand_match_keys(LoadedRules *rules, const std::string &program,
+std::vector<std::string> program_modules(const std::vector<std::string> &programs) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const std::string &p : programs)
+    for (std::string &m : program_modules(p))
+      if (seen.insert(m).second)
+        out.push_back(std::move(m));
+  return out;
+}
+
+std::vector<std::string> programs_named(const std::vector<std::string> &command) {
+  std::vector<std::string> out;
+  if (command.empty())
+    return out;
+  out.push_back(command[0]);
+  std::set<std::string> seen{command[0]};
+  for (size_t i = 1; i < command.size(); ++i) {
+    // Words as a shell would split the argument, quotes and operators apart.
+    std::string word;
+    auto take = [&] {
+      struct stat st;
+      if (word.find('/') != std::string::npos && seen.insert(word).second &&
+          stat(word.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(word.c_str(), X_OK) == 0)
+        out.push_back(word);
+      word.clear();
+    };
+    for (char c : command[i]) {
+      if (std::isspace(static_cast<unsigned char>(c)) ||
+          std::string_view(";&|()<>`'\"").find(c) != std::string_view::npos)
+        take();
+      else
+        word += c;
+    }
+    take();
+  }
+  return out;
+}
+
+bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &programs,
                        const std::string &types_file, bool find_types) {
+  const std::string &program = programs.front();
   std::vector<std::string> modules;
   std::optional<inspector::TypeMap> types;
   bool types_tried = false;
@@ -397,7 +438,7 @@ bool expand_match_keys(LoadedRules *rules, const std::string &program,
         }
     } else {
       if (modules.empty())
-        modules = program_modules(program);
+        modules = program_modules(programs);
       for (const auto &m : modules)
         functions_at(m, r.file, r.file_line, functions);
     }

@@ -34,12 +34,21 @@ bool load_rules(const RuleArgs &args, LoadedRules *out);
 // from a `memlayout structs` map (types_file, or the one beside the program
 // when find_types). Warns about what resolves to nothing. False (with a
 // message) when the rules no longer fit.
-bool expand_match_keys(LoadedRules *rules, const std::string &program,
+// `programs`: the program first, then others the rules are meant for too
+// (programs_named).
+bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &programs,
                        const std::string &types_file, bool find_types);
 
 // The program (looked up in PATH) and the libraries it links, as the loader
 // would find them; empty when the program cannot be found.
 std::vector<std::string> program_modules(const std::string &program);
+// The same for several programs, each module once.
+std::vector<std::string> program_modules(const std::vector<std::string> &programs);
+
+// The programs a command line names: its program, then every word of its
+// arguments that is a path to an executable file (`sh -c './a; ./b'`, `env
+// X=1 ./prog`), which --follow-children takes the rules to.
+std::vector<std::string> programs_named(const std::vector<std::string> &command);
 
 // Levenshtein distance, for "close names" suggestions.
 size_t edit_distance(const std::string &a, const std::string &b);

@@ -375,3 +375,15 @@ TEST_CASE("sites.dump_names_sites_as_the_report_does", "[sites]") {
   CHECK(count("make_edit (oneline_ctors.c:") == 2000);
   CHECK(count("slab_take") == 0);
 }
+
+// --follow-children labels the programs the command names, so a rule naming
+// an inlined constructor routes in a program a shell starts.
+TEST_CASE("sites.follow_children_routes_inlined_sites_of_named_programs", "[sites]") {
+  const std::string prog = program("oneline_ctors");
+  RunResult r =
+      run({memlayout_bin(), "run", "--follow-children", "--segregate", "function=make_item,pool=it",
+           "--", "/bin/sh", "-c", prog + " 1000; " + prog + " 500"});
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(routed_by(r.err, "make_item") == 1500);
+}
