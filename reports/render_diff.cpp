@@ -186,11 +186,16 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
     if (unchanged)
       out << unchanged << " matched group" << (unchanged == 1 ? "" : "s") << " unchanged.\n";
   }
-  for (const auto &g : d.groups)
-    if (g.a->group.name != g.b->group.name)
-      out << "matched by " << inspector::to_string(g.matched_by) << ": " << g.a->group.name
-          << " (A #" << g.a->group.id << ") = " << g.b->group.name << " (B #" << g.b->group.id
-          << ")\n";
+  for (const auto &g : d.groups) {
+    if (g.a->group.name == g.b->group.name && g.merged_a.empty())
+      continue;
+    std::string ids = "#" + std::to_string(g.a->group.id);
+    for (const auto *x : g.merged_a)
+      if (x != g.a)
+        ids += ", #" + std::to_string(x->group.id);
+    out << "matched by " << inspector::to_string(g.matched_by) << ": " << g.a->group.name << " (A "
+        << ids << ") = " << g.b->group.name << " (B #" << g.b->group.id << ")\n";
+  }
   only_text("Only in A", d.only_a, out);
   only_text("Only in B", d.only_b, out);
   out << "\n";
@@ -284,6 +289,12 @@ void render_diff_json(const inspector::ReportDiff &d, const DiffSources &s, std:
               {"id_b", g.b->group.id},
               {"matched_by", inspector::to_string(g.matched_by)},
               {"change", g.magnitude}};
+    if (!g.merged_a.empty()) {
+      Json ids = Json::array();
+      for (const auto *x : g.merged_a)
+        ids.push_back(x->group.id);
+      x["ids_a"] = std::move(ids); // every group of A it stands for
+    }
     Json metrics = Json::object();
     for (const auto &m : g.metrics)
       add_metric(metrics, m);

@@ -144,6 +144,42 @@ GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, con
   return g;
 }
 
+// B's group against the union of A's groups `as` (kSiteMerged).
+GroupDelta compare_merged(const Report &ra, std::vector<const GroupReport *> as, const Report &rb,
+                          const GroupReport &b) {
+  std::sort(as.begin(), as.end(), [](const GroupReport *x, const GroupReport *y) {
+    return x->group.bytes > y->group.bytes;
+  });
+  GroupDelta g = compare(ra, *as.front(), rb, b, MatchedBy::kSiteMerged);
+  g.merged_a = as;
+  double objects = 0, bytes = 0, lines = 0, straddling = 0;
+  for (const GroupReport *x : as) {
+    objects += static_cast<double>(x->objects);
+    bytes += static_cast<double>(x->group.bytes);
+    lines += x->lines_per_object * static_cast<double>(x->objects);
+    straddling += x->straddle_fraction * static_cast<double>(x->objects);
+  }
+  auto per_object = [&](double v) {
+    return objects > 0 ? std::optional<double>(v / objects) : std::nullopt;
+  };
+  for (MetricDelta &m : g.metrics) {
+    std::optional<double> a;
+    if (m.metric == "objects")
+      a = objects;
+    else if (m.metric == "bytes")
+      a = bytes;
+    else if (m.metric == "lines_per_object")
+      a = per_object(lines);
+    else if (m.metric == "straddle_fraction")
+      a = per_object(straddling);
+    m = measure(m.metric.c_str(), a, m.b); // nullopt: the union has no such figure
+  }
+  g.magnitude = 0;
+  for (const auto &m : g.metrics)
+    g.magnitude = std::max(g.magnitude, m.magnitude);
+  return g;
+}
+
 using SiteKey = std::tuple<std::string, std::string, uint32_t>;
 
 SiteKey site(const GroupReport &g) {
@@ -254,6 +290,32 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       [](const GroupReport &g) { return std::make_pair(site(g), g.group.requested_size); },
       MatchedBy::kSiteAndRequestedSize, out);
   match_unique(a, b, pair_of_a, taken_b, site, MatchedBy::kSite, out);
+  // A site that is one group in B (its pool) and several in A: what is
+  // left of A there joins what B's group was matched with, if anything.
+  std::map<SiteKey, std::vector<size_t>> b_at;
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    b_at[site(b.groups[j])].push_back(j);
+  std::map<size_t, std::vector<size_t>> join; // B index -> A indices
+  for (size_t i = 0; i < a.groups.size(); ++i)
+    if (pair_of_a[i] < 0)
+      if (auto it = b_at.find(site(a.groups[i])); it != b_at.end() && it->second.size() == 1)
+        join[it->second.front()].push_back(i);
+  for (auto &[j, extra] : join) {
+    std::vector<const GroupReport *> as;
+    auto was = std::find_if(out.groups.begin(), out.groups.end(),
+                            [&](const GroupDelta &g) { return g.b == &b.groups[j]; });
+    if (was != out.groups.end()) {
+      as.push_back(was->a);
+      out.groups.erase(was);
+    }
+    for (size_t i : extra) {
+      as.push_back(&a.groups[i]);
+      pair_of_a[i] = static_cast<int>(j);
+    }
+    taken_b[j] = true;
+    out.groups.push_back(as.size() == 1 ? compare(a, *as.front(), b, b.groups[j], MatchedBy::kSite)
+                                        : compare_merged(a, as, b, b.groups[j]));
+  }
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
     if (x.magnitude != y.magnitude)
       return x.magnitude > y.magnitude;
@@ -330,6 +392,8 @@ const char *to_string(MatchedBy m) {
     return "site+requested_size";
   case MatchedBy::kSite:
     return "site";
+  case MatchedBy::kSiteMerged:
+    return "site, merged";
   }
   return "?";
 }

@@ -34,10 +34,17 @@ struct MetricDelta {
   }
 };
 
-enum class MatchedBy { kName, kSiteAndSizeClass, kSiteAndRequestedSize, kSite };
+// kSiteMerged: B holds in one group (a pool) what A had in several of one
+// call site (its size classes): B is compared with their union.
+enum class MatchedBy { kName, kSiteAndSizeClass, kSiteAndRequestedSize, kSite, kSiteMerged };
 
 struct GroupDelta {
   const GroupReport *a = nullptr, *b = nullptr;
+  // kSiteMerged: every group of A it stands for, `a` the largest. Counts,
+  // lines per object and the straddle fraction are the union's; the
+  // metrics a union does not have (size class, set fractions, pages, which
+  // the groups may share) are left out on A's side.
+  std::vector<const GroupReport *> merged_a;
   MatchedBy matched_by = MatchedBy::kName;
   std::vector<MetricDelta> metrics; // in a fixed order (see report_diff.cpp)
   double magnitude = 0;             // the largest of its metrics'

@@ -172,3 +172,43 @@ TEST_CASE("report_diff.one_site_into_a_pool", "[report_diff]") {
     CHECK(g.b->group.id == (g.a->group.id == 1 ? 6u : 5u));
   }
 }
+
+TEST_CASE("report_diff.size_classes_merged_into_one_pool", "[report_diff]") {
+  // One line allocates records (24 bytes) and their names (28 and 50): A has
+  // three groups there, B's pool one. B is compared with their union.
+  Report a = report({group(1, "mk (t.c:7)", "mk", 24, 0.3), group(2, "mk (t.c:7)", "mk", 40, 0.2),
+                     group(3, "mk (t.c:7)", "mk", 56, 0.4)},
+                    {});
+  Report b = report({group(9, "pool.mk", "mk", 64, 1.0)}, {});
+  for (Report *r : {&a, &b})
+    for (GroupReport &g : r->groups)
+      g.group.site.line = 7;
+  a.groups[0].objects = 600;
+  a.groups[1].objects = 300;
+  a.groups[2].objects = 100;
+  a.groups[0].straddle_fraction = 0.5;
+  a.groups[1].straddle_fraction = 0.2;
+  a.groups[2].straddle_fraction = 0.0;
+  a.groups[0].group.requested_size = b.groups[0].group.requested_size = 24;
+  b.groups[0].objects = 1000;
+  b.groups[0].straddle_fraction = 0;
+  ReportDiff d = diff_reports(a, b);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  REQUIRE(d.groups.size() == 1);
+  const GroupDelta &g = d.groups[0];
+  CHECK(g.matched_by == MatchedBy::kSiteMerged);
+  CHECK(g.merged_a.size() == 3);
+  auto metric = [&](const std::string &name) -> const MetricDelta & {
+    for (const auto &m : g.metrics)
+      if (m.metric == name)
+        return m;
+    FAIL("no metric " << name);
+    return g.metrics.front();
+  };
+  CHECK(*metric("objects").a == 1000); // the union's: objects kept, none lost
+  CHECK(metric("objects").verdict == Verdict::kSame);
+  CHECK(*metric("straddle_fraction").a == Approx((600 * 0.5 + 300 * 0.2) / 1000));
+  CHECK_FALSE(metric("size_class").a.has_value()); // three classes: no one figure
+  CHECK_FALSE(metric("pages_4k").a.has_value());
+}
