@@ -77,37 +77,41 @@ std::vector<WeightedStack> weighted_stacks(const HeapSnapshot &s, const TraceRea
 
 std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Symbolizer &sym,
                                  const GroupingOptions &o) {
-  // Sites are shared by stacks that differ only below the call site.
+  // Sites are shared by stacks that differ only below the call site. The
+  // wrappers looked through are a group's own: those of the stacks its
+  // objects came from (a site's other size classes may have come through
+  // other wrappers).
   std::vector<Group::Site> sites;
   std::unordered_map<std::string, uint32_t> site_ids;
-  std::unordered_map<uint64_t, uint32_t> stack_sites;
-  auto site_for = [&](uint64_t stack_id) {
-    auto [it, fresh] = stack_sites.emplace(stack_id, 0);
+  struct StackSite {
+    uint32_t site = 0;
+    uint32_t last_tally = UINT32_MAX; // its wrappers already added there
+    std::vector<LookedThrough> looked_through;
+  };
+  std::unordered_map<uint64_t, StackSite> stack_sites;
+  auto site_for = [&](uint64_t stack_id) -> StackSite & {
+    auto [it, fresh] = stack_sites.try_emplace(stack_id);
     if (!fresh)
       return it->second;
     static const WrapperPolicy kBuiltinOnly;
     Group::Site site = alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly);
+    it->second.looked_through = std::move(site.looked_through);
+    site.looked_through.clear();
     std::string key =
         site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' + site.caller;
     auto [sit, new_site] = site_ids.emplace(std::move(key), static_cast<uint32_t>(sites.size()));
-    if (new_site) {
+    if (new_site)
       sites.push_back(std::move(site));
-    } else {
-      // One site reached through different wrappers: say all of them.
-      auto &have = sites[sit->second].looked_through;
-      for (auto &w : site.looked_through)
-        if (std::find(have.begin(), have.end(), w) == have.end())
-          have.push_back(std::move(w));
-    }
-    it->second = sit->second;
-    return sit->second;
+    it->second.site = sit->second;
+    return it->second;
   };
 
   std::vector<Tally> tallies;
   std::unordered_map<GroupKey, uint32_t, GroupKeyHash> index;
   for (size_t i = 0; i < s.objects.size(); ++i) {
     const LiveObject &obj = s.objects[i];
-    GroupKey key{site_for(obj.stack_id), obj.usable};
+    StackSite &stack = site_for(obj.stack_id);
+    GroupKey key{stack.site, obj.usable};
     auto [it, fresh] = index.emplace(key, static_cast<uint32_t>(tallies.size()));
     if (fresh) {
       tallies.emplace_back();
@@ -115,6 +119,13 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
       tallies.back().g.size_class = obj.usable;
     }
     Tally &t = tallies[it->second];
+    if (stack.last_tally != it->second) {
+      stack.last_tally = it->second;
+      auto &have = t.g.site.looked_through; // one site through several wrappers: all of them
+      for (const LookedThrough &w : stack.looked_through)
+        if (std::find(have.begin(), have.end(), w) == have.end())
+          have.push_back(w);
+    }
     t.g.objects.push_back(static_cast<uint32_t>(i));
     t.g.bytes += obj.size;
     ++t.sizes[obj.size];

@@ -42,6 +42,21 @@ extern "C" __attribute__((noinline)) GroupingFrames grouping_make_node() {
   return f;
 }
 
+extern "C" __attribute__((noinline)) GroupingFrames grouping_xstrdup_like() {
+  GroupingFrames f;
+  f.in_wrapper = grouping_return_address();
+  f.in_caller = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+  return f;
+}
+
+// A record and its name from one line, through two wrappers.
+extern "C" __attribute__((noinline)) GroupingFrames grouping_make_named(bool name) {
+  GroupingFrames f = name ? grouping_xstrdup_like() : grouping_xmalloc_like();
+  asm volatile("" ::: "memory");
+  return f;
+}
+
 extern "C" __attribute__((noinline)) GroupingFrames grouping_make_edge() {
   GroupingFrames f = grouping_xmalloc_like();
   asm volatile("" ::: "memory");
@@ -103,6 +118,35 @@ std::unique_ptr<Grouped> snapshot_of_grouping_trace() {
 }
 
 } // namespace
+
+TEST_CASE("a group lists the wrappers its own objects came through", "[grouping]") {
+  GroupingFrames record = grouping_make_named(false), name = grouping_make_named(true);
+  TraceBuilder t;
+  t.stacks({{1, {record.in_wrapper, record.in_caller}}, {2, {name.in_wrapper, name.in_caller}}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, 0x100000, 24, 24, 1).alloc(Api::kMalloc, 0x101000, 30, 40, 2);
+  t.events(5, b).end(2000, 6000);
+  Bytes bytes = t.bytes();
+  TraceReader r;
+  REQUIRE(r.open_buffer(bytes.data(), bytes.size(), "w.trace"));
+  HeapSnapshot s;
+  std::string error;
+  REQUIRE(build_snapshot(r, bytes, {SnapshotPoint::kEnd, "", {}}, s, error));
+  auto sym = this_process_symbolizer();
+  WrapperPolicy wrappers;
+  wrappers.wrappers = {"grouping_xmalloc_like", "grouping_xstrdup_like"};
+  GroupingOptions o;
+  o.wrappers = &wrappers;
+  std::vector<Group> groups = group_objects(s, r, *sym, o);
+  REQUIRE(groups.size() == 2);
+  for (const Group &g : groups) {
+    INFO(g.size_class);
+    CHECK(g.site.function == "grouping_make_named");
+    REQUIRE(g.site.looked_through.size() == 1);
+    CHECK(g.site.looked_through[0].function ==
+          (g.size_class == 24 ? "grouping_xmalloc_like" : "grouping_xstrdup_like"));
+  }
+}
 
 TEST_CASE("wrapper frames: allocator plumbing, C wrappers and configured names", "[grouping]") {
   WrapperPolicy o;
