@@ -173,25 +173,27 @@ const std::vector<std::string> &builtin_wrappers() {
       "PyMem_Malloc", "PyMem_RawMalloc", "PyObject_Malloc", "_PyObject_Malloc", "CRYPTO_malloc",
       "CRYPTO_zalloc", "CRYPTO_realloc", "Perl_safesysmalloc", "Perl_safesyscalloc",
       "Perl_safesysrealloc",
-      // The C++ library's owning-pointer factories: the caller says what for
-      "std::make_unique*", "std::__detail::__make_unique*", "std::make_shared*",
-      "std::allocate_shared*", "std::__make_shared*", "std::__allocate_shared*",
-      "std::__shared_ptr*", "std::shared_ptr*", "std::__shared_count*",
-      // The standard containers' own members, out of line or inlined: their
-      // nodes and arrays are allocated for the code that uses the container,
-      // which names the site (load_accounts, not _Rb_tree::_M_get_node)
-      "std::_Rb_tree*", "std::map*", "std::multimap*", "std::set*", "std::multiset*",
-      "std::_List_base*", "std::__cxx11::_List_base*", "std::list*", "std::__cxx11::list*",
-      "std::_Fwd_list_base*", "std::forward_list*", "std::_Hashtable*",
-      "std::__detail::_Hashtable_alloc*", "std::__detail::_Map_base*",
-      "std::__detail::_Insert_base*", "std::__detail::_Insert*", "std::unordered_map*",
-      "std::unordered_set*", "std::unordered_multimap*", "std::unordered_multiset*",
-      "std::_Vector_base*", "std::vector*", "std::_Deque_base*", "std::deque*",
-      "std::__cxx11::basic_string*", "std::basic_string*", "std::_Function_base*", "std::function*",
+      // The C++ standard library, out of line or inlined: its factories,
+      // containers, strings, std::function, std::thread and algorithms
+      // allocate for the code that calls them, which names the site
+      // (load_accounts, not _Rb_tree::_M_get_node; the caller of
+      // make_shared, of operator+ on strings, of a vector's push_back)
+      "std::*", "__gnu_cxx::*",
       // memlayout's own trees: the record allocator inlined into each tree's
       // new_node/new_descriptor/... which then names the group
       "memlayout::trees::RecordAllocator::*"};
   return kWrappers;
+}
+
+// A member named `allocate` (the Allocator requirement's: a custom
+// allocator's, handed to a container or called by a pool): plumbing, like
+// std::allocator's.
+bool is_allocator_member(const std::string &function) {
+  char norm[rules::kMaxName];
+  size_t n = rules::normalize_function(function.c_str(), norm, sizeof norm);
+  std::string_view name(norm, n);
+  size_t scope = name.rfind("::");
+  return scope != std::string_view::npos && name.substr(scope + 2) == "allocate";
 }
 
 bool WrapperPolicy::is_not_wrapper(const std::string &function) const {
@@ -208,7 +210,7 @@ bool WrapperPolicy::wrapper_reason(const std::string &function, WrapperReason *w
     r = WrapperReason::kOption;
   else if (any_matches(function, rules_file))
     r = WrapperReason::kRulesFile;
-  else if (any_matches(function, builtin_wrappers()))
+  else if (any_matches(function, builtin_wrappers()) || is_allocator_member(function))
     r = WrapperReason::kBuiltin;
   else
     return false;

@@ -116,8 +116,6 @@ Tri returns_untyped(llvm::DWARFDie fn) {
   return Tri::kNo;
 }
 
-std::string function_name(llvm::DWARFDie die);
-
 // The DIE that declares a function: through its abstract origin (an
 // inlined or out-of-line instance) and its specification (a definition
 // outside its class), to the one inside its scopes.
@@ -147,7 +145,7 @@ std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
       break;
     }
     case llvm::dwarf::DW_TAG_subprogram: // a member of a local class
-      return function_name(p) + "::" + qualified;
+      return dwarf_function_name(p) + "::" + qualified;
     default:
       return qualified;
     }
@@ -155,7 +153,9 @@ std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
   return qualified;
 }
 
-std::string function_name(llvm::DWARFDie die) {
+} // namespace
+
+std::string dwarf_function_name(llvm::DWARFDie die) {
   if (const char *linkage =
           llvm::dwarf::toString(die.findRecursively({llvm::dwarf::DW_AT_linkage_name,
                                                      llvm::dwarf::DW_AT_MIPS_linkage_name}),
@@ -169,8 +169,6 @@ std::string function_name(llvm::DWARFDie die) {
     return {};
   return qualified_from_scopes(die, name);
 }
-
-} // namespace
 
 std::string elf_build_id(const std::string &path) {
   auto bin = llvm::object::ObjectFile::createObjectFile(path);
@@ -192,7 +190,7 @@ struct ModuleCodeReader {
     auto it = die_function.find(die.getOffset());
     if (it != die_function.end())
       return it->second;
-    std::string name = function_name(die);
+    std::string name = dwarf_function_name(die);
     uint32_t f = name.empty() ? UINT32_MAX : out.add_function(name, Tri::kUnknown);
     if (f != UINT32_MAX && out.functions_[f].returns_untyped == Tri::kUnknown)
       out.functions_[f].returns_untyped = returns_untyped(die);

@@ -16,9 +16,20 @@
 #include <unordered_map>
 #include <vector>
 
+namespace llvm {
+class DWARFDie;
+}
+
 namespace memlayout::inspector {
 
 enum class Tri : uint8_t { kUnknown, kNo, kYes };
+
+// The function a DWARF subprogram or inlined-subroutine DIE is an instance
+// of: its demangled linkage name, or, where GCC gives none (members of a
+// class templated on a lambda or a local class, many inlined libstdc++
+// members), its short name with the scopes that enclose its declaration.
+// What the code maps and the symbolizer both call a function.
+std::string dwarf_function_name(llvm::DWARFDie die);
 
 // The GNU build-id note of an ELF file (raw bytes), or "" when it has none or
 // cannot be read.

@@ -6,6 +6,8 @@
 #include "rules.h"
 
 #include <llvm/BinaryFormat/ELF.h>
+#include <llvm/DebugInfo/DWARF/DWARFCompileUnit.h>
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
@@ -19,6 +21,22 @@ namespace {
 
 bool starts_with(const std::string &s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Whether a name has a scope of its own ("a::f"), not only inside its
+// template or function arguments ("f<main()::<lambda()> >").
+bool has_scope(std::string_view name) {
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    char c = name[i];
+    if (c == '<' || c == '(' || c == '[')
+      ++depth;
+    else if ((c == '>' || c == ')' || c == ']') && depth > 0)
+      --depth;
+    else if (c == ':' && name[i + 1] == ':' && depth == 0)
+      return true;
+  }
+  return false;
 }
 
 } // namespace
@@ -73,6 +91,10 @@ struct Symbolizer::Impl {
   struct ModuleState {
     bool checked = false; // build-id compared
     bool failed = false;  // LLVM could not load it; warned once
+    // The module's own DWARF, read when a frame's name lacks its scopes.
+    bool dwarf_tried = false;
+    llvm::object::OwningBinary<llvm::object::ObjectFile> binary;
+    std::unique_ptr<llvm::DWARFContext> dwarf;
   };
   struct Key {
     uint64_t pc;
@@ -120,6 +142,29 @@ struct Symbolizer::Impl {
                          "; the file changed since recording, symbols may be wrong");
   }
 
+  // The DIEs of the inlined frames at `offset`, innermost first (as LLVM
+  // orders its frames), from the module's own debug information; empty when
+  // that is elsewhere (a debuglink) or unreadable.
+  void inlined_chain(size_t i, const std::string &path, uint64_t offset,
+                     llvm::SmallVectorImpl<llvm::DWARFDie> &chain) {
+    ModuleState &st = state[i];
+    if (!st.dwarf_tried) {
+      st.dwarf_tried = true;
+      auto bin = llvm::object::ObjectFile::createObjectFile(path);
+      if (!bin) {
+        llvm::consumeError(bin.takeError());
+        return;
+      }
+      st.binary = std::move(*bin);
+      st.dwarf = llvm::DWARFContext::create(*st.binary.getBinary());
+    }
+    if (!st.dwarf)
+      return;
+    llvm::DWARFCompileUnit *cu = st.dwarf->getCompileUnitForAddress(offset);
+    if (cu)
+      cu->getInlinedChainForAddress(offset, chain);
+  }
+
   void lookup(SymbolizedAddress &out, bool ret) {
     SourceFrame unknown{"??", "", 0, 0, false};
     const ModuleEntry *m = out.module;
@@ -145,6 +190,8 @@ struct Symbolizer::Impl {
       return;
     }
     uint32_t n = info->getNumberOfFrames();
+    llvm::SmallVector<llvm::DWARFDie, 4> chain; // the frames' DIEs, when a name needs them
+    bool chain_read = false;
     for (uint32_t f = 0; f < n; ++f) {
       const llvm::DILineInfo &li = info->getFrame(f);
       SourceFrame sf;
@@ -153,6 +200,20 @@ struct Symbolizer::Impl {
       sf.function = !has_fn                               ? "??"
                     : li.FunctionName.rfind("_Z", 0) == 0 ? demangle(li.FunctionName)
                                                           : li.FunctionName;
+      // LLVM names a DIE without a linkage name by its short name: a member
+      // of std::function inlined into the caller is "_M_create<...>", which
+      // the code maps (and so the rules) know as std::_Function_base::
+      // _Base_manager<...>::_M_create. The scopes come from the DIE.
+      if (has_fn && li.FunctionName.rfind("_Z", 0) != 0 && !has_scope(li.FunctionName) &&
+          !li.FileName.empty()) {
+        if (!chain_read) {
+          chain_read = true;
+          inlined_chain(i, path, offset, chain);
+        }
+        if (chain.size() == n)
+          if (std::string q = dwarf_function_name(chain[f]); !q.empty())
+            sf.function = std::move(q);
+      }
       sf.file = li.FileName != llvm::DILineInfo::BadString ? li.FileName : "";
       sf.line = li.Line;
       sf.column = li.Column;

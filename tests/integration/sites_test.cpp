@@ -387,3 +387,46 @@ TEST_CASE("sites.follow_children_routes_inlined_sites_of_named_programs", "[site
   CHECK(r.exit_code() == 0);
   CHECK(routed_by(r.err, "make_item") == 1500);
 }
+
+// The standard library allocates for its callers, inlined into them and
+// often without linkage names in DWARF (std::function's _M_create for a
+// lambda): the report names the callers, as the interposer routes them.
+TEST_CASE("sites.standard_library_allocates_for_its_callers", "[sites]") {
+  std::string dir = work_dir("sites_library");
+  std::string trace = dir + "/t.trace";
+  REQUIRE(record({"-o", trace}, {program("library_sites"), "4000"}).exit_code() == 0);
+  RunResult rep = run({memlayout_bin(), "report", trace, "--format", "json"});
+  REQUIRE(rep.exit_code() == 0);
+  auto parsed = llvm::json::parse(rep.out);
+  REQUIRE(static_cast<bool>(parsed));
+  const llvm::json::Object &r = *parsed->getAsObject();
+  auto group_of = [&](const std::string &fn) -> const llvm::json::Object * {
+    for (const auto &g : *r.getArray("groups"))
+      if (g.getAsObject()
+              ->getObject("site")
+              ->getString("function")
+              .getValueOr("")
+              .startswith(fn + "("))
+        return g.getAsObject();
+    return nullptr;
+  };
+  for (const auto &g : *r.getArray("groups")) {
+    std::string name = g.getAsObject()->getString("name").getValueOr("").str();
+    INFO(name);
+    CHECK(name.find("_M_create") == std::string::npos);
+    CHECK(name.find("operator+") == std::string::npos);
+    CHECK(name.find("allocate") == std::string::npos);
+  }
+  for (const auto &[fn, objects] : std::vector<std::pair<std::string, int64_t>>{
+           {"record_order", 4000}, {"label_order", 4000}}) {
+    INFO(fn);
+    const auto *g = group_of(fn);
+    REQUIRE(g);
+    CHECK(g->getInteger("objects").getValueOr(-1) == objects);
+    RunResult ran = run({memlayout_bin(), "run", "--segregate", "function=" + fn + ",pool=p", "--",
+                         program("library_sites"), "4000"});
+    INFO(ran.err);
+    CHECK(routed_by(ran.err, fn) == objects);
+  }
+  CHECK(group_of("book_orders"));
+}
