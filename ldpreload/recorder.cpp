@@ -345,6 +345,7 @@ void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size
 ThreadLog *attach_thread(ThreadState &ts) {
   if (ts.retired)
     return nullptr;
+  sys::KeepErrno keep;
   auto *log = static_cast<ThreadLog *>(sys::map_pages(log_bytes()));
   if (!log)
     return nullptr;
@@ -374,6 +375,7 @@ ThreadLog *attach_thread(ThreadState &ts) {
 }
 
 void stage_flush(ThreadLog *log) {
+  sys::KeepErrno keep;
   bool wrote = false;
   {
     LockGuard g(log->flush_lock);
@@ -386,6 +388,7 @@ void stage_flush(ThreadLog *log) {
 }
 
 void flush_log(ThreadLog *log) {
+  sys::KeepErrno keep;
   {
     LockGuard g(log->flush_lock);
     if (!log->taken_over) {
@@ -400,6 +403,7 @@ void flush_log(ThreadLog *log) {
 }
 
 uint32_t stack_id(ThreadLog *log, const UnwindStart &start) {
+  sys::KeepErrno keep; // the unwinder may read the loader's tables, the dictionary write
   uintptr_t frames[kMaxStackDepth];
   size_t n = 1;
   frames[0] = start.pc;
@@ -446,6 +450,7 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
 }
 
 void record_mark(ThreadState &ts, const char *name) {
+  sys::KeepErrno keep;
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
@@ -455,6 +460,7 @@ void record_mark(ThreadState &ts, const char *name) {
 }
 
 void record_tag(ThreadState &ts, const void *p, const char *name) {
+  sys::KeepErrno keep;
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
@@ -463,6 +469,7 @@ void record_tag(ThreadState &ts, const void *p, const char *name) {
 }
 
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value) {
+  sys::KeepErrno keep;
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();

@@ -56,7 +56,10 @@ void *map_pages(size_t bytes) {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return nullptr;
-  prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, bytes, kMappingName); // where supported
+  {
+    KeepErrno keep; // EINVAL where the kernel cannot name mappings
+    prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, bytes, kMappingName);
+  }
   auto start = reinterpret_cast<uintptr_t>(p);
   Range r{start, start + ((bytes + page_size() - 1) & ~(page_size() - 1))};
   OwnGuard g;

@@ -2,6 +2,7 @@
 // whole-file reads into caller buffers, number formatting, raw messages.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -14,6 +15,21 @@
 #define ML_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace memlayout::preload::sys {
+
+// The program's errno as it was, for the recorder's slow paths (a thread's
+// first event, a flush, an unwind): their system calls may fail harmlessly
+// (naming a mapping where the kernel cannot), and the program's errno after
+// a successful malloc must be what it was before.
+class KeepErrno {
+public:
+  KeepErrno() : saved_(errno) {}
+  ~KeepErrno() { errno = saved_; }
+  KeepErrno(const KeepErrno &) = delete;
+  KeepErrno &operator=(const KeepErrno &) = delete;
+
+private:
+  int saved_;
+};
 
 // Zeroed, page-granular memory that never comes from the program's allocator.
 // Each mapping is remembered (and, where the kernel can, named

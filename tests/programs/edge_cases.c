@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,25 @@ static void try_posix_memalign(const char *label, size_t align, size_t size) {
     free(p);
 }
 
+/* A successful call leaves errno alone, the first of a thread included (the
+ * recorder sets itself up then). */
+static void *first_of_thread(void *arg) {
+  (void)arg;
+  errno = 0;
+  void *p = malloc(v24);
+  printf("%-40s errno=%d\n", "first malloc of a thread", errno);
+  free(p);
+  return NULL;
+}
+
 int main(void) {
+  errno = 0;
+  void *first = malloc(v24);
+  printf("%-40s errno=%d\n", "first malloc of the process", errno);
+  free(first);
+  pthread_t t;
+  if (pthread_create(&t, NULL, first_of_thread, NULL) == 0)
+    pthread_join(t, NULL);
   TRY("malloc(0)", malloc(v0));
   TRY("malloc(huge)", malloc(vhuge));
   TRY("calloc(0, 8)", calloc(v0, 8));
