@@ -454,8 +454,11 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   if (!in_this_process() || g_state.load(std::memory_order_acquire) != State::kRecording ||
       finishing.exchange(true))
     return;
-  bool from_signal = reason == trace::EndReason::kSignal;
   uint8_t was_busy = tl_state.busy;
+  // Busy: a signal handler interrupted the recorder and ended the process
+  // (exit() from a handler), and the interrupted code may hold the thread's
+  // log or the loader's lock: finish as from a signal, waiting for nothing.
+  bool from_signal = reason == trace::EndReason::kSignal || was_busy;
   tl_state.busy = 1;
   int saved_errno = errno;
   if (from_signal) {

@@ -34,6 +34,7 @@ std::string program(const std::string &name) {
       {"exec_child_static", MLT_PATH_exec_child_static},
       {"exec_parent", MLT_PATH_exec_parent},
       {"exit_paths", MLT_PATH_exit_paths},
+      {"handler_exit", MLT_PATH_handler_exit},
       {"churn", MLT_PATH_churn},
       {"annotated", MLT_PATH_annotated},
       {"dlopen_main", MLT_PATH_dlopen_main},
