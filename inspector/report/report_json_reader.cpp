@@ -4,6 +4,8 @@
 // from newer builds that only extend the schema still read.
 #include "report_json.h"
 
+#include "json_input.h"
+
 #include "alloc_site.h"
 
 #include <llvm/Support/JSON.h>
@@ -358,11 +360,9 @@ void read_htm(Fields &f, std::string &error, HtmAbortReport &h) {
 bool parse_report_json(const std::string &text, const std::string &name, Report &out,
                        std::string &error) {
   error.clear();
-  auto parsed = json::parse(text);
-  if (!parsed) {
-    error = name + ": not JSON: " + llvm::toString(parsed.takeError());
+  std::optional<json::Value> parsed = parse_json_input(text, name, error);
+  if (!parsed)
     return false;
-  }
   const json::Object *root = parsed->getAsObject();
   if (!root) {
     error = name + ": not a memlayout report (the JSON is not an object)";

@@ -1,5 +1,7 @@
 #include "type_map.h"
 
+#include "json_input.h"
+
 #include "cxx_names.h"
 #include "structs_report.h"
 
@@ -167,11 +169,9 @@ std::optional<TypeMap> TypeMap::load(const std::string &path, std::string &error
 
 std::optional<TypeMap> TypeMap::parse(std::string_view text, const std::string &path,
                                       std::string &error) {
-  llvm::Expected<json::Value> doc = json::parse(llvm::StringRef(text.data(), text.size()));
-  if (!doc) {
-    error = path + ": " + llvm::toString(doc.takeError());
+  std::optional<json::Value> doc = parse_json_input(text, path, error);
+  if (!doc)
     return std::nullopt;
-  }
   const json::Object *top = doc->getAsObject();
   auto schema = top ? top->getString("schema") : llvm::None;
   if (!schema || !schema->startswith("memlayout.structs/")) {

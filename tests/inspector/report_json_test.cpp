@@ -145,6 +145,15 @@ TEST_CASE("report_json.refuses", "[report_json]") {
   CHECK(error.find("memlayout.report/2") != std::string::npos);
   CHECK_FALSE(parse_report_json("{\"schema\": ", "c.json", out, error));
   CHECK(error.find("not JSON") != std::string::npos);
+  // Nested 60 000 deep: refused before the parser's recursion overflows.
+  std::string deep = "{\"schema\":\"memlayout.report/1\",\"x\":" + std::string(60000, '[') +
+                     std::string(60000, ']') + "}";
+  CHECK_FALSE(parse_report_json(deep, "d.json", out, error));
+  CHECK(error == "d.json: offset 290: nested deeper than 256 levels (not a file memlayout wrote)");
+  // Brackets inside strings are text, not nesting.
+  std::string quoted = "{\"schema\":\"" + std::string(1000, '[') + "\"}";
+  CHECK_FALSE(parse_report_json(quoted, "e.json", out, error));
+  CHECK(error.find("nested") == std::string::npos);
 
   // A group without its object count: the path to it in the message.
   std::string text = render(sample());
