@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 
 namespace memlayout::cli {
 namespace {
@@ -14,6 +15,13 @@ enum class InputKind { kTrace, kReport, kUnknown };
 
 // By content, not by name: a trace may be called anything.
 InputKind sniff(const std::string &path, std::string &error) {
+  // Before opening: opening a FIFO waits for a writer, and a report needs a
+  // file it can read twice anyway.
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = path + ": not a regular file";
+    return InputKind::kUnknown;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = path + ": cannot read: " + std::strerror(errno);

@@ -199,7 +199,9 @@ bool TraceReader::open(const std::string &path, Options opts) {
   reset();
   opts_ = opts;
   name_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of
+  // waiting for a writer; it changes nothing for a regular file.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) {
     int err = errno;
     stop(ReadStatus::kUnreadable, 0, "");

@@ -146,6 +146,22 @@ TEST_CASE("report.bad_input", "[report]") {
     CHECK(h.err.find(std::string("not '") + hot + "'") != std::string::npos);
   }
   CHECK(run({memlayout_bin(), "report", foreign, "--bogus"}).exit_code() == 2);
+  // A FIFO (no writer): refused at once, not waited on.
+  std::string fifo = dir + "/fifo";
+  REQUIRE(run({"/usr/bin/mkfifo", fifo}).exit_code() == 0);
+  RunOptions quick;
+  quick.timeout_s = 10;
+  for (const std::vector<std::string> &argv :
+       {std::vector<std::string>{memlayout_bin(), "report", fifo},
+        std::vector<std::string>{memlayout_bin(), "dump", fifo},
+        std::vector<std::string>{memlayout_bin(), "advise", fifo},
+        std::vector<std::string>{memlayout_bin(), "diff", fifo, foreign}}) {
+    RunResult f = run(argv, quick);
+    INFO(argv[1] << ": " << f.err);
+    CHECK_FALSE(f.timed_out);
+    CHECK(f.exit_code() == 2);
+    CHECK(f.err.find("fifo: not a regular file") != std::string::npos);
+  }
   std::string trace = dir + "/ok.trace";
   REQUIRE(record({"-o", trace}, {program("node_descriptor"), "100"}).exit_code() == 0);
   RunResult nobody = run({memlayout_bin(), "report", trace, "--hot", "nosuch=24"});
