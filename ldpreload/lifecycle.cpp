@@ -97,6 +97,16 @@ bool open_trace() {
   if (n > 0)
     h.bytes(HeaderTag::kExecutable, text, static_cast<size_t>(n));
   long len = sys::read_file("/proc/self/cmdline", text, sizeof text);
+  if (len == static_cast<long>(sizeof text) - 1) { // read_file keeps a byte for its NUL
+    // Longer than the field holds: whole arguments only, then a last one
+    // that says so (a cut argument would read as one the program was given).
+    static constexpr char kCut[] = "[memlayout: more arguments, cut at 8 KiB]";
+    long keep = len - static_cast<long>(sizeof kCut);
+    while (keep > 0 && text[keep - 1] != '\0')
+      --keep;
+    std::memcpy(text + keep, kCut, sizeof kCut);
+    len = keep + static_cast<long>(sizeof kCut);
+  }
   if (len > 0)
     h.bytes(HeaderTag::kCommandLine, text, static_cast<size_t>(len));
   if (gethostname(text, 256) == 0) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -504,4 +505,25 @@ TEST_CASE("cli.trace_format_worked_example", "[record][cli]") {
     ++checked;
   }
   CHECK(checked == 4);
+}
+
+// A command line longer than the header holds ends at a whole argument and a
+// last one that says it was cut, never in the middle of an argument.
+TEST_CASE("cli.long_command_line_is_cut_visibly", "[record][cli]") {
+  const std::string path = work_dir("long_cmdline") + "/t.trace";
+  std::vector<std::string> argv = {program("edge_cases")};
+  for (int i = 0; i < 20000; ++i)
+    argv.push_back(std::to_string(100000 + i));
+  REQUIRE(record({"-o", path}, argv).exit_code() == 0);
+  RunResult d = run({memlayout_bin(), "dump", path, "--format", "jsonl"});
+  REQUIRE(d.exit_code() == 0);
+  std::string header = d.out.substr(0, d.out.find('\n'));
+  size_t at = header.find("\"command_line\":[");
+  REQUIRE(at != std::string::npos);
+  size_t marker = header.find(",\"[memlayout: more arguments, cut at 8 KiB]\"]", at);
+  REQUIRE(marker != std::string::npos);
+  std::string list = header.substr(at, marker - at);
+  // Every argument before the marker is whole: six digits.
+  std::regex cut_number(R"(,"[0-9]{1,5}")");
+  CHECK_FALSE(std::regex_search(list, cut_number));
 }
