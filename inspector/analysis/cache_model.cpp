@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -243,9 +244,30 @@ std::optional<CacheModel> CacheModel::from_file(const std::string &path, std::st
     l.level = static_cast<int>(level);
     l.indexing = level == 1 ? Indexing::kVirtual : Indexing::kPhysical;
     uint64_t size = 0, ways = 0, line = 64, sets = 0, slices = 0;
+    std::set<std::string> given; // what each word gave: once per line
+    auto once = [&](const char *what) {
+      if (given.insert(what).second)
+        return true;
+      fail("'" + w + "' gives the " + what + " a second time");
+      return false;
+    };
     while (words >> w) {
       std::string lw = lower(w);
       std::string_view v(lw);
+      const char *what =
+          lw == "data" || lw == "unified" || lw == "instruction" ? "type"
+          : lw == "virtual" || lw == "physical"                  ? "indexing"
+          : v.size() > 4 && v.ends_with("-way")                  ? "associativity"
+          : v.starts_with("slices=")                             ? "slice count"
+          : v.starts_with("sets=")                               ? "set count"
+          : v.starts_with("cpus=")                               ? "cpu list"
+          : v.starts_with("line=") || (v.size() > 1 && v.back() == 'b' &&
+                                       v.find_first_not_of("0123456789") == v.size() - 1)
+              ? "line size"
+          : parse_size(w, size) ? "size"
+                                : nullptr; // an unknown word, refused below
+      if (what && !once(what))
+        return std::nullopt;
       if (lw == "data" || lw == "unified") {
         l.type = lw == "data" ? "Data" : "Unified";
       } else if (lw == "instruction") {

@@ -197,6 +197,12 @@ TEST_CASE("override file: errors name the file and line", "[cache_model]") {
       {"L2 unified 2M 16-way sets=1024\n", 1, "sets=1024 but"},
       {"L3 unified 105M 15-way slices=5\n", 1, "do not divide into 5 slices"},
       {"# nothing\n", 1, "no cache levels"},
+      // A word of a kind already given: the later one no longer wins silently.
+      {"L1 data 48K 12-way 32B 128B\n", 1, "'128B' gives the line size a second time"},
+      {"L1 data 48K 12-way 6-way\n", 1, "'6-way' gives the associativity a second time"},
+      {"L1 data 48K 12-way virtual physical\n", 1, "'physical' gives the indexing a second time"},
+      {"L1 data unified 48K 12-way\n", 1, "'unified' gives the type a second time"},
+      {"L1 data 48K 32K 12-way\n", 1, "'32K' gives the size a second time"},
   };
   for (const Case &c : cases) {
     std::string path = write_file(t, c.text);
