@@ -1,5 +1,7 @@
 #include "report_builder.h"
 
+#include "rules.h"
+
 #include "address_map.h"
 #include "cache_model.h"
 #include "colocation.h"
@@ -29,8 +31,13 @@ constexpr size_t kNeighboursKept = 8; // per group, the closest by objects next 
 // --hot NAME matches a group's name (its tag or pool when it has one), the
 // function of its call site or the record it allocates; NAME=FIELD takes the
 // prefix through FIELD of that record.
+// A name as rules take a function (trailing scopes: "load", "Store::load"
+// and "kv::Store::load" all name kv::Store::load(unsigned long)), or the
+// group's name, tag, pool or type.
 bool hot_names(const HotPrefix &h, const Group &g) {
   return h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0 ||
+         (g.site.function != "??" &&
+          rules::function_key_matches(g.site.function.c_str(), h.name.c_str())) ||
          (!g.type.empty() && record_selected(g.type, h.name));
 }
 

@@ -429,4 +429,18 @@ TEST_CASE("sites.standard_library_allocates_for_its_callers", "[sites]") {
     CHECK(routed_by(ran.err, fn) == objects);
   }
   CHECK(group_of("book_orders"));
+  // --hot names a C++ function as rules do: without its parameters.
+  RunResult hot =
+      run({memlayout_bin(), "report", trace, "--format", "json", "--hot", "record_order=16"});
+  REQUIRE(hot.exit_code() == 0);
+  auto hot_parsed = llvm::json::parse(hot.out);
+  REQUIRE(static_cast<bool>(hot_parsed));
+  bool found = false;
+  for (const auto &g : *hot_parsed->getAsObject()->getArray("groups"))
+    if (g.getAsObject()->getObject("site")->getString("function").getValueOr("") ==
+        "record_order(long)") {
+      found = true;
+      CHECK(g.getAsObject()->getInteger("hot_bytes").getValueOr(0) == 16);
+    }
+  CHECK(found);
 }
