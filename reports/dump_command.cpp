@@ -4,6 +4,7 @@
 #include "alloc_site.h"
 #include "command_line.h"
 #include "commands.h"
+#include "grouping.h"
 #include "symbolizer.h"
 #include "trace_reader.h"
 
@@ -212,14 +213,7 @@ public:
   // the stacks of the whole trace, weighed by the allocations made there
   // (`whole` has read the trace through, so it holds every stack).
   void detect_wrappers(TraceReader &whole, const std::unordered_map<uint64_t, uint64_t> &weights) {
-    std::vector<inspector::WeightedStack> stacks;
-    stacks.reserve(weights.size());
-    for (const auto &[id, w] : weights)
-      stacks.push_back({whole.stack(id), w});
-    std::sort(stacks.begin(), stacks.end(), [](const auto &a, const auto &b) {
-      return std::lexicographical_compare(a.frames.begin(), a.frames.end(), b.frames.begin(),
-                                          b.frames.end());
-    });
+    std::vector<inspector::WeightedStack> stacks = inspector::weighted_stacks(weights, whole);
     inspector::detect_wrappers(stacks, *sym_, *code_, wrappers_);
     wrappers_decided_ = true;
   }

@@ -44,10 +44,12 @@ struct PthreadSpinLock {
   static void unlock(Lock &l) { pthread_spin_unlock(&l); }
 };
 
-// The study's fixed layouts' lock: a 4-byte test-and-test-and-set word,
-// 0 when free and 1 when held.
-struct WordSpinLock {
-  using Lock = std::atomic<uint32_t>;
+// A test-and-test-and-set lock in a word of its own, 0 when free and 1 when
+// held. The study's fixed layouts' lock is 4 bytes (WordSpinLock); one byte
+// (ByteSpinLock) where the 3 more would take a record past its size class or
+// its search fields' line.
+template <class Word> struct TasSpinLock {
+  using Lock = std::atomic<Word>;
   static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
   static bool try_lock(Lock &l) {
     return l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0;
@@ -58,21 +60,8 @@ struct WordSpinLock {
   }
   static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
 };
-
-// WordSpinLock in one byte, for records where the 3 bytes a word lock
-// would add cross the size class or the line their search fields sit on.
-struct ByteSpinLock {
-  using Lock = std::atomic<uint8_t>;
-  static void init_lock(Lock &l) { l.store(0, std::memory_order_relaxed); }
-  static bool try_lock(Lock &l) {
-    return l.load(std::memory_order_relaxed) == 0 && l.exchange(1, std::memory_order_acquire) == 0;
-  }
-  static void lock(Lock &l) {
-    for (unsigned attempt = 0; !try_lock(l); ++attempt)
-      back_off(attempt);
-  }
-  static void unlock(Lock &l) { l.store(0, std::memory_order_release); }
-};
+using WordSpinLock = TasSpinLock<uint32_t>;
+using ByteSpinLock = TasSpinLock<uint8_t>;
 
 // Holds a node's `lock` field for its scope; L is the tree's record layout.
 template <class L> class NodeLockGuard {

@@ -64,6 +64,11 @@ std::vector<WeightedStack> weighted_stacks(const HeapSnapshot &s, const TraceRea
   std::unordered_map<uint64_t, uint64_t> weight;
   for (const LiveObject &obj : s.objects)
     ++weight[obj.stack_id];
+  return weighted_stacks(weight, r);
+}
+
+std::vector<WeightedStack> weighted_stacks(const std::unordered_map<uint64_t, uint64_t> &weight,
+                                           const TraceReader &r) {
   std::vector<WeightedStack> out;
   out.reserve(weight.size());
   for (const auto &[id, w] : weight)

@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -39,6 +40,10 @@ struct GroupingOptions {
 // The snapshot's distinct stacks weighted by their live objects: what
 // detect_wrappers() judges a report's wrappers by.
 std::vector<WeightedStack> weighted_stacks(const HeapSnapshot &s, const TraceReader &r);
+// The same for weights counted elsewhere (stack id -> objects), in the same
+// order: a dump weighs every allocation of the trace.
+std::vector<WeightedStack> weighted_stacks(const std::unordered_map<uint64_t, uint64_t> &weight,
+                                           const TraceReader &r);
 
 // Groups of `s` ordered by id: id 1 holds the most requested bytes; ties
 // are broken by name, site and size class, so ids are deterministic.
