@@ -176,8 +176,10 @@ int on_module(struct dl_phdr_info *info, size_t, void *arg) {
   const char *path = info->dlpi_name;
   if (!path || !*path)
     path = "/proc/self/exe";
-  else if (path[0] != '/')
+  else if (!std::strchr(path, '/'))
     return 0; // the vDSO ("linux-vdso.so.1") has no file
+  // A relative name is the one dlopen was given ("./plugin.so"), from the
+  // working directory of then: as long as it has not changed, it opens.
   struct stat st;
   if (g_table_file && stat(path, &st) == 0) {
     for (uint32_t m = 0; m < g_table_file->modules; ++m) {

@@ -298,3 +298,20 @@ TEST_CASE("segregate.run_through_a_shell", "[segregate]") {
   CHECK(followed.err.find("rule 1 function=mlr_new_node,pool=n (--segregate "
                           "function=mlr_new_node,pool=n): 100 allocations") != std::string::npos);
 }
+
+// A plugin dlopen'ed by a relative path ("./libplugin.so", as the loader then
+// names it) is labelled for the rules like one opened by its full path.
+TEST_CASE("segregate.plugin_opened_by_a_relative_path", "[segregate]") {
+  std::string dir = work_dir("segregate_relative_plugin");
+  const std::string plugin = plugin_path();
+  const std::string plugin_dir = plugin.substr(0, plugin.rfind('/'));
+  const std::string relative = "./" + plugin.substr(plugin.rfind('/') + 1);
+  RunOptions in_plugin_dir;
+  in_plugin_dir.cwd = plugin_dir;
+  RunResult r = run({memlayout_bin(), "run", "--segregate", "function=mlp_plugin_make,pool=p", "--",
+                     program("dlopen_main"), relative, dir + "/log"},
+                    in_plugin_dir);
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(routed_by(r.err, "mlp_plugin_make") == 16);
+}

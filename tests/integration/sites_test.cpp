@@ -45,23 +45,6 @@ bool flags_underutilization(const llvm::json::Object &report, int64_t group) {
   return false;
 }
 
-// "memlayout: rule 2 function=create_node,pool=create_node (FILE:LINE): 17690
-// allocations, 1.1 MiB" -> 17690 for the rule naming `fn`; -1 when absent.
-long long routed_by(const std::string &stderr_text, const std::string &fn) {
-  std::istringstream in(stderr_text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("memlayout: rule ") != 0 ||
-        line.find("function=" + fn + ",") == std::string::npos)
-      continue;
-    size_t colon = line.rfind("): ");
-    if (colon == std::string::npos)
-      continue;
-    return std::atoll(line.c_str() + colon + 3);
-  }
-  return -1;
-}
-
 long long rule_allocations(const llvm::json::Object &report, const std::string &fn) {
   if (const auto *rules = report.getArray("rules"))
     for (const auto &r : *rules) {

@@ -161,4 +161,8 @@ std::vector<std::string> missing_from_dump(const ProgramLog &log, const Dump &d,
 std::string hex(uint64_t v);
 std::string join(const std::vector<std::string> &lines, size_t max_lines = 20);
 
+// What `memlayout run` says rule `fn` (function=fn,...) routed: the
+// allocations of its summary line; -1 when no such line.
+long long routed_by(const std::string &stderr_text, const std::string &fn);
+
 } // namespace mlt
