@@ -414,7 +414,7 @@ bool initialize() {
     return initialize();
   uint8_t was_busy = tl_state.busy;
   tl_state.busy = 1;
-  int saved_errno = errno;
+  sys::KeepErrno keep_errno;
   load_options(&g_options);
   g_memo_depth = unwind_memo_depth(g_options.unwind, g_options.stack_depth);
   resolve_real_allocator(g_options.allocator);
@@ -454,7 +454,6 @@ bool initialize() {
   g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
   if (ok)
     record_module_changes();
-  errno = saved_errno;
   tl_state.busy = was_busy;
   return ok;
 }
@@ -470,7 +469,7 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   // log or the loader's lock: finish as from a signal, waiting for nothing.
   bool from_signal = reason == trace::EndReason::kSignal || was_busy;
   tl_state.busy = 1;
-  int saved_errno = errno;
+  sys::KeepErrno keep_errno;
   if (from_signal) {
     g_writer.stop_compressing();
     flush_all_threads_from_signal();
@@ -502,7 +501,6 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   } else {
     g_state.store(State::kFinished, std::memory_order_release);
   }
-  errno = saved_errno;
   tl_state.busy = was_busy;
 }
 
@@ -533,7 +531,7 @@ bool recording_process() {
 void note_unrecorded(const char *how, const char *program) {
   if (g_options.follow_children || !g_options.notes[0] || !program || !*program)
     return;
-  int saved_errno = errno;
+  sys::KeepErrno keep_errno;
   char line[1024];
   size_t n = sys::format_u64(line, sys::getpid());
   line[n++] = '\t';
@@ -547,7 +545,6 @@ void note_unrecorded(const char *how, const char *program) {
     sys::write_all(fd, line, n);
     close(fd);
   }
-  errno = saved_errno;
 }
 
 // An exec about to be tried: a shell tries each directory of PATH in turn,
@@ -556,11 +553,10 @@ void note_unrecorded(const char *how, const char *program) {
 bool note_exec(const char *program, bool checkable) {
   if (g_options.follow_children || !g_options.notes[0] || !program)
     return false;
-  int saved_errno = errno;
+  sys::KeepErrno keep_errno;
   struct stat st;
   bool runs =
       !checkable || (stat(program, &st) == 0 && S_ISREG(st.st_mode) && access(program, X_OK) == 0);
-  errno = saved_errno;
   if (runs)
     note_unrecorded("exec", program);
   return runs;

@@ -127,7 +127,7 @@ bool write_all(int fd, const void *buf, size_t n) {
 }
 
 void warn(const char *msg, const char *detail) {
-  int saved = errno;
+  KeepErrno keep;
   char line[1024];
   size_t n = 0;
   auto put = [&](const char *s) {
@@ -142,7 +142,6 @@ void warn(const char *msg, const char *detail) {
   }
   line[n++] = '\n';
   write_all(2, line, n);
-  errno = saved;
 }
 
 size_t format_u64(char *buf, uint64_t v) {

@@ -167,7 +167,7 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
                                  const void *payload, size_t n, bool compress_payload) {
   if (fd_ < 0 || broken_.load(std::memory_order_relaxed))
     return 0;
-  int saved_errno = errno;
+  sys::KeepErrno keep_errno;
   trace::RecordHeader h{};
   h.magic = trace::kRecordMagic;
   h.type = static_cast<uint8_t>(type);
@@ -225,7 +225,6 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
     broken_.store(true);
     errors_.fetch_add(1, std::memory_order_relaxed);
   }
-  errno = saved_errno;
   return ok ? body_n : 0;
 }
 
