@@ -9,8 +9,6 @@ namespace {
 
 bool is_power_of_two(size_t v) { return v && !(v & (v - 1)); }
 
-ThreadHeap *own_heap(const Pool *pool) { return tl_caches[pool->index].heap; }
-
 } // namespace
 
 void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
@@ -58,12 +56,17 @@ void *alloc_slow(Pool *pool, size_t bytes, size_t align, bool zero) {
 }
 
 void free_small_remote(SmallPage *page, void *p) {
-  if (Pool *pool = owner_of(p)) {
-    if (ThreadHeap *heap = own_heap(pool))
-      add_own(heap->small_frees[small_class(page->block_size)], 1);
-    else
-      count_call(pool, nullptr, false, -static_cast<int64_t>(page->block_size));
+  Pool *pool = owner_of(p);
+  if (!pool)
+    return small_free_remote(page, p);
+  ThreadPoolCache &entry = tl_caches[pool->index];
+  if (!entry.heap)
+    thread_flags(pool, entry); // a thread that only frees batches too, as jemalloc caches them
+  if (ThreadHeap *heap = entry.heap) {
+    add_own(heap->small_frees[page->cls], 1);
+    return small_free_batched(heap, page, p);
   }
+  count_call(pool, nullptr, false, -static_cast<int64_t>(page->block_size));
   small_free_remote(page, p);
 }
 

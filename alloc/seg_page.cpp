@@ -68,7 +68,115 @@ SmallPage *pop_front(Pool *pool, PageQueue &q) {
   return page;
 }
 
+// ---- Remote batches ----------------------------------------------------------
+
+// Spare batches, from mmap in chunks, kept for good (engine lock): one is
+// taken or given per kRemoteBatchBlocks remote frees.
+RemoteBatch *g_spare_batches = nullptr;
+
+RemoteBatch *batch_take() {
+  EngineLock lock;
+  if (!g_spare_batches) {
+    constexpr size_t kChunk = 64 * 1024;
+    void *p = mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return nullptr;
+    auto *batches = static_cast<RemoteBatch *>(p);
+    for (size_t i = 0, n = kChunk / sizeof(RemoteBatch); i < n; ++i)
+      batches[i].next = i + 1 < n ? &batches[i + 1] : nullptr;
+    g_spare_batches = batches;
+  }
+  RemoteBatch *batch = g_spare_batches;
+  g_spare_batches = static_cast<RemoteBatch *>(batch->next);
+  batch->count = 0;
+  return batch;
+}
+
+void batch_give_locked(RemoteBatch *batch) {
+  batch->next = g_spare_batches;
+  g_spare_batches = batch;
+}
+
+// A batch the owner of its page has taken the blocks from: the owner's own
+// for its next remote frees when it has a slot without one, a spare
+// otherwise.
+void batch_recycle(ThreadHeap *heap, RemoteBatch *batch) {
+  batch->count = 0;
+  if (heap)
+    for (unsigned i = 0; i < kRemoteSlots; ++i)
+      if (!heap->remote[i]) {
+        heap->remote[i] = batch;
+        heap->remote_page[i] = nullptr;
+        return;
+      }
+  EngineLock lock;
+  batch_give_locked(batch);
+}
+
+// Hands a slot's batch over to its page: the batch itself onto the page's
+// thread_free, or its one block alone (the batch stays).
+void remote_flush(ThreadHeap *heap, unsigned slot) {
+  RemoteBatch *batch = heap->remote[slot];
+  if (!batch || batch->count == 0)
+    return;
+  SmallPage *page = heap->remote_page[slot];
+  if (batch->count == 1) {
+    small_free_remote(page, batch->blocks[0]);
+    batch->count = 0;
+    return;
+  }
+  heap->remote[slot] = nullptr;
+  void *tagged = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(batch) | kBatchTag);
+  void *head = page->thread_free.load(std::memory_order_relaxed);
+  do
+    batch->next = head;
+  while (!page->thread_free.compare_exchange_weak(head, tagged, std::memory_order_release,
+                                                  std::memory_order_relaxed));
+}
+
+// Under the engine lock: every batch handed over, the heap keeps none.
+void remote_flush_all_locked(ThreadHeap *heap) {
+  for (unsigned i = 0; i < kRemoteSlots; ++i) {
+    remote_flush(heap, i);
+    if (heap->remote[i])
+      batch_give_locked(heap->remote[i]);
+    heap->remote[i] = nullptr;
+  }
+}
+
+RemoteBatch *as_batch(void *node) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(node);
+  return v & kBatchTag ? reinterpret_cast<RemoteBatch *>(v & ~kBatchTag) : nullptr;
+}
+
 // ---- One page ----------------------------------------------------------------
+
+// Other threads' frees into the page, as one list of blocks in the order
+// they were freed within each batch; the batches go back to `heap`.
+void *take_thread_free(SmallPage *page, ThreadHeap *heap) {
+  void *node = page->thread_free.exchange(nullptr, std::memory_order_acquire);
+  void *list = nullptr;
+  uint32_t n = 0;
+  while (node) {
+    if (RemoteBatch *batch = as_batch(node)) {
+      node = batch->next;
+      for (uint32_t i = batch->count; i-- > 0;) {
+        *static_cast<void **>(batch->blocks[i]) = list;
+        list = batch->blocks[i];
+      }
+      n += batch->count;
+      batch_recycle(heap, batch);
+    } else {
+      void *next = *static_cast<void **>(node);
+      *static_cast<void **>(node) = list;
+      list = node;
+      ++n;
+      node = next;
+    }
+  }
+  page->used = static_cast<uint16_t>(page->used - n);
+  return list;
+}
 
 // The next block of the page, refilling its free list from the owner's
 // frees, then from other threads' frees, then from blocks never handed out.
@@ -78,12 +186,7 @@ void *refill_and_pop(Pool *pool, SmallPage *page) {
       page->free = page->local_free;
       page->local_free = nullptr;
     } else if (page->thread_free.load(std::memory_order_relaxed)) {
-      void *list = page->thread_free.exchange(nullptr, std::memory_order_acquire);
-      uint16_t n = 0;
-      for (void *b = list; b; b = *static_cast<void **>(b))
-        ++n;
-      page->used = static_cast<uint16_t>(page->used - n);
-      page->free = list;
+      page->free = take_thread_free(page, page->heap);
     } else if (page->fresh < page->capacity) {
       // Linked in address order: fresh blocks come out ascending.
       uint32_t size = page->block_size, n = page->capacity - page->fresh;
@@ -210,6 +313,31 @@ void *small_alloc_slow(ThreadHeap *heap, unsigned c) {
   return refill_and_pop(pool, page);
 }
 
+void small_free_batched(ThreadHeap *heap, SmallPage *page, void *p) {
+  unsigned slot = 0;
+  while (slot < kRemoteSlots && heap->remote_page[slot] != page)
+    ++slot;
+  RemoteBatch *batch = slot < kRemoteSlots ? heap->remote[slot] : nullptr;
+  if (__builtin_expect(!batch, 0)) {
+    if (slot == kRemoteSlots) {
+      slot = heap->remote_victim;
+      heap->remote_victim = (slot + 1) % kRemoteSlots;
+      remote_flush(heap, slot);
+    }
+    batch = heap->remote[slot];
+    if (!batch) {
+      batch = batch_take();
+      if (!batch)
+        return small_free_remote(page, p);
+      heap->remote[slot] = batch;
+    }
+    heap->remote_page[slot] = page;
+  }
+  batch->blocks[batch->count] = p;
+  if (++batch->count == kRemoteBatchBlocks)
+    remote_flush(heap, slot);
+}
+
 void small_free_local_slow(ThreadHeap *heap, SmallPage *page) {
   Pool *pool = heap->pool;
   unsigned c = page->cls;
@@ -296,6 +424,7 @@ void retire_heap(Pool *pool, ThreadHeap *heap) {
 
 void heap_abandon(ThreadHeap *heap) {
   Pool *pool = heap->pool;
+  remote_flush_all_locked(heap);
   for (unsigned c = 0; c < kSmallClasses; ++c) {
     if (heap->current[c] != &g_empty_page)
       abandon_page(pool, heap->current[c]);
@@ -307,7 +436,27 @@ void heap_abandon(ThreadHeap *heap) {
   retire_heap(pool, heap);
 }
 
-void heap_forget(ThreadHeap *heap) { heap_free_locked(heap); }
+void heap_forget(ThreadHeap *heap) {
+  for (RemoteBatch *batch : heap->remote)
+    if (batch)
+      batch_give_locked(batch);
+  heap_free_locked(heap);
+}
+
+void small_area_drop_batches(Pool *pool) {
+  for (size_t i = 0, n = pool->small_next >> kPageShift; i < n; ++i) {
+    SmallPage *page = &pool->pages[i];
+    if (page->where == kPoolFree)
+      continue; // no blocks out, and maybe no memory
+    void *node = page->thread_free.exchange(nullptr, std::memory_order_relaxed);
+    while (node) {
+      RemoteBatch *batch = as_batch(node);
+      node = batch ? batch->next : *static_cast<void **>(node);
+      if (batch)
+        batch_give_locked(batch);
+    }
+  }
+}
 
 void heaps_after_fork_child(Pool *pool) {
   // The other threads may have been inside their heaps' lists when the
@@ -318,6 +467,10 @@ void heaps_after_fork_child(Pool *pool) {
     next = heap->next_in_pool;
     if (heap->owner == self)
       continue;
+    // Its batch stays out, and the blocks in it in use: its thread may have
+    // been handing it over when the process forked.
+    for (RemoteBatch *&batch : heap->remote)
+      batch = nullptr;
     retire_heap(pool, heap);
   }
   for (size_t i = 0, n = pool->small_next >> kPageShift; i < n; ++i) {

@@ -109,6 +109,7 @@ void thread_caches_drop_pool(Pool *pool) {
     entry->flags.store(0, std::memory_order_relaxed);
     heap_forget(heap);
   }
+  small_area_drop_batches(pool);
 }
 
 void thread_caches_sum(const Pool *pool, uint64_t *allocations, uint64_t *frees,
