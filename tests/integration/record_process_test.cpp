@@ -11,6 +11,7 @@
 #include <csignal>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 using namespace mlt;
 
@@ -582,4 +583,25 @@ TEST_CASE("exit_from_a_handler_that_interrupted_the_recorder", "[record][exit]")
   }
   CHECK(hung == 0);
   CHECK(wrong == 0);
+}
+
+// The harness itself: a run that times out takes what it started with it,
+// as a hung recorded program would otherwise outlive its launcher.
+TEST_CASE("harness_timeout_kills_the_process_group", "[harness]") {
+  RunOptions opts;
+  opts.timeout_s = 1;
+  RunResult r = run({"sh", "-c", "sleep 300 & echo $!; wait"}, opts);
+  REQUIRE(r.timed_out);
+  long orphan = std::atol(r.out.c_str());
+  REQUIRE(orphan > 0);
+  // Gone, or a zombie waiting for whoever reaps orphans.
+  bool alive = true;
+  for (int i = 0; i < 100 && alive; ++i) {
+    std::string stat = read_file("/proc/" + std::to_string(orphan) + "/stat");
+    size_t paren = stat.rfind(')');
+    alive = paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+    if (alive)
+      usleep(20000);
+  }
+  CHECK_FALSE(alive);
 }

@@ -149,6 +149,9 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
   if (pid < 0)
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // A group of its own: a timeout kills whatever it started too (a hung
+    // recorded program outlives the `memlayout record` that launched it).
+    setpgid(0, 0);
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
@@ -177,6 +180,7 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
     execvp(args[0], args.data());
     _exit(errno == ENOENT ? 127 : 126);
   }
+  setpgid(pid, pid); // as the child does: whichever runs first
   close(out[1]);
   close(err[1]);
   close(in[0]);
@@ -210,6 +214,7 @@ RunResult run(const std::vector<std::string> &argv, const RunOptions &opts) {
     double left = deadline - now_s();
     if (left <= 0) {
       r.timed_out = true;
+      kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       break;
     }
