@@ -319,10 +319,15 @@ void small_free_batched(ThreadHeap *heap, SmallPage *page, void *p) {
     ++slot;
   RemoteBatch *batch = slot < kRemoteSlots ? heap->remote[slot] : nullptr;
   if (__builtin_expect(!batch, 0)) {
-    if (slot == kRemoteSlots) {
-      slot = heap->remote_victim;
-      heap->remote_victim = (slot + 1) % kRemoteSlots;
-      remote_flush(heap, slot);
+    if (slot == kRemoteSlots) { // a slot no page has, else each in turn
+      slot = 0;
+      while (slot < kRemoteSlots && heap->remote_page[slot])
+        ++slot;
+      if (slot == kRemoteSlots) {
+        slot = heap->remote_victim;
+        heap->remote_victim = (slot + 1) % kRemoteSlots;
+        remote_flush(heap, slot);
+      }
     }
     batch = heap->remote[slot];
     if (!batch) {
