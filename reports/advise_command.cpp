@@ -111,8 +111,8 @@ int advise_main(int argc, char **argv) {
     std::string others;
     for (uint32_t id : routed) {
       const inspector::GroupReport *g = by_id(report, id);
-      if (inspector::same_site(g->group.site, target->group.site))
-        continue; // the same site in another size class: routed with it, as intended
+      if (inspector::routed_along(target->group, g->group))
+        continue; // its site in another size class, or its type elsewhere: as intended
       others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
                 g->group.name + " (" + std::to_string(g->objects) + " objects)";
     }

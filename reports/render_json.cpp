@@ -27,6 +27,8 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
   }
   j["size_class"] = g.group.size_class;
   j["requested_size"] = g.group.requested_size;
+  j["requested_min"] = g.group.requested_min;
+  j["requested_max"] = g.group.requested_max;
   j["objects"] = g.objects;
   j["bytes"] = g.group.bytes;
   j["threads"] = g.group.threads;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 
 namespace memlayout::inspector {
@@ -581,63 +582,75 @@ void fix_in_pool_options(const GroupReport &g, const rules::Rule &rule, Finding 
 }
 
 // A rule names a site by its function, and the interposer routes by function
-// and size: the groups of another line of the same function (a struct, and
-// the string allocated beside it) would go along, and the fix would fix
-// nothing. Such a rule is narrowed to the sizes its own groups' size classes
-// hold and no other group's do; where none are, the fix offers no rule.
+// and requested size: the groups of another line of the same function (a
+// struct, and the string allocated beside it) would go along, and the fix
+// would fix nothing. Such a rule is narrowed to requested sizes that hold
+// its own groups' and no other group's, first for the whole site, then for
+// the subject alone; where none do, the fix offers no rule. Requested sizes,
+// not classes: a chunk reused for a smaller request has the class of the
+// larger one (a 24-byte map node in a 40-byte chunk), and a size key tells
+// the two apart where the class does not.
+struct SizeSpan {
+  uint64_t lo, hi;
+};
+
+SizeSpan requested_span(const Group &g) {
+  // Unknown (a report from before they were kept): any size up to the class.
+  SizeSpan s{g.requested_min ? g.requested_min : g.requested_size,
+             g.requested_max ? g.requested_max : std::max(g.size_class, g.requested_size)};
+  if (g.grown_by_realloc) // began at any size up to the one it has
+    s.lo = 1;
+  return s;
+}
+
+// The widest size range that holds `want` and meets no span of `others`,
+// up to `cap` (the largest class it is for: a tidy bound, as sizes up to a
+// class land in it); none when one of them overlaps `want`.
+std::optional<SizeSpan> size_range_apart(SizeSpan want, uint64_t cap,
+                                         const std::vector<const GroupReport *> &others) {
+  SizeSpan range{1, std::max(cap, want.hi)};
+  for (const GroupReport *g : others) {
+    SizeSpan o = requested_span(g->group);
+    if (o.hi >= want.lo && o.lo <= want.hi)
+      return std::nullopt;
+    if (o.hi < want.lo)
+      range.lo = std::max(range.lo, o.hi + 1);
+    else
+      range.hi = std::min(range.hi, o.lo - 1);
+  }
+  return range;
+}
+
 void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, Finding &f) {
   std::vector<const GroupReport *> mine, others;
   for (uint32_t id : groups_routed(rule, r)) {
     const GroupReport *g = by_id(r, id);
-    (same_site(subject.group.site, g->group.site) ? mine : others).push_back(g);
+    (routed_along(subject.group, g->group) ? mine : others).push_back(g);
   }
   if (others.empty() || mine.empty())
     return;
-  // An object is no larger than its group's class, and larger than any
-  // smaller class: another group in one of these classes, or between them,
-  // cannot be told apart by size.
-  uint64_t min_class = UINT64_MAX, max_class = 0, lo = 1;
-  for (const GroupReport *g : mine) {
-    min_class = std::min(min_class, g->group.size_class);
-    max_class = std::max(max_class, g->group.size_class);
-  }
-  // A realloc-grown group began at any size up to its class: from 1.
-  auto lowest = [](const GroupReport *g) {
-    return g->group.grown_by_realloc ? 1 : g->group.size_class;
-  };
-  bool separable = !rule.has_size;
-  for (const GroupReport *g : others) {
-    uint64_t c = g->group.size_class;
-    if (c >= min_class && lowest(g) <= max_class)
-      separable = false;
-    else if (c < min_class)
-      lo = std::max(lo, c + 1);
-  }
-  if (!separable && !rule.has_size) {
-    // The whole site cannot be told apart (its line also allocates, say, a
-    // vector's growing buffer): the subject's own class may still be, from
-    // the largest class below it of every other group the function routes.
-    separable = true;
-    lo = 1;
-    max_class = subject.group.size_class;
-    for (const GroupReport *g : others) {
-      uint64_t c = g->group.size_class;
-      if (c == max_class || (c > max_class && lowest(g) <= max_class))
-        separable = false;
-      else if (c < max_class)
-        lo = std::max(lo, c + 1);
+  std::optional<SizeSpan> range;
+  if (!rule.has_size) {
+    SizeSpan site = requested_span(mine[0]->group);
+    uint64_t cap = 0;
+    for (const GroupReport *g : mine) {
+      SizeSpan s = requested_span(g->group);
+      site = {std::min(site.lo, s.lo), std::max(site.hi, s.hi)};
+      cap = std::max(cap, g->group.size_class);
     }
-    for (const GroupReport *g : mine)
-      if (g->group.size_class < max_class)
-        lo = std::max(lo, g->group.size_class + 1);
+    range = size_range_apart(site, cap, others);
+    // The whole site cannot be told apart (its line also allocates, say, a
+    // vector's growing buffer): the subject's own sizes may still be.
+    if (!range)
+      range = size_range_apart(requested_span(subject.group), subject.group.size_class, others);
   }
-  if (separable) {
+  if (range) {
     rule.has_size = true;
-    rule.size_min = lo;
-    rule.size_max = max_class;
+    rule.size_min = range->lo;
+    rule.size_max = range->hi;
     // The function's other sizes may get a pool too: the names differ.
     if (rule.pool[0])
-      set_pool(rule, rule.pool, "." + std::to_string(lo) + "-" + std::to_string(max_class));
+      set_pool(rule, rule.pool, "." + std::to_string(range->lo) + "-" + std::to_string(range->hi));
     set_rule(f, rule);
     return;
   }

@@ -55,6 +55,10 @@ std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &repor
   return ids;
 }
 
+bool routed_along(const Group &target, const Group &g) {
+  return same_site(target.site, g.site) || (!target.type.empty() && g.type == target.type);
+}
+
 std::string rule_text(const rules::Rule &r) {
   char buf[4096];
   return std::string(buf, rules::format_rule(r, buf, sizeof buf));

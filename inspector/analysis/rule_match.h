@@ -29,6 +29,11 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 // to its own (its objects began smaller).
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
 
+// Whether a rule written for `target`'s objects may route `g`'s too: the
+// same site in another size class, or another site's objects of the same
+// (known) type, such as a root node made apart from the others.
+bool routed_along(const Group &target, const Group &g);
+
 // The rule in canonical form (rules::format_rule), as every report and
 // message quotes it; empty when it does not fit.
 std::string rule_text(const rules::Rule &r);

@@ -98,8 +98,12 @@ struct Group {
     // Wrapper frames between the allocator and the site, innermost first.
     std::vector<LookedThrough> looked_through;
   } site;
-  uint64_t size_class = 0;       // usable size most of its objects got
-  uint64_t requested_size = 0;   // the most common requested size
+  uint64_t size_class = 0;     // usable size most of its objects got
+  uint64_t requested_size = 0; // the most common requested size
+  // The smallest and largest requested sizes of its objects: what a rule's
+  // size key can tell it from another group by, where classes cannot (a
+  // reused chunk holds a smaller request). 0 when unknown (an older report).
+  uint64_t requested_min = 0, requested_max = 0;
   std::vector<uint32_t> objects; // indices into HeapSnapshot::objects, by address
   std::vector<uint32_t> threads; // allocating threads, ascending
   uint64_t bytes = 0;            // requested bytes of its objects

@@ -215,6 +215,10 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
     });
   f.uint("size_class", g.group.size_class);
   f.uint("requested_size", g.group.requested_size);
+  if (f.has("requested_min")) // reports written before they were added have neither
+    f.uint("requested_min", g.group.requested_min);
+  if (f.has("requested_max"))
+    f.uint("requested_max", g.group.requested_max);
   f.uint("objects", g.objects);
   f.uint("bytes", g.group.bytes);
   if (f.ok())

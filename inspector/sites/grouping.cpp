@@ -150,6 +150,11 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     Group &g = t.g;
     uint64_t n = g.objects.size();
     g.requested_size = most_common(t.sizes).first;
+    g.requested_min = g.requested_max = g.requested_size;
+    for (const auto &[size, count] : t.sizes) {
+      g.requested_min = std::min(g.requested_min, size);
+      g.requested_max = std::max(g.requested_max, size);
+    }
     g.program_pool = t.seg_api * 2 > n;
     g.grown_by_realloc = t.reallocs * 2 > n;
     g.threads.assign(t.tids.begin(), t.tids.end());

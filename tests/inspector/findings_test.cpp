@@ -429,6 +429,45 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
 
+TEST_CASE("findings: requested sizes tell apart groups that share a class", "[findings]") {
+  // Book::add allocates a 40-byte list node at line 23 and a 24-byte map
+  // node at line 24, which glibc served from a reused 40-byte chunk: one
+  // class, two sizes. A size key routes the list nodes alone.
+  Report r = base_report();
+  GroupReport node = clean_group(1, "Book::add", 40), map = clean_group(2, "Book::add", 40);
+  node.group.site.line = 23;
+  node.group.requested_size = node.group.requested_min = node.group.requested_max = 40;
+  map.group.site.line = 24;
+  map.group.requested_size = map.group.requested_min = map.group.requested_max = 24;
+  node.set_effective_fraction = {0.5, 0.5, 0.5};
+  node.neighbours = {{2, 0, node.objects, node.objects}};
+  map.neighbours = {{1, 0, map.objects, map.objects}};
+  r.groups = {node, map};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule == "function=Book::add,size=25-40,pool=Book.add.25-40");
+  CHECK(groups_routed(parsed_rule(f->rule), r) == std::vector<uint32_t>{1});
+
+  // Map nodes of 24 to 40 bytes: no size holds the list nodes alone.
+  r.groups[1].group.requested_max = 40;
+  auto overlapping = find_problems(r);
+  f = find(overlapping, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+
+  // Larger map nodes, in the same class: the range stops below them.
+  r.groups[0].group.size_class = r.groups[1].group.size_class = 48;
+  r.groups[0].group.requested_size = r.groups[0].group.requested_min =
+      r.groups[0].group.requested_max = 40;
+  r.groups[1].group.requested_size = r.groups[1].group.requested_min =
+      r.groups[1].group.requested_max = 44;
+  auto above = find_problems(r);
+  f = find(above, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule == "function=Book::add,size=1-43,pool=Book.add.1-43");
+}
+
 // `out.push_back(new Item)`: the line allocates 40-byte items and the
 // vector's growing buffer; the next line 48-byte counters. The whole line
 // spans every class the counters' could fall in, but the items' own class

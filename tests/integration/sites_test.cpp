@@ -427,3 +427,53 @@ TEST_CASE("sites.standard_library_allocates_for_its_callers", "[sites]") {
     }
   CHECK(found);
 }
+
+// Under jemalloc a 48-byte latch and a 33-byte name allocated by one
+// function share the 48-byte class: advise tells them apart by requested
+// size, and the rule routes the latches alone.
+TEST_CASE("sites.requested_sizes_separate_one_class", "[sites]") {
+  std::string dir = work_dir("sites_latch_names");
+  std::string before = dir + "/before.trace", after = dir + "/after.trace";
+  std::string rules = dir + "/rules.txt";
+  const std::string n = "20000";
+  RunResult direct = run({program("latch_names"), n});
+  REQUIRE(direct.exit_code() == 0);
+  auto latches = [](const llvm::json::Object &report) -> const llvm::json::Object * {
+    for (const auto &g : *report.getArray("groups")) {
+      const auto *o = g.getAsObject();
+      if (o->getInteger("requested_size").getValueOr(0) == 48 &&
+          o->getInteger("objects").getValueOr(0) == 20000)
+        return o;
+    }
+    return nullptr;
+  };
+
+  RunResult rec = record({"-o", before, "--allocator", "jemalloc"}, {program("latch_names"), n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", before, "--format", "json"});
+  const auto *latch = latches(*b.getAsObject());
+  REQUIRE(latch);
+  CHECK(latch->getInteger("size_class").getValueOr(0) == 48);
+  CHECK(latch->getInteger("requested_min").getValueOr(0) == 48);
+  CHECK(latch->getInteger("requested_max").getValueOr(0) == 48);
+  CHECK(latch->getNumber("straddle_fraction").getValueOr(0) > 0.3);
+
+  RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
+  INFO("advise stderr: " << adv.err);
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(rules);
+  INFO(text);
+  CHECK(text.find("function=build,size=34-48,") != std::string::npos);
+  CHECK(text.find("not written") == std::string::npos);
+
+  rec = record({"-o", after, "--allocator", "jemalloc", "--rules", rules},
+               {program("latch_names"), n});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", after, "--format", "json"});
+  const auto *routed = latches(*a.getAsObject());
+  REQUIRE(routed);
+  CHECK(routed->getNumber("straddle_fraction").getValueOr(1) == 0);
+  CHECK(routed->getString("name").getValueOr("").startswith("build.34-48"));
+  CHECK(rule_allocations(*a.getAsObject(), "build") > 0);
+}

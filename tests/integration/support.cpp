@@ -43,6 +43,7 @@ std::string program(const std::string &name) {
       {"seg_pools", MLT_PATH_seg_pools},
       {"bst_inline", MLT_PATH_bst_inline},
       {"oneline_ctors", MLT_PATH_oneline_ctors},
+      {"latch_names", MLT_PATH_latch_names},
       {"library_sites", MLT_PATH_library_sites},
       {"bst_wrapped", MLT_PATH_bst_wrapped},
       {"bst_tail", MLT_PATH_bst_tail},
