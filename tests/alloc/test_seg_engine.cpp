@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <sys/mman.h>
@@ -444,6 +445,58 @@ TEST_CASE("engine: destroy with remote batches held and waiting", "[seg]") {
   }
   freer.join();
   CHECK(seg::pool_of(objects[0]) == nullptr);
+}
+
+// Large objects (jemalloc's, through each thread's own cache) while the
+// process forks: the child must not flush the caches of threads it does not
+// have, which they may have been updating (it crashed, or handed out memory
+// that overlapped live objects, in about 1 child of 7).
+TEST_CASE("engine: fork while other threads use large objects", "[seg]") {
+  seg::Pool *pool = seg::pool_create("fork-large", seg::PoolOptions{});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 2; ++t)
+    workers.emplace_back([&] {
+      void *objects[64];
+      while (!stop) {
+        for (auto &p : objects) {
+          p = seg::pool_alloc(pool, 4096, 0);
+          memset(p, 0x5a, 4096);
+        }
+        for (void *p : objects)
+          seg::pool_free(p);
+      }
+    });
+  constexpr int kForks = 60;
+  int whole = 0;
+  for (int i = 0; i < kForks; ++i) {
+    usleep(500);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20); // a hang fails too
+      static unsigned char *objects[256];
+      for (int k = 0; k < 256; ++k) {
+        objects[k] = static_cast<unsigned char *>(seg::pool_alloc(pool, 4096, 0));
+        memset(objects[k], k, 4096);
+      }
+      for (int k = 0; k < 256; ++k)
+        for (int j = 0; j < 4096; ++j)
+          if (objects[k][j] != static_cast<unsigned char>(k))
+            _exit(3);
+      for (auto *p : objects)
+        seg::pool_free(p);
+      _exit(0);
+    }
+    REQUIRE(pid > 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    whole += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  stop = true;
+  for (auto &w : workers)
+    w.join();
+  CHECK(whole == kForks);
+  seg::pool_destroy(pool);
 }
 
 TEST_CASE("engine: pool_try_free and pool_of on foreign pointers", "[seg]") {
