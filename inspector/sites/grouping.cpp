@@ -25,15 +25,23 @@ template <class K> std::pair<K, uint64_t> most_common(const std::unordered_map<K
   return best;
 }
 
+// A site's objects of one size class from one pool: one call site that
+// allocates from several pools (a helper taking the pool as an argument)
+// makes a group per pool, each named by it, not one named by the site with
+// the pools' objects mixed. `pool`: the replayed pool's name's id, or for
+// the program's seg_malloc objects the tag the interposer gave them (their
+// pool's name); 0 for others.
 struct GroupKey {
   uint32_t site;
+  uint32_t pool;
   uint64_t usable;
   bool operator==(const GroupKey &) const = default;
 };
 
 struct GroupKeyHash {
   size_t operator()(const GroupKey &k) const {
-    return std::hash<uint64_t>()(k.usable * 0x9E3779B97F4A7C15ull ^ k.site);
+    return std::hash<uint64_t>()(k.usable * 0x9E3779B97F4A7C15ull ^ k.site ^
+                                 uint64_t{k.pool} << 32);
   }
 };
 
@@ -113,10 +121,17 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
 
   std::vector<Tally> tallies;
   std::unordered_map<GroupKey, uint32_t, GroupKeyHash> index;
+  std::unordered_map<std::string, uint32_t> pool_ids;
   for (size_t i = 0; i < s.objects.size(); ++i) {
     const LiveObject &obj = s.objects[i];
     StackSite &stack = site_for(obj.stack_id);
-    GroupKey key{stack.site, obj.usable};
+    std::string pool = o.pool_of ? o.pool_of(obj) : std::string();
+    uint32_t pool_id = 0;
+    if (!pool.empty())
+      pool_id = pool_ids.emplace(pool, static_cast<uint32_t>(pool_ids.size() + 1)).first->second;
+    else if (obj.api == trace::Api::kSegPool && obj.tag_id != 0)
+      pool_id = UINT32_MAX - obj.tag_id; // apart from the replayed pools' ids
+    GroupKey key{stack.site, pool_id, obj.usable};
     auto [it, fresh] = index.emplace(key, static_cast<uint32_t>(tallies.size()));
     if (fresh) {
       tallies.emplace_back();
@@ -136,9 +151,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     ++t.sizes[obj.size];
     if (obj.tag_id != 0)
       ++t.tags[obj.tag_id];
-    if (o.pool_of)
-      if (std::string pool = o.pool_of(obj); !pool.empty())
-        ++t.pools[pool];
+    if (!pool.empty())
+      ++t.pools[pool];
     t.tids.insert(obj.tid);
     t.seg_api += obj.api == trace::Api::kSegPool;
     t.reallocs += obj.api == trace::Api::kRealloc || obj.api == trace::Api::kReallocArray;

@@ -224,6 +224,14 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
   REQUIRE(nodes);
   REQUIRE(descs);
   CHECK(nodes->getInteger("objects").getValueOr(0) == 20000);
+  // One call site, two pools: a group for each, named by it.
+  for (const char *table : {"table-a", "table-b"}) {
+    long long rows = 0;
+    for (const auto &g : *r.getArray("groups"))
+      if (g.getAsObject()->getString("name").getValueOr("") == table)
+        rows += g.getAsObject()->getInteger("objects").getValueOr(0);
+    CHECK(rows == 10000);
+  }
   CHECK(l1_fraction(*nodes) > 0.9);
   // At the end, the other thread's frees are in: half the nodes are left.
   llvm::json::Value e =

@@ -1,6 +1,7 @@
 /* The int-lf pattern with the fix in code: nodes and descriptors from two
  * memlayout pools (libmemlayout_seg). A second thread frees half the nodes,
- * so pool frees cross threads.
+ * so pool frees cross threads. Rows go to two tables' pools from one call
+ * site, as a storage engine's allocator that takes its pool as an argument.
  *
  *   seg_pools [N]   (default 20000 pairs) */
 #include <errno.h>
@@ -49,6 +50,12 @@ int main(int argc, char **argv) {
     if (seg_pool_of(nodes[i]) != node_pool || seg_pool_of(d) != desc_pool)
       return 2;
   }
+  seg_pool *tables[2] = {seg_pool_create("table-a", NULL), seg_pool_create("table-b", NULL)};
+  void **rows = calloc((size_t)count, sizeof *rows);
+  if (!tables[0] || !tables[1] || !rows)
+    return 5;
+  for (long i = 0; i < count; ++i)
+    rows[i] = seg_malloc(tables[i & 1], 40);
   pthread_t t;
   pthread_create(&t, NULL, free_odd_nodes, NULL);
   pthread_join(t, NULL);
