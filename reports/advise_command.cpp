@@ -23,6 +23,7 @@ namespace {
 struct MergedRule {
   rules::Rule rule;
   std::vector<const inspector::Finding *> because;
+  const inspector::RuleStat *in_force = nullptr; // a rule the trace was recorded under
 };
 
 const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
@@ -68,6 +69,20 @@ int advise_main(int argc, char **argv) {
 
   std::vector<MergedRule> merged;
   std::map<std::string, size_t> index;
+  // The rules the trace was recorded under come first, as they were: a rules
+  // file written without them would undo the fixes they made. A finding
+  // about objects one of them routes adds its actions to it (the pool's
+  // options), since a rule after it would never match them.
+  std::vector<std::vector<uint32_t>> in_force_routes;
+  for (const auto &stat : report.rules) {
+    rules::Rule r;
+    rules::ParseError e{};
+    if (!rules::parse_rule(stat.rule.data(), stat.rule.size(), 1, &r, &e))
+      continue;
+    index.emplace(inspector::match_keys_of(r), merged.size());
+    merged.push_back({r, {}, &stat});
+    in_force_routes.push_back(inspector::groups_routed(r, report));
+  }
   size_t without_rule = 0, considered = 0;
   for (const auto &f : report.findings) {
     if (inspector::severity_rank(f.severity) < inspector::severity_rank(min_severity))
@@ -78,6 +93,28 @@ int advise_main(int argc, char **argv) {
     if (f.rule.empty() || !rules::parse_rule(f.rule.data(), f.rule.size(), 1, &r, &e)) {
       ++without_rule;
       continue;
+    }
+    auto routes =
+        std::find_if(in_force_routes.begin(), in_force_routes.end(), [&](const auto &ids) {
+          return !f.groups.empty() && std::count(ids.begin(), ids.end(), f.groups[0]);
+        });
+    if (routes != in_force_routes.end()) {
+      MergedRule &m = merged[static_cast<size_t>(routes - in_force_routes.begin())];
+      if (inspector::match_keys_of(r) == inspector::match_keys_of(m.rule)) {
+        // A pool that rules in force share mixes their objects: the
+        // finding's own pool takes them apart.
+        bool shared = std::count_if(merged.begin(), merged.end(), [&](const MergedRule &o) {
+                        return o.in_force && std::strcmp(o.rule.pool, m.rule.pool) == 0;
+                      }) > 1;
+        if (shared && r.pool[0])
+          std::memcpy(m.rule.pool, r.pool, sizeof m.rule.pool);
+        inspector::merge_actions(m.rule, r);
+        m.because.push_back(&f);
+        continue;
+      }
+      // A narrower rule (a size key the one in force lacks): it goes before
+      // that one, in a pool of its own, with its actions as well.
+      inspector::merge_actions(r, m.rule);
     }
     std::string key = inspector::match_keys_of(r);
     auto [it, fresh] = index.emplace(key, merged.size());
@@ -98,29 +135,31 @@ int advise_main(int argc, char **argv) {
   for (const auto &m : merged) {
     std::string text = inspector::rule_text(m.rule);
     std::vector<uint32_t> routed = inspector::groups_routed(m.rule, report);
-    // The groups it is for: the findings' groups the rule matches.
-    const inspector::GroupReport *target = nullptr;
-    for (const auto *f : m.because)
-      for (uint32_t id : f->groups)
-        if (!target && std::find(routed.begin(), routed.end(), id) != routed.end())
-          target = by_id(report, id);
-    if (!target) {
-      refused.push_back(text + ": it would route nothing (no group's site matches it)");
-      continue;
-    }
-    std::string others;
-    for (uint32_t id : routed) {
-      const inspector::GroupReport *g = by_id(report, id);
-      if (inspector::routed_along(target->group, g->group))
-        continue; // its site in another size class, or its type elsewhere: as intended
-      others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
-                g->group.name + " (" + std::to_string(g->objects) + " objects)";
-    }
-    if (!others.empty()) {
-      refused.push_back(text + ": it would also route " + others +
-                        ", whose site has the same name; tell them apart with --not-wrapper "
-                        "or a size= key, or segregate in code (docs/segregation-api.md)");
-      continue;
+    if (!m.in_force) { // one in force routed what it routed
+      // The groups it is for: the findings' groups the rule matches.
+      const inspector::GroupReport *target = nullptr;
+      for (const auto *f : m.because)
+        for (uint32_t id : f->groups)
+          if (!target && std::find(routed.begin(), routed.end(), id) != routed.end())
+            target = by_id(report, id);
+      if (!target) {
+        refused.push_back(text + ": it would route nothing (no group's site matches it)");
+        continue;
+      }
+      std::string others;
+      for (uint32_t id : routed) {
+        const inspector::GroupReport *g = by_id(report, id);
+        if (inspector::routed_along(target->group, g->group))
+          continue; // its site in another size class, or its type elsewhere: as intended
+        others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
+                  g->group.name + " (" + std::to_string(g->objects) + " objects)";
+      }
+      if (!others.empty()) {
+        refused.push_back(text + ": it would also route " + others +
+                          ", whose site has the same name; tell them apart with --not-wrapper "
+                          "or a size= key, or segregate in code (docs/segregation-api.md)");
+        continue;
+      }
     }
     kept.push_back(&m);
     for (uint32_t id : routed)
@@ -148,21 +187,50 @@ int advise_main(int argc, char **argv) {
       text += "wrapper=" + w.function + "   # " + inspector::wrapper_reason_name(w.reason) +
               (w.evidence.empty() ? "" : ": " + w.evidence) + "\n";
   }
+  // New rules first: a narrower one must come before the rule in force it
+  // narrows, which would match first otherwise.
+  std::stable_partition(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; });
+  // A rule in force whose groups the new rules route all of stays as a
+  // comment: it would route nothing after them.
+  auto replaced = [&](const MergedRule *m) {
+    std::vector<uint32_t> mine = inspector::groups_routed(m->rule, report);
+    return !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](uint32_t id) {
+      return std::any_of(kept.begin(), kept.end(), [&](const MergedRule *n) {
+        std::vector<uint32_t> theirs =
+            n->in_force ? std::vector<uint32_t>{} : inspector::groups_routed(n->rule, report);
+        return std::count(theirs.begin(), theirs.end(), id) > 0;
+      });
+    });
+  };
+  size_t written = 0;
   for (const auto *m : kept) {
     text += "\n";
+    if (m->in_force && replaced(m)) {
+      text += "# in force when the trace was recorded, replaced by the rules above: " +
+              inspector::rule_text(m->rule) + "\n";
+      continue;
+    }
+    if (m->in_force)
+      text += "# in force when the trace was recorded: routed " +
+              std::to_string(m->in_force->allocations) + " allocations" +
+              (m->because.empty() ? "" : "; with the actions of the findings below") + "\n";
     for (const auto *f : m->because)
       text += "# " + f->severity + " " + f->kind + ": " + f->message + "\n";
     char buf[4096];
     size_t n = rules::format_rule(m->rule, buf, sizeof buf);
     text.append(buf, n).push_back('\n');
+    ++written;
   }
   for (const auto &why : refused) {
     text += "\n# not written: " + why + "\n";
     std::fprintf(stderr, "memlayout advise: not written: %s\n", why.c_str());
   }
-  if (merged.empty())
+  bool new_actions = std::any_of(merged.begin(), merged.end(),
+                                 [](const MergedRule &m) { return !m.because.empty(); });
+  if (!new_actions)
     text += "\n# no finding" + std::string(considered ? " has a fix a rule can carry out" : "") +
-            ": nothing to change\n";
+            (report.rules.empty() ? ": nothing to change\n"
+                                  : ": nothing to change beyond the rules in force\n");
 
   if (output == "-") // as for most tools: stdout
     output.clear();
@@ -177,9 +245,8 @@ int advise_main(int argc, char **argv) {
       return 2;
     }
   }
-  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", kept.size(),
-               kept.size() == 1 ? "" : "s", considered - without_rule,
-               considered - without_rule == 1 ? "" : "s");
+  std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", written, written == 1 ? "" : "s",
+               considered - without_rule, considered - without_rule == 1 ? "" : "s");
   if (without_rule)
     std::fprintf(stderr, " (%zu more without a rule-shaped fix)", without_rule);
   std::fprintf(stderr, "%s%s\n", output.empty() ? "" : " -> ", output.c_str());

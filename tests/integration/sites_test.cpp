@@ -476,4 +476,32 @@ TEST_CASE("sites.requested_sizes_separate_one_class", "[sites]") {
   CHECK(routed->getNumber("straddle_fraction").getValueOr(1) == 0);
   CHECK(routed->getString("name").getValueOr("").startswith("build.34-48"));
   CHECK(rule_allocations(*a.getAsObject(), "build") > 0);
+
+  // advise of the trace recorded under them keeps them: a rules file
+  // without them would undo the fix.
+  RunResult again = run({memlayout_bin(), "advise", after});
+  REQUIRE(again.exit_code() == 0);
+  INFO(again.out);
+  CHECK(again.out.find("# in force when the trace was recorded: routed 20000 allocations\n"
+                       "function=build,size=34-48,pool=build.34-48,align=64\n") !=
+        std::string::npos);
+  CHECK(again.out.find("nothing to change beyond the rules in force") != std::string::npos);
+
+  // Recorded with both kinds in one pool, as a user might first try: the
+  // new rules narrow it and come first; the rule in force, which would
+  // route nothing after them, stays as a comment.
+  std::string shared = dir + "/shared.trace";
+  rec =
+      record({"-o", shared, "--allocator", "jemalloc", "--segregate", "function=build,pool=shared"},
+             {program("latch_names"), n});
+  REQUIRE(rec.exit_code() == 0);
+  RunResult narrowed = run({memlayout_bin(), "advise", shared});
+  REQUIRE(narrowed.exit_code() == 0);
+  INFO(narrowed.out);
+  size_t latch_rule = narrowed.out.find("\nfunction=build,size=34-48,");
+  size_t old_rule = narrowed.out.find("replaced by the rules above: function=build,pool=shared");
+  CHECK(latch_rule != std::string::npos);
+  CHECK(old_rule != std::string::npos);
+  CHECK(latch_rule < old_rule);
+  CHECK(narrowed.out.find("\nfunction=build,pool=shared") == std::string::npos);
 }
