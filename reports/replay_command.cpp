@@ -59,12 +59,10 @@ public:
     return i < 0 ? replay::kNoRoute : static_cast<uint8_t>(i);
   }
 
-private:
   struct Site {
     inspector::Group::Site site;
     std::string type;
   };
-
   const Site &site(uint64_t stack_id) {
     auto it = sites_.find(stack_id);
     if (it != sites_.end())
@@ -76,6 +74,7 @@ private:
     return sites_.emplace(stack_id, std::move(s)).first->second;
   }
 
+private:
   const rules::RuleSet &set_;
   inspector::TraceReader &r_;
   inspector::Symbolizer &sym_;
@@ -235,8 +234,8 @@ int replay_main(int argc, char **argv) {
   inspector::Symbolizer sym(r.modules(), sym_opts);
   std::optional<inspector::TypeMap> types;
   bool type_rules = false;
-  for (unsigned i = 0; i < rules.set->count; ++i)
-    type_rules = type_rules || rules.set->rules[i].type[0];
+  for (const rules::Rule &w : rules.written) // as written: expanded, they name functions
+    type_rules = type_rules || w.type[0];
   if (type_rules) {
     std::string path = o.types_file;
     if (path.empty() && o.find_types) {
@@ -270,6 +269,28 @@ int replay_main(int argc, char **argv) {
     thread_index[*r.header().pid] = 0;
   std::unordered_map<uint64_t, uint64_t> placed_by; // live address -> op
   std::vector<uint64_t> routed_count(rules.set->count);
+  // A file= or type= rule routes the functions it resolved to, all of
+  // their allocations: those from other lines or of other types, by rule,
+  // with their sites (a few named).
+  struct Strays {
+    uint64_t count = 0;
+    std::vector<std::string> sites;
+  };
+  std::vector<Strays> strays(rules.set->count);
+  auto note_stray = [&](uint8_t route, uint64_t stack_id, uint64_t size) {
+    const rules::Rule &w = rules.written[route];
+    if (!w.file[0] && !w.type[0])
+      return;
+    const auto &s = decider.site(stack_id);
+    if (inspector::rule_matches(w, s.site, size, s.type))
+      return;
+    Strays &st = strays[route];
+    ++st.count;
+    std::string where = s.site.function + " (" + s.site.file + ":" + std::to_string(s.site.line) +
+                        (s.type.empty() ? "" : ", " + s.type) + ")";
+    if (st.sites.size() < 4 && std::find(st.sites.begin(), st.sites.end(), where) == st.sites.end())
+      st.sites.push_back(where);
+  };
   for (const auto &e : events) {
     auto [t, fresh] = thread_index.emplace(e.tid, static_cast<uint16_t>(thread_index.size()));
     if (thread_index.size() > 65535)
@@ -315,16 +336,32 @@ int replay_main(int argc, char **argv) {
       if (e.ptr)
         placed_by[e.ptr] = index;
     }
-    if (op.route != replay::kNoRoute)
+    if (op.route != replay::kNoRoute) {
       ++routed_count[op.route];
+      note_stray(op.route, e.stack_id, e.size);
+    }
     seq.ops.push_back(op);
     seq.alloc_seq.push_back(op.kind == OpKind::kFree ? UINT64_MAX : e.seq);
   }
   seq.threads = static_cast<uint32_t>(std::max<size_t>(thread_index.size(), 1));
-  for (unsigned i = 0; i < rules.set->count; ++i)
+  for (unsigned i = 0; i < rules.set->count; ++i) {
     if (!routed_count[i])
       std::fprintf(stderr, "memlayout replay: warning: %s: the rule matched no allocation\n",
                    rules.origin[i].c_str());
+    if (strays[i].count) {
+      std::string sites;
+      for (const auto &w : strays[i].sites)
+        sites += (sites.empty() ? "" : ", ") + w;
+      std::fprintf(stderr,
+                   "memlayout replay: warning: %s: %s routes the whole of %s, as `run` and "
+                   "`record` will: %llu of its %llu allocations are from other lines or types: "
+                   "%s%s; a size= key may tell them apart (memlayout advise finds one)\n",
+                   rules.origin[i].c_str(), inspector::rule_text(rules.written[i]).c_str(),
+                   rules.set->rules[i].function, static_cast<unsigned long long>(strays[i].count),
+                   static_cast<unsigned long long>(routed_count[i]), sites.c_str(),
+                   strays[i].sites.size() == 4 ? ", ..." : "");
+    }
+  }
 
   // 2. The worker places them.
   bool jemalloc = allocator.empty() ? r.header().allocator == "jemalloc" : allocator == "jemalloc";

@@ -71,6 +71,7 @@ bool append(const std::string &text, const std::string &where, bool single, Load
     out->set->rules[out->set->count++] = parsed.rules[i];
     out->origin.push_back(single ? where
                                  : where + ":" + std::to_string(parsed.rules[i].source_line));
+    out->written.push_back(parsed.rules[i]);
   }
   return true;
 }
@@ -303,6 +304,9 @@ bool replace_with_functions(LoadedRules *rules, unsigned i,
   all.insert(all.begin() + i, expanded.begin(), expanded.end());
   rules->origin.erase(rules->origin.begin() + i);
   rules->origin.insert(rules->origin.begin() + i, expanded.size(), origin);
+  rules::Rule written = rules->written[i];
+  rules->written.erase(rules->written.begin() + i);
+  rules->written.insert(rules->written.begin() + i, expanded.size(), written);
   set.count = static_cast<unsigned>(all.size());
   std::copy(all.begin(), all.end(), set.rules);
   return true;

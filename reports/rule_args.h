@@ -20,6 +20,9 @@ struct RuleArgs {
 struct LoadedRules {
   std::unique_ptr<rules::RuleSet> set; // files' rules first, then --segregate's
   std::vector<std::string> origin;     // per rule: "FILE:LINE" or "--segregate"
+  // Per rule: the rule as written, before expand_match_keys made functions
+  // of its file= or type= key.
+  std::vector<rules::Rule> written;
   std::string text; // canonical, one rule or declaration per line (MEMLAYOUT_RULES)
 };
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 using namespace mlt;
@@ -457,6 +458,34 @@ TEST_CASE("sites.requested_sizes_separate_one_class", "[sites]") {
   CHECK(latch->getInteger("requested_min").getValueOr(0) == 48);
   CHECK(latch->getInteger("requested_max").getValueOr(0) == 48);
   CHECK(latch->getNumber("straddle_fraction").getValueOr(0) > 0.3);
+
+  // A rule by the latches' line routes the whole function, names too:
+  // replay says so before anything runs.
+  std::string source = std::string(__FILE__);
+  source =
+      read_file(source.substr(0, source.rfind("/integration/")) + "/programs/sites/latch_names.c");
+  size_t at = source.find("latch_t *l = malloc(sizeof *l);");
+  REQUIRE(at != std::string::npos);
+  std::string by_line = dir + "/by_line.txt";
+  {
+    std::ofstream f(by_line);
+    f << "file=latch_names.c:"
+      << std::count(source.begin(), source.begin() + static_cast<long>(at), '\n') + 1
+      << ",pool=latches,align=64\n";
+  }
+  RunResult predicted = run({memlayout_bin(), "replay", before, "--rules", by_line});
+  INFO("replay stderr: " << predicted.err);
+  CHECK(predicted.exit_code() == 0);
+  CHECK(predicted.err.find("routes the whole of build, as `run` and `record` will: 20000 of its "
+                           "40000 allocations are from other lines or types: build (") !=
+        std::string::npos);
+  size_t name_at = source.find("char *name = malloc(33);");
+  REQUIRE(name_at != std::string::npos);
+  CHECK(predicted.err.find(
+            "latch_names.c:" +
+            std::to_string(
+                std::count(source.begin(), source.begin() + static_cast<long>(name_at), '\n') + 1) +
+            ")") != std::string::npos);
 
   RunResult adv = run({memlayout_bin(), "advise", before, "-o", rules});
   INFO("advise stderr: " << adv.err);
