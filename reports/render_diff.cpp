@@ -182,7 +182,8 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
     if (rows.size() > o.rows)
       out << "  ... " << rows.size() - o.rows << " more rows (--rows N, or --format json)\n";
     out << "better: set fractions up; straddle fraction, lines/object and pages/needed down "
-           "(pages closer to the minimum). Counts and size class are neither.\n";
+           "(pages closer to the minimum), and 4 KiB pages down for the same objects. Other "
+           "counts and size class are neither.\n";
     if (unchanged)
       out << unchanged << " matched group" << (unchanged == 1 ? "" : "s") << " unchanged.\n";
   }

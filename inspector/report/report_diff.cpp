@@ -139,6 +139,15 @@ GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, con
       measure("pages_min", d(a.pages_min), d(b.pages_min)),
       measure("page_spread", page_spread(a), page_spread(b)),
   };
+  // The same objects on more pages is worse whatever the minimum did:
+  // padding raises the pages a group needs, and its spread can improve
+  // while it touches more pages (more TLB entries) than before.
+  if (g.metrics[0].verdict == Verdict::kSame)
+    for (MetricDelta &m : g.metrics)
+      if (m.metric == "pages_4k" && m.verdict == Verdict::kChanged) {
+        m.better = Better::kLower;
+        m.verdict = *m.b < *m.a ? Verdict::kBetter : Verdict::kWorse;
+      }
   for (const auto &m : g.metrics)
     g.magnitude = std::max(g.magnitude, m.magnitude);
   return g;

@@ -85,7 +85,7 @@ TEST_CASE("report_diff.segregation_fix", "[report_diff]") {
   CHECK(l1.verdict == Verdict::kBetter);
   CHECK(metric(first, "straddle_fraction").verdict == Verdict::kWorse);
   CHECK(metric(first, "page_spread").verdict == Verdict::kBetter);
-  CHECK(metric(first, "pages_4k").verdict == Verdict::kChanged); // a count: no opinion
+  CHECK(metric(first, "pages_4k").verdict == Verdict::kBetter); // the same objects on fewer
   CHECK(metric(first, "objects").verdict == Verdict::kSame);
   // L3 was never computable: no verdict, no delta.
   CHECK(metric(first, "set_effective_fraction_L3").verdict == Verdict::kSame);
@@ -211,4 +211,24 @@ TEST_CASE("report_diff.size_classes_merged_into_one_pool", "[report_diff]") {
   CHECK(*metric("straddle_fraction").a == Approx((600 * 0.5 + 300 * 0.2) / 1000));
   CHECK_FALSE(metric("size_class").a.has_value()); // three classes: no one figure
   CHECK_FALSE(metric("pages_4k").a.has_value());
+}
+
+TEST_CASE("report_diff.padding_spreads_less_on_more_pages", "[report_diff]") {
+  // Padded to a line: the group needs three times the pages, and touches
+  // half again as many: closer to its minimum, on more pages.
+  Report a = report({group(1, "make_lock (t.c:1)", "make_lock", 24, 1.0)}, {});
+  GroupReport padded = group(1, "make_lock (t.c:1)", "make_lock", 64, 1.0);
+  padded.pages_4k = 48;
+  padded.pages_min = 48;
+  ReportDiff d = diff_reports(a, report({padded}, {}));
+  REQUIRE(d.groups.size() == 1);
+  CHECK(metric(d.groups[0], "page_spread").verdict == Verdict::kBetter);
+  CHECK(metric(d.groups[0], "pages_4k").verdict == Verdict::kWorse);
+  CHECK(metric(d.groups[0], "pages_4k").better == Better::kLower);
+
+  // With other objects, the pages are the workload's: no opinion.
+  padded.objects = 1500;
+  d = diff_reports(a, report({padded}, {}));
+  REQUIRE(d.groups.size() == 1);
+  CHECK(metric(d.groups[0], "pages_4k").verdict == Verdict::kChanged);
 }
