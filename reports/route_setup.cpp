@@ -67,6 +67,17 @@ void RouteSetup::remove_files() {
   stats_path_.clear();
 }
 
+// The function of `code` a rule's function key names that is looked
+// through as a wrapper (its allocations are its callers'), or "".
+std::string wrapper_named(const char *key, const std::vector<const inspector::ModuleCode *> &code,
+                          const inspector::WrapperPolicy &policy, inspector::WrapperReason *why) {
+  for (const auto *m : code)
+    for (const auto &f : m->functions())
+      if (rules::function_key_matches(f.name.c_str(), key) && policy.wrapper_reason(f.name, why))
+        return f.name;
+  return {};
+}
+
 std::vector<std::string> close_functions(const std::string &key,
                                          const std::vector<const inspector::ModuleCode *> &code) {
   char want[rules::kMaxName];
@@ -158,14 +169,8 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string
     if (!r.function[0] || (labelled >> i & 1))
       continue;
     // Named, but looked through: its allocations are its callers'.
-    std::string wrapper;
     inspector::WrapperReason why{};
-    for (const auto *m : code)
-      for (const auto &f : m->functions())
-        if (wrapper.empty() && rules::function_key_matches(f.name.c_str(), r.function) &&
-            impl_->policy.wrapper_reason(f.name, &why))
-          wrapper = f.name;
-    if (!wrapper.empty()) {
+    if (!wrapper_named(r.function, code, impl_->policy, &why).empty()) {
       std::fprintf(stderr,
                    "memlayout: warning: %s: function=%s names an allocation wrapper (%s): its "
                    "allocations belong to its callers' sites, which reports name; name a caller, "
@@ -246,6 +251,14 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
       // The function is there: it allocated nothing (of that size) this run.
       std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
                    r.has_size ? " of that size" : "");
+      continue;
+    }
+    inspector::WrapperReason why{};
+    if (r.function[0] && !wrapper_named(r.function, code, impl_->policy, &why).empty()) {
+      std::fprintf(stderr,
+                   ": %s is an allocation wrapper (%s), whose allocations are its "
+                   "callers'\n",
+                   r.function, inspector::wrapper_reason_name(why));
       continue;
     }
     std::vector<std::string> close =
