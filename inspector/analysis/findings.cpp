@@ -711,21 +711,31 @@ void separate_pools(std::vector<Finding> &out) {
 } // namespace
 
 std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) {
+  // Groups a report names alike (one pool's size classes, one line's)
+  // carry their table id in the findings' words, so that no two findings
+  // read the same.
+  Report named = r;
+  std::map<std::string, int> uses;
+  for (const auto &g : r.groups)
+    ++uses[g.group.name];
+  for (auto &g : named.groups)
+    if (uses[g.group.name] > 1)
+      g.group.name += " [group " + std::to_string(g.group.id) + "]";
   std::vector<Finding> out;
-  for (const auto &g : r.groups) {
+  for (const auto &g : named.groups) {
     if (g.objects < t.min_objects)
       continue;
-    set_underutilization(r, g, t, out);
+    set_underutilization(named, g, t, out);
     line_straddle(g, t, out);
-    pair_findings(r, g, t, out);
+    pair_findings(named, g, t, out);
     if (!thread_sharing(g, t, out)) // another thread's objects on its lines say more
       lock_line_sharing(g, t, out);
     page_spread(g, t, out);
   }
   if (r.htm)
     for (const HtmGroupAborts &h : r.htm->groups) {
-      htm_false_conflict(r, h, t, out);
-      htm_capacity(r, h, t, out);
+      htm_false_conflict(named, h, t, out);
+      htm_capacity(named, h, t, out);
     }
   // Most severe first, so a merged finding keeps its worst case's words.
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {

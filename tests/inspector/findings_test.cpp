@@ -617,3 +617,24 @@ TEST_CASE("findings: a pool name at the length limit keeps its size or group suf
   }
   CHECK(pools.size() == 2);
 }
+
+TEST_CASE("findings: groups named alike are told apart in the words", "[findings]") {
+  // One pool's two size classes, both spread over twice their pages.
+  Report r = base_report();
+  GroupReport small = clean_group(1, "index_add", 32), large = clean_group(2, "entry_new", 64);
+  for (GroupReport *g : {&small, &large}) {
+    g->group.name = "shared";
+    g->pages_4k = 2 * g->pages_min;
+  }
+  r.groups = {small, large};
+  auto fs = find_problems(r);
+  std::vector<std::string> messages;
+  for (const auto &f : fs)
+    if (f.kind == "page_spread")
+      messages.push_back(f.message);
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0] != messages[1]);
+  for (const auto &m : messages)
+    CHECK((m.rfind("shared [group 1] spreads", 0) == 0 ||
+           m.rfind("shared [group 2] spreads", 0) == 0));
+}
