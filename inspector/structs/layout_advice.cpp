@@ -216,7 +216,7 @@ void padding(const RecordLayout &r, const std::vector<Placement> &placements, ui
 }
 
 // Members that cross a line boundary they would not cross from a line start.
-void straddles(const RecordLayout &r, const std::vector<Placement> &placements,
+void straddles(const RecordLayout &r, const std::vector<Placement> &placements, uint32_t line_size,
                std::vector<Risk> &out) {
   for (size_t i = 0; i < r.fields.size(); ++i) {
     std::vector<std::string> where;
@@ -236,9 +236,14 @@ void straddles(const RecordLayout &r, const std::vector<Placement> &placements,
       continue;
     const FieldLayout &f = r.fields[i];
     Risk k{"field_straddles", often ? "medium" : "low", {member_name(f)}, ""};
-    k.message = quoted(f) + " (" + f.type + ", +" + std::to_string(f.offset) + ", " +
-                std::to_string(f.size) + " B) crosses a line boundary at " + joined(where) +
-                ": reading it costs two lines";
+    // One line more than the member needs: two for one that fits in a line.
+    uint64_t needed = std::max<uint64_t>(1, (f.size + line_size - 1) / line_size);
+    k.message =
+        quoted(f) + " (" + f.type + ", +" + std::to_string(f.offset) + ", " +
+        std::to_string(f.size) + " B) crosses a line boundary at " + joined(where) +
+        ": reading it costs " +
+        (needed == 1 ? std::string("two lines")
+                     : std::to_string(needed + 1) + " lines instead of " + std::to_string(needed));
     out.push_back(std::move(k));
   }
 }
@@ -352,7 +357,7 @@ RecordAdvice advise(const RecordLayout &r, const std::vector<Placement> &placeme
   sync_sharing(r, placements, line_size, a.risks);
   neighbour_sharing(r, placements, line_size, a.risks);
   padding(r, placements, line_size, a.risks);
-  straddles(r, placements, a.risks);
+  straddles(r, placements, line_size, a.risks);
   malloc_alignment(r, sites, a.risks);
   reorder(r, a.suggestions);
   pad_and_align(r, placements, line_size, a.risks, a.suggestions);

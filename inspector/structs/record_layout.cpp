@@ -150,8 +150,10 @@ SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical)
           stripped = true;
         }
     }
+    // The type itself, not a template argument or a word inside its name
+    // (shared_ptr's __shared_ptr<T, _S_atomic> base, a non_atomic_stats).
     const std::string l = lower(t);
-    if (l.find("_atomic") != std::string::npos || l.rfind("std::atomic", 0) == 0 ||
+    if (l.rfind("_atomic", 0) == 0 || l.rfind("std::atomic", 0) == 0 ||
         l.rfind("std::__atomic", 0) == 0 || l.rfind("atomic_", 0) == 0 ||
         l.rfind("atomic<", 0) == 0)
       return SyncKind::kAtomic;

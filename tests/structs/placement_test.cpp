@@ -222,6 +222,24 @@ TEST_CASE("risks: atomics next to plain members, not next to each other", "[advi
   CHECK(k->fields == std::vector<std::string>{"next", "key"});
 }
 
+TEST_CASE("risks: a member crossing lines costs one more than it needs", "[advice]") {
+  // A page buffer of 1024 bytes at +8: 17 lines from any start, 16 needed.
+  RecordLayout big =
+      record("pagebuf", 1040, 8,
+             {member("lsn", 0, 8), member("data", 8, 1024, 1), member("crc", 1032, 4)});
+  RecordAdvice a = advice_for(big);
+  const Risk *k = risk(a, "field_straddles");
+  REQUIRE(k);
+  CHECK(k->fields == std::vector<std::string>{"data"});
+  CHECK(k->message.find("costs 17 lines instead of 16") != std::string::npos);
+  // One that fits a line costs two.
+  RecordLayout small = record("pair", 72, 8, {member("a", 0, 8), member("b", 56, 16)});
+  RecordAdvice b = advice_for(small);
+  k = risk(b, "field_straddles");
+  REQUIRE(k);
+  CHECK(k->message.find("costs two lines") != std::string::npos);
+}
+
 TEST_CASE("risks: padding that does not pad", "[advice]") {
   SECTION("short of the line") {
     RecordLayout r = record("p", 56, 8, {member("key", 0, 8), member("pad", 8, 48, 1)});
@@ -288,6 +306,11 @@ TEST_CASE("locks and atomics by type name", "[advice]") {
         SyncKind::kNone);
   CHECK(sync_kind_of_type("Block", "Block") == SyncKind::kNone);
   CHECK(sync_kind_of_type("long", "long") == SyncKind::kNone);
+  // "atomic" inside a name or a template argument is not an atomic.
+  CHECK(sync_kind_of_type("std::__shared_ptr<int, __gnu_cxx::_S_atomic>",
+                          "std::__shared_ptr<int, __gnu_cxx::_S_atomic>") == SyncKind::kNone);
+  CHECK(sync_kind_of_type("non_atomic_stats", "struct non_atomic_stats") == SyncKind::kNone);
+  CHECK(sync_kind_of_type("_Atomic long", "_Atomic(long)") == SyncKind::kAtomic);
 }
 
 TEST_CASE("padding members by name", "[advice]") {
