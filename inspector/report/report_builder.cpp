@@ -47,7 +47,8 @@ uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot, const 
       continue;
     if (h.field.empty())
       return h.bytes;
-    const RecordLayout *record = types ? types->record(g.type.empty() ? h.name : g.type) : nullptr;
+    const RecordLayout *record =
+        types ? types->record(g.type.empty() ? h.name : g.type, g.site.file) : nullptr;
     if (auto bytes = record ? prefix_through(*record, h.field) : std::nullopt)
       return *bytes;
   }
@@ -324,7 +325,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {
       std::string type = types->type_at(s.function, s.file, s.line);
-      const RecordLayout *rec = types->record(type);
+      const RecordLayout *rec = types->record(type, s.file);
       return rec ? GroupingOptions::SiteType{type, rec->size} : GroupingOptions::SiteType{};
     };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
@@ -374,7 +375,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.objects = g.objects.size();
     gr.hot_bytes = hot_bytes_for(g, o.hot, types ? &*types : nullptr);
     if (types && !g.type.empty())
-      if (const RecordLayout *rec = types->record(g.type))
+      if (const RecordLayout *rec = types->record(g.type, g.site.file))
         for (const FieldLayout &f : rec->fields)
           if (f.sync == SyncKind::kLock)
             gr.lock_fields.push_back(member_name(f));

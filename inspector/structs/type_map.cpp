@@ -209,6 +209,23 @@ std::optional<TypeMap> TypeMap::parse(std::string_view text, const std::string &
   return map;
 }
 
+const RecordLayout *TypeMap::record(const std::string &name, const std::string &site_file) const {
+  const RecordLayout *r = record(name);
+  if (!r)
+    return nullptr;
+  const RecordLayout *best = r;
+  size_t best_score = common_suffix(r->file, site_file);
+  for (const RecordLayout &other : records_)
+    if (other.name == r->name && &other != r) {
+      size_t score = common_suffix(other.file, site_file);
+      if (score > best_score) {
+        best = &other;
+        best_score = score;
+      }
+    }
+  return best;
+}
+
 const RecordLayout *TypeMap::record(const std::string &name) const {
   const RecordLayout *found = nullptr;
   for (const RecordLayout &r : records_) {

@@ -28,6 +28,10 @@ public:
   // A record by its full name, else by its unqualified name when only one
   // record has it (record_selected()).
   const RecordLayout *record(const std::string &name) const;
+  // The same for objects allocated in `site_file`: where translation units
+  // define different records of one name (C's file-private struct entry),
+  // the one defined in the file whose path shares most with it.
+  const RecordLayout *record(const std::string &name, const std::string &site_file) const;
 
   // The type allocated at a recorded call site, "" when the map cannot say.
   // A site matches on the file (the longest common path suffix wins, so

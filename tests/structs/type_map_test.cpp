@@ -162,3 +162,30 @@ TEST_CASE("what is not a type map says so", "[types]") {
   CHECK(error.find("/nonexistent/map.json") != std::string::npos);
   CHECK(type_map_beside("/bin/prog") == "/bin/prog.memlayout-types.json");
 }
+
+TEST_CASE("records of one name in two files: each site's own", "[types]") {
+  // C: a.c's private struct entry {char k; long v;}, b.c's {int id; char name[40];}.
+  RecordLayout a;
+  a.name = "entry";
+  a.kind = "struct";
+  a.file = "/home/me/proj/a.c";
+  a.size = 16;
+  a.align = 8;
+  a.fields = {member("k", 0, 1), member("v", 8, 8)};
+  compute_holes(a);
+  RecordLayout b = a;
+  b.file = "/home/me/proj/b.c";
+  b.size = 44;
+  b.align = 4;
+  b.fields = {member("id", 0, 4), member("name", 4, 40)};
+  compute_holes(b);
+  const TypeMap map = round_trip(analyse_structs({a, b}, {}, 64));
+  const RecordLayout *in_b = map.record("entry", "proj/b.c");
+  REQUIRE(in_b);
+  CHECK(in_b->size == 44);
+  CHECK(in_b->field("name"));
+  const RecordLayout *in_a = map.record("entry", "/build/../home/me/proj/a.c");
+  REQUIRE(in_a);
+  CHECK(in_a->size == 16);
+  CHECK(map.record("entry", "")->size == 16); // no file: the first, as before
+}
