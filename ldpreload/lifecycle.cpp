@@ -24,6 +24,9 @@ extern char **environ;
 
 namespace memlayout::preload {
 
+// glibc's own name for sigaction: what ours calls, as we define sigaction.
+extern "C" int __sigaction(int, const struct sigaction *, struct sigaction *);
+
 namespace {
 
 using trace::HeaderTag;
@@ -325,18 +328,48 @@ void on_deadly_signal(int sig) {
   raise(sig);         // delivered on return from this handler (SA_NODEFER): dies as it would have
 }
 
+bool is_deadly(int sig) {
+  for (int d : kDeadlySignals)
+    if (d == sig)
+      return true;
+  return false;
+}
+
+struct sigaction deadly_action() {
+  struct sigaction sa {};
+  sa.sa_handler = on_deadly_signal;
+  sigfillset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+  return sa;
+}
+
+// Set once our handlers are in: from then on, a program that puts a deadly
+// signal's default action back gets ours in its place (see sigaction below).
+std::atomic<bool> g_deadly_handlers{false};
+using SignalFn = __sighandler_t (*)(int, __sighandler_t);
+SignalFn g_real_signal = nullptr;
+
 void install_signal_handlers() {
   for (int sig : kDeadlySignals) {
     struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+    if (__sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
         (old.sa_flags & SA_SIGINFO))
       continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_deadly_signal;
-    sigfillset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK | SA_RESTART;
-    sigaction(sig, &sa, nullptr);
+    struct sigaction sa = deadly_action();
+    __sigaction(sig, &sa, nullptr);
   }
+  g_deadly_handlers.store(true, std::memory_order_release);
+}
+
+bool in_this_process();
+
+// Whether a program's request for `sig`'s default action should get ours,
+// which writes the trace's end and then takes the default: the cleanup
+// handlers of sort and the like (`signal(sig, SIG_DFL); raise(sig);`) ended
+// the process without a word of its trace written.
+bool default_becomes_ours(int sig, __sighandler_t handler, int flags) {
+  return handler == SIG_DFL && !(flags & SA_SIGINFO) && is_deadly(sig) &&
+         g_deadly_handlers.load(std::memory_order_acquire) && in_this_process();
 }
 
 void before_fork() {
@@ -451,6 +484,7 @@ bool initialize() {
   // way out too.
   if (ok || g_options.route_only)
     install_signal_handlers();
+  g_real_signal = next_symbol<SignalFn>("signal");
   g_state.store(ok ? State::kRecording : State::kDisabled, std::memory_order_release);
   if (ok)
     record_module_changes();
@@ -741,6 +775,32 @@ ML_EXPORT FILE *popen(const char *command, const char *type) {
   if (f && command_process())
     note_unrecorded("popen", command);
   return f;
+}
+
+// The program's sigaction and signal, which set a deadly signal's default
+// action: ours instead (default_becomes_ours). Anything else goes through
+// as asked. A program that asks for the action afterwards sees ours, as at
+// start (docs/recording.md).
+ML_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  if (act && default_becomes_ours(sig, act->sa_handler, act->sa_flags)) {
+    struct sigaction ours = deadly_action();
+    return __sigaction(sig, &ours, old);
+  }
+  return __sigaction(sig, act, old);
+}
+
+ML_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+  if (default_becomes_ours(sig, handler, 0)) {
+    struct sigaction ours = deadly_action(), old{};
+    if (__sigaction(sig, &ours, &old) != 0)
+      return SIG_ERR;
+    return old.sa_handler;
+  }
+  // Resolved at start (initialize), not in a handler: dlsym is not
+  // async-signal-safe.
+  if (!g_real_signal)
+    g_real_signal = next_symbol<SignalFn>("signal");
+  return g_real_signal(sig, handler);
 }
 
 ML_EXPORT pid_t fork() {

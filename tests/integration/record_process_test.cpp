@@ -411,7 +411,7 @@ TEST_CASE("dlopen", "[record][dlopen]") {
 // output, status and a readable trace however the program ends
 TEST_CASE("exit_paths", "[record][exit]") {
   const std::string mode = GENERATE(as<std::string>{}, "exit", "_exit", "abort", "segv", "term",
-                                    "signal", "thread_exit");
+                                    "reraise", "reraise_sigaction", "signal", "thread_exit");
   const std::string allocator = GENERATE(as<std::string>{}, "native", "jemalloc");
   CAPTURE(mode, allocator);
   std::string dir = work_dir("exit_" + mode + "_" + allocator);
@@ -428,6 +428,8 @@ TEST_CASE("exit_paths", "[record][exit]") {
       {"abort", "signal 6 (Aborted)"},
       {"segv", "signal 11 (Segmentation fault)"},
       {"term", "signal 15 (Terminated)"},
+      {"reraise", "signal 15 (Terminated)"},
+      {"reraise_sigaction", "signal 15 (Terminated)"},
       {"signal", "exit 0"},
       {"thread_exit", "exit 7"}};
   CHECK(direct.describe() == expected_status.at(mode));
@@ -453,8 +455,10 @@ TEST_CASE("exit_paths", "[record][exit]") {
   // signal ended the program as it would have.
   if (mode == "segv")
     CHECK(d.end_int("exit_status") == 11);
-  if (mode == "term")
+  if (mode == "term" || mode.rfind("reraise", 0) == 0)
     CHECK(d.end_int("exit_status") == 15);
+  if (mode.rfind("reraise", 0) == 0)
+    CHECK(recorded.out == "cleanup\n"); // its own handler ran first
   std::vector<std::string> missing = missing_from_dump(log, d);
   INFO(join(missing));
   CHECK(missing.empty());

@@ -7,6 +7,10 @@
  * abort        abort() (dies of SIGABRT)
  * segv         dies of SIGSEGV (a store through a null pointer)
  * term         dies of SIGTERM sent to itself (as from kill or a supervisor)
+ * reraise      its own SIGTERM handler cleans up, puts the default action back
+ *              with signal() and raises it again, as sort and other GNU tools
+ *              do: dies of SIGTERM
+ * reraise_sigaction  the same with sigaction()
  * signal       handlers that allocate: SIGUSR1 raised 10 times, SIGALRM from
  *              a 100 us timer during an allocation loop; exit 0
  * thread_exit  exit(7) from a thread while three others keep allocating */
@@ -143,9 +147,26 @@ static int run_thread_exit(void) {
   return 99; /* not reached */
 }
 
+static int g_reraise_with_sigaction;
+
+static void cleanup_and_reraise(int sig) {
+  (void)!write(1, "cleanup\n", 8);
+  if (g_reraise_with_sigaction) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+  } else {
+    signal(sig, SIG_DFL);
+  }
+  raise(sig);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s exit|_exit|abort|segv|term|signal|thread_exit LOG\n", argv[0]);
+    fprintf(stderr, "usage: %s exit|_exit|abort|segv|term|reraise|reraise_sigaction|signal|"
+                    "thread_exit LOG\n",
+            argv[0]);
     return 2;
   }
   const char *mode = argv[1];
@@ -189,6 +210,18 @@ int main(int argc, char **argv) {
     kill(getpid(), SIGTERM);
     pause();
     return 97;
+  }
+  if (!strcmp(mode, "reraise") || !strcmp(mode, "reraise_sigaction")) {
+    g_reraise_with_sigaction = !strcmp(mode, "reraise_sigaction");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = cleanup_and_reraise;
+    sigaction(SIGTERM, &sa, NULL);
+    if (ml_log_write(g_log) != 0)
+      return 1;
+    kill(getpid(), SIGTERM);
+    pause();
+    return 96;
   }
   if (!strcmp(mode, "signal"))
     return run_signal();
