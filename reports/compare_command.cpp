@@ -186,8 +186,7 @@ bool run_once(const PreloadEnv &env, std::vector<char *> &command, bool show_out
     return false;
   }
   if (m.exec_error) {
-    *error = std::string(command[0]) + ": " +
-             (m.exec_error == ENOENT ? "command not found" : std::strerror(m.exec_error));
+    *error = std::string(command[0]) + ": " + exec_failure(command[0], m.exec_error);
     return false;
   }
   out->status = m.status;

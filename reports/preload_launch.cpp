@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <iterator>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,6 +166,16 @@ int wait_child(pid_t pid, struct rusage *usage) {
   if (usage)
     *usage = ru;
   return status;
+}
+
+std::string exec_failure(const char *command, int error) {
+  bool path = std::strchr(command, '/') != nullptr;
+  struct stat st;
+  if (path && error == EACCES && stat(command, &st) == 0 && S_ISDIR(st.st_mode))
+    return "Is a directory";
+  if (error == ENOENT && !path)
+    return "command not found";
+  return std::strerror(error);
 }
 
 } // namespace memlayout::cli

@@ -57,6 +57,11 @@ private:
 // *usage when given.
 int wait_child(pid_t pid, struct rusage *usage = nullptr);
 
+// Why `command` could not be run, exec having failed with `error`, in the
+// words a shell uses: "command not found" for a name looked up in PATH,
+// "No such file or directory" for a path, "Is a directory".
+std::string exec_failure(const char *command, int error);
+
 // What `memlayout __measure FD -- PROGRAM ARGS...` writes to FD once PROGRAM
 // ends. The measuring process is the small `memlayout` executable: a child's
 // peak RSS (ru_maxrss) includes what its parent had mapped when it forked,

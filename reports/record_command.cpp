@@ -517,7 +517,7 @@ int launch(int argc, char **argv) {
       return 2;
     }
     std::fprintf(stderr, "memlayout: %s: %s\n", o.command[0],
-                 failure.error == ENOENT ? "command not found" : std::strerror(failure.error));
+                 exec_failure(o.command[0], failure.error).c_str());
     unlink(out.c_str());
     return failure.error == ENOENT ? 127 : 126;
   }
