@@ -41,6 +41,14 @@ GroupReport clean_group(uint32_t id, const char *function, uint64_t size_class) 
   return g;
 }
 
+// `a` on half of every cache's sets, every object next to one of `b` in the
+// same class (pair_findings' neighbours), and `b` beside it.
+void interleave(GroupReport &a, GroupReport &b) {
+  a.set_effective_fraction = {0.5, 0.5, 0.5};
+  a.neighbours = {{b.group.id, 0, a.objects, a.objects}};
+  b.neighbours = {{a.group.id, 0, b.objects, b.objects}};
+}
+
 // A fix's rule, parsed (the test fails where it does not parse).
 memlayout::rules::Rule parsed_rule(const std::string &text) {
   memlayout::rules::Rule rule;
@@ -70,9 +78,7 @@ TEST_CASE("findings: a clean layout has none", "[findings]") {
 TEST_CASE("findings: int-lf's node/descriptor interleaving", "[findings]") {
   Report r = base_report();
   GroupReport node = clean_group(1, "new_node", 64), desc = clean_group(2, "new_descriptor", 64);
-  node.set_effective_fraction = {0.5, 0.5, 0.5};
-  node.neighbours = {{2, 0, node.objects, node.objects}};
-  desc.neighbours = {{1, 0, desc.objects, desc.objects}};
+  interleave(node, desc);
   r.groups = {node, desc};
   auto fs = find_problems(r);
   const Finding *f = find(fs, "set_underutilization");
@@ -105,9 +111,7 @@ TEST_CASE("findings: two groups a report names alike are told apart by their ids
   Report r = base_report();
   GroupReport node = clean_group(1, "run", 64), text = clean_group(2, "run", 64);
   node.group.site.line = text.group.site.line = 14;
-  node.set_effective_fraction = {0.5, 0.5, 0.5};
-  node.neighbours = {{2, 0, node.objects, node.objects}};
-  text.neighbours = {{1, 0, text.objects, text.objects}};
+  interleave(node, text);
   r.groups = {node, text};
   auto fs = find_problems(r);
   for (const char *kind : {"set_underutilization", "size_class_sharing", "prefetch_pollution"}) {
@@ -397,9 +401,7 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   sym.group.site.line = 20;
   name.group.site.line = 21;
   name.group.requested_size = 18;
-  sym.set_effective_fraction = {0.5, 0.5, 0.5};
-  sym.neighbours = {{2, 0, sym.objects, sym.objects}};
-  name.neighbours = {{1, 0, name.objects, name.objects}};
+  interleave(sym, name);
   r.groups = {sym, name};
   auto fs = find_problems(r);
   const Finding *f = find(fs, "set_underutilization");
@@ -439,9 +441,7 @@ TEST_CASE("findings: requested sizes tell apart groups that share a class", "[fi
   node.group.requested_size = node.group.requested_min = node.group.requested_max = 40;
   map.group.site.line = 24;
   map.group.requested_size = map.group.requested_min = map.group.requested_max = 24;
-  node.set_effective_fraction = {0.5, 0.5, 0.5};
-  node.neighbours = {{2, 0, node.objects, node.objects}};
-  map.neighbours = {{1, 0, map.objects, map.objects}};
+  interleave(node, map);
   r.groups = {node, map};
   auto fs = find_problems(r);
   const Finding *f = find(fs, "set_underutilization");
