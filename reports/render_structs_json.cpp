@@ -21,6 +21,12 @@ Json field(const in::FieldLayout &f) {
     j["bit_offset"] = f.bit_offset;
     j["bit_size"] = f.bit_size;
   }
+  if (!f.members.empty()) {
+    j["nested"] = f.nested;
+    j["members"] = Json::array();
+    for (const in::FieldLayout &m : f.members)
+      j["members"].push_back(field(m));
+  }
   return j;
 }
 

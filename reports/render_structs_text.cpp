@@ -39,10 +39,45 @@ std::string offsets(const std::vector<uint32_t> &v) {
   return s;
 }
 
-// pahole's member line: type, name, then `/* offset size */`.
-void member(std::ostream &out, const in::FieldLayout &f, size_t type_width, size_t name_width) {
+// `/* offset size */` (bit-fields: `/* offset:bit size */`).
+std::string columns(const in::FieldLayout &f) {
+  char cols[64];
+  if (f.is_bitfield())
+    std::snprintf(cols, sizeof cols, "/* %5llu:%-2u %4llu */",
+                  static_cast<unsigned long long>(f.offset), f.bit_offset % 8,
+                  static_cast<unsigned long long>(f.size));
+  else
+    std::snprintf(cols, sizeof cols, "/* %5llu %5llu */", static_cast<unsigned long long>(f.offset),
+                  static_cast<unsigned long long>(f.size));
+  return cols;
+}
+
+std::string padded(const std::string &s, size_t width) {
+  return s + std::string(s.size() < width ? width - s.size() : 1, ' ');
+}
+
+// pahole's member line: type, name, then `/* offset size */`. A member of
+// an unnamed struct or union type shows its members inside, a tab deeper,
+// with the holes between them, as pahole expands it.
+void member(std::ostream &out, const in::FieldLayout &f, size_t type_width, size_t name_width,
+            const std::string &indent = "\t") {
   std::string type = f.type;
   std::string name = layout_name(f);
+  if (!f.members.empty()) {
+    out << indent << f.nested << " {\n";
+    uint64_t end = f.members.front().offset;
+    for (const in::FieldLayout &m : f.members) {
+      if (f.nested == "struct" && !m.is_bitfield() && m.offset > end)
+        out << "\n"
+            << indent << "\t/* XXX " << m.offset - end << " byte"
+            << (m.offset - end == 1 ? "" : "s") << " hole, try to pack */\n\n";
+      member(out, m, type_width > 8 ? type_width - 8 : type_width, name_width, indent + "\t");
+      end = std::max(end, (m.end_bit() + 7) / 8);
+    }
+    std::string close = "}" + (f.name.empty() ? std::string() : " " + f.name) + ";";
+    out << indent << padded(close, type_width + name_width) << columns(f) << "\n";
+    return;
+  }
   // C's declarator order, as pahole writes it: `char pad[56];`.
   if (size_t bracket = type.find('[');
       bracket != std::string::npos && type.back() == ']' && type.find('(') == std::string::npos) {
@@ -52,16 +87,7 @@ void member(std::ostream &out, const in::FieldLayout &f, size_t type_width, size
   if (f.is_bitfield())
     name += ":" + std::to_string(f.bit_size);
   name += ";";
-  char cols[64];
-  if (f.is_bitfield())
-    std::snprintf(cols, sizeof cols, "/* %5llu:%-2u %4llu */",
-                  static_cast<unsigned long long>(f.offset), f.bit_offset % 8,
-                  static_cast<unsigned long long>(f.size));
-  else
-    std::snprintf(cols, sizeof cols, "/* %5llu %5llu */", static_cast<unsigned long long>(f.offset),
-                  static_cast<unsigned long long>(f.size));
-  out << '\t' << type << std::string(type.size() < type_width ? type_width - type.size() : 1, ' ')
-      << name << std::string(name.size() < name_width ? name_width - name.size() : 1, ' ') << cols;
+  out << indent << padded(type, type_width) << padded(name, name_width) << columns(f);
   if (f.sync != in::SyncKind::kNone)
     out << " /* " << in::sync_name(f.sync) << " */";
   out << "\n";

@@ -58,11 +58,31 @@ std::string lower(std::string_view s) {
 
 } // namespace
 
-const FieldLayout *RecordLayout::field(std::string_view wanted) const {
+namespace {
+
+const FieldLayout *member_named(const std::vector<FieldLayout> &fields, std::string_view wanted) {
   for (const FieldLayout &f : fields)
-    if (f.name == wanted)
+    if (!f.name.empty() && f.name == wanted)
       return &f;
+  for (const FieldLayout &f : fields) {
+    if (f.members.empty())
+      continue;
+    if (f.name.empty()) {
+      if (const FieldLayout *m = member_named(f.members, wanted))
+        return m;
+    } else if (wanted.size() > f.name.size() + 1 && wanted.substr(0, f.name.size()) == f.name &&
+               wanted[f.name.size()] == '.') {
+      if (const FieldLayout *m = member_named(f.members, wanted.substr(f.name.size() + 1)))
+        return m;
+    }
+  }
   return nullptr;
+}
+
+} // namespace
+
+const FieldLayout *RecordLayout::field(std::string_view wanted) const {
+  return member_named(fields, wanted);
 }
 
 void compute_holes(RecordLayout &r) {

@@ -43,6 +43,11 @@ struct FieldLayout {
   uint32_t bit_size = 0;   // bit-fields only: the width; 0 for every other field
   FieldRole role = FieldRole::kField;
   SyncKind sync = SyncKind::kNone;
+  // A member of a struct or union type without a name (C11's anonymous
+  // members, `union {...} u;`): its own members, offsets from the outer
+  // record's start as pahole shows them; `nested` is "struct" or "union".
+  std::vector<FieldLayout> members;
+  std::string nested;
 
   bool is_bitfield() const { return bit_size != 0; }
   // Where the field's bits start and end, counted from the record's start.
@@ -69,6 +74,8 @@ struct RecordLayout {
   bool packed = false;             // __attribute__((packed)) or #pragma pack below natural
 
   bool is_union() const { return kind == "union"; }
+  // A member by name; inside an unnamed struct or union as C names it:
+  // an anonymous one's members directly (`ptr`), a named one's as `u.i`.
   const FieldLayout *field(std::string_view name) const;
 };
 

@@ -111,6 +111,18 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
     if (!t->isIncompleteArrayType() && !fd.isZeroSize(ctx))
       f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
   }
+  if (inner && record_name(*inner, ctx).empty() && inner->getDefinition()) {
+    // Unnamed type: its members inline, as pahole shows them.
+    const clang::RecordDecl *def = inner->getDefinition();
+    const clang::ASTRecordLayout &l = ctx.getASTRecordLayout(def);
+    f.nested = def->isUnion() ? "union" : "struct";
+    for (const clang::FieldDecl *sub : def->fields()) {
+      if (sub->isBitField() && sub->getBitWidthValue(ctx) == 0)
+        continue;
+      f.members.push_back(
+          data_member(*sub, bit_offset + l.getFieldOffset(sub->getFieldIndex()), ctx));
+    }
+  }
   f.sync = sync_kind_of_type(f.type, t.getCanonicalType().getAsString(member_type_policy(ctx)));
   // Only where the member is one line at most: the risks judge a member's
   // whole extent, and a lock at the start of a large one is not near its end.

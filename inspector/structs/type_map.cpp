@@ -59,8 +59,17 @@ bool read_field(const json::Value &v, FieldLayout &f, json::Path p) {
   auto u32 = [](uint32_t &out) {
     return [&out](const json::Value &x, json::Path q) { return narrow(x, out, q); };
   };
-  return optional_key(o, "bit_offset", p, u32(f.bit_offset)) &&
-         optional_key(o, "bit_size", p, u32(f.bit_size));
+  if (!optional_key(o, "bit_offset", p, u32(f.bit_offset)) ||
+      !optional_key(o, "bit_size", p, u32(f.bit_size)) || !m.mapOptional("nested", f.nested))
+    return false;
+  if (const json::Array *members = o.getArray("members")) {
+    f.members.resize(members->size());
+    for (size_t i = 0; i < members->size(); ++i)
+      if (!read_field((*members)[i], f.members[i],
+                      p.field("members").index(static_cast<unsigned>(i))))
+        return false;
+  }
+  return true;
 }
 
 bool read_record(const json::Value &v, RecordLayout &r, json::Path p) {

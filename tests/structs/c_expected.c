@@ -13,6 +13,7 @@ const struct expected_record c_records[] = {
     RECORD(pair_t, "pair_t"),          RECORD(struct list, "list"),
     RECORD(struct c_outer, "c_outer"), RECORD(struct c_inner, "c_inner"),
     RECORD(union c_val, "c_val"),      RECORD(struct flex, "flex"),
+    RECORD(struct c_tagged, "c_tagged"),
 };
 const size_t c_record_count = sizeof c_records / sizeof c_records[0];
 
@@ -33,6 +34,15 @@ const struct expected_field c_fields[] = {
     FIELD(struct flex, "flex", tag),
     /* A flexible array member takes no bytes of its own. */
     {"flex", "data", offsetof(struct flex, data), 0},
+    FIELD(struct c_tagged, "c_tagged", tag),
+    FIELD(struct c_tagged, "c_tagged", i),
+    FIELD(struct c_tagged, "c_tagged", d),
+    FIELD(struct c_tagged, "c_tagged", c1),
+    FIELD(struct c_tagged, "c_tagged", ptr),
+    FIELD(struct c_tagged, "c_tagged", u),
+    FIELD(struct c_tagged, "c_tagged", u.n),
+    FIELD(struct c_tagged, "c_tagged", u.cc),
+    FIELD(struct c_tagged, "c_tagged", b),
 };
 const size_t c_field_count = sizeof c_fields / sizeof c_fields[0];
 

@@ -282,4 +282,17 @@ TEST_CASE("C records: sizes, alignments, offsets, bit-fields, holes", "[layout]"
   // c_outer is a record of its own, as C scopes it.
   CHECK(record(r, "pair_t").kind == "struct");
   CHECK(record(r, "c_val").kind == "union");
+  // Members of unnamed types are the member's own, as pahole expands them.
+  const RecordLayout &tagged = record(r, "c_tagged");
+  const FieldLayout *anon = nullptr;
+  for (const FieldLayout &f : tagged.fields)
+    if (f.name.empty() && f.nested == "struct")
+      anon = &f;
+  REQUIRE(anon);
+  REQUIRE(anon->members.size() == 2);
+  CHECK(anon->members[0].name == "c1");
+  CHECK(anon->members[1].name == "ptr");
+  CHECK(tagged.field("u")->nested == "union");
+  CHECK(tagged.field("u")->members.size() == 2);
+  CHECK_FALSE(tagged.field("n")); // u's: named u.n
 }

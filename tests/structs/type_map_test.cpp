@@ -189,3 +189,30 @@ TEST_CASE("records of one name in two files: each site's own", "[types]") {
   CHECK(in_a->size == 16);
   CHECK(map.record("entry", "")->size == 16); // no file: the first, as before
 }
+
+TEST_CASE("members of unnamed types read back, reachable by name", "[types]") {
+  RecordLayout r;
+  r.name = "tagged";
+  r.kind = "struct";
+  r.size = 32;
+  r.align = 8;
+  FieldLayout anon = member("", 16, 16);
+  anon.type = "struct {...}";
+  anon.nested = "struct";
+  anon.members = {member("c1", 16, 1), member("ptr", 24, 8)};
+  FieldLayout u = member("u", 8, 8);
+  u.type = "union {...}";
+  u.nested = "union";
+  u.members = {member("n", 8, 4), member("d", 8, 8)};
+  r.fields = {member("tag", 0, 4), u, anon};
+  compute_holes(r);
+  const TypeMap map = round_trip(analyse_structs({r}, {}, 64));
+  const RecordLayout *back = map.record("tagged");
+  REQUIRE(back);
+  REQUIRE(back->field("ptr"));
+  CHECK(back->field("ptr")->offset == 24);
+  REQUIRE(back->field("u.d"));
+  CHECK(back->field("u.d")->size == 8);
+  CHECK(back->field("u")->nested == "union");
+  CHECK_FALSE(back->field("d"));
+}
