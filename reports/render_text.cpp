@@ -11,6 +11,22 @@
 namespace memlayout::cli {
 namespace {
 
+// A number in `width` columns, as the table's other rows have it: a large
+// one loses its decimals, then takes a k or an M (a 2.7 GiB buffer spans
+// 45 135 241 lines: "45M").
+std::string fitted(double v, int width, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  for (auto [scale, suffix] :
+       {std::pair{1.0, ""}, std::pair{1e3, "k"}, std::pair{1e6, "M"}, std::pair{1e9, "G"}}) {
+    if (static_cast<int>(s.size()) <= width)
+      return s;
+    s = fmt("%.0f", v / scale) + suffix;
+  }
+  return s;
+}
+
 std::string clip(const std::string &s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 1) + "~";
 }
@@ -106,12 +122,13 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
                  ? fmt("%.2f", *g.set_effective_fraction[i])
                  : std::string("-");
     };
-    std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6llu %6.2f %5.0f%% %5s %5s %5s %12s\n",
+    std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n",
                   g.group.id, clip(display_name(g.group.name), 40).c_str(),
                   static_cast<unsigned long long>(g.objects),
                   human_bytes(static_cast<double>(g.group.bytes)).c_str(),
-                  static_cast<unsigned long long>(g.group.size_class), g.lines_per_object,
-                  g.straddle_fraction * 100, frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),
+                  fitted(static_cast<double>(g.group.size_class), 6, 0).c_str(),
+                  fitted(g.lines_per_object, 6, 2).c_str(), g.straddle_fraction * 100,
+                  frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),
                   (std::to_string(g.pages_4k) + "/" + std::to_string(g.pages_min)).c_str());
     out << line;
   }

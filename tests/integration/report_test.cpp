@@ -7,6 +7,7 @@
 #include <llvm/Support/JSON.h>
 
 #include <fstream>
+#include <sstream>
 
 using namespace mlt;
 
@@ -91,6 +92,26 @@ TEST_CASE("report.text_and_options", "[report]") {
               .exit_code() == 0);
   RunResult text = run({memlayout_bin(), "report", trace, "--top", "3"});
   REQUIRE(text.exit_code() == 0);
+  // The table's columns line up, the index array's 2 500 lines included.
+  {
+    std::istringstream lines(run({memlayout_bin(), "report", trace}).out);
+    std::string line;
+    size_t header_end = std::string::npos, rows = 0;
+    while (std::getline(lines, line)) {
+      if (line.find("pages/min") != std::string::npos) {
+        header_end = line.size();
+        continue;
+      }
+      if (header_end == std::string::npos)
+        continue;
+      if (line.empty())
+        break;
+      INFO(line);
+      CHECK(line.size() == header_end);
+      ++rows;
+    }
+    CHECK(rows >= 3);
+  }
   CHECK(text.out.find("mlr_new_node") != std::string::npos);
   CHECK(text.out.find("set_underutilization") != std::string::npos);
   CHECK(text.out.find("  caches from ") != std::string::npos); // sysfs, a file or the reference
