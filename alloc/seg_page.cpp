@@ -126,12 +126,8 @@ void remote_flush(ThreadHeap *heap, unsigned slot) {
     return;
   }
   heap->remote[slot] = nullptr;
-  void *tagged = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(batch) | kBatchTag);
-  void *head = page->thread_free.load(std::memory_order_relaxed);
-  do
-    batch->next = head;
-  while (!page->thread_free.compare_exchange_weak(head, tagged, std::memory_order_release,
-                                                  std::memory_order_relaxed));
+  thread_free_push(page, reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(batch) | kBatchTag),
+                   &batch->next);
 }
 
 // Under the engine lock: every batch handed over, the heap keeps none.
@@ -472,8 +468,8 @@ void heaps_after_fork_child(Pool *pool) {
     next = heap->next_in_pool;
     if (heap->owner == self)
       continue;
-    // Its batch stays out, and the blocks in it in use: its thread may have
-    // been handing it over when the process forked.
+    // Its batches stay out, and the blocks in them in use: its thread may
+    // have been handing one over when the process forked.
     for (RemoteBatch *&batch : heap->remote)
       batch = nullptr;
     retire_heap(pool, heap);

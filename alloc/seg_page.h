@@ -127,6 +127,7 @@ struct alignas(64) SmallPage {
   uint8_t cls;
 };
 static_assert(sizeof(SmallPage) == 128);
+
 enum PageList : uint8_t { kNoList, kCurrent, kAvailable, kFull, kPoolFree, kAbandoned };
 
 // A page that never has a block: every heap's current page of every class
@@ -207,13 +208,19 @@ inline void small_free_local(SmallPage *page, void *p) {
     small_free_local_slow(page->heap, page);
 }
 
-// Frees into a page another thread owns, or none, at once.
-inline void small_free_remote(SmallPage *page, void *p) {
+// Pushes `node` (a block, or a batch tagged with kBatchTag) onto the page's
+// thread_free stack, its link at `link`.
+inline void thread_free_push(SmallPage *page, void *node, void **link) {
   void *head = page->thread_free.load(std::memory_order_relaxed);
   do
-    *static_cast<void **>(p) = head;
-  while (!page->thread_free.compare_exchange_weak(head, p, std::memory_order_release,
+    *link = head;
+  while (!page->thread_free.compare_exchange_weak(head, node, std::memory_order_release,
                                                   std::memory_order_relaxed));
+}
+
+// Frees into a page another thread owns, or none, at once.
+inline void small_free_remote(SmallPage *page, void *p) {
+  thread_free_push(page, p, static_cast<void **>(p));
 }
 
 // The same through the heap's remote batch for the page: handed over when

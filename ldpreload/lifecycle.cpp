@@ -361,7 +361,8 @@ void install_signal_handlers() {
   g_deadly_handlers.store(true, std::memory_order_release);
 }
 
-bool in_this_process();
+// A vfork child shares our memory and must not touch the parent's trace.
+bool in_this_process() { return sys::getpid() == g_pid; }
 
 // Whether a program's request for `sig`'s default action should get ours,
 // which writes the trace's end and then takes the default: the cleanup
@@ -397,9 +398,6 @@ void after_fork_child() {
   g_open_lock.reset_after_fork();
   tl_state.busy = 0;
 }
-
-// A vfork child shares our memory and must not touch the parent's trace.
-bool in_this_process() { return sys::getpid() == g_pid; }
 
 template <class F> F next_symbol(const char *name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -192,15 +193,15 @@ int advise_main(int argc, char **argv) {
   std::stable_partition(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; });
   // A rule in force whose groups the new rules route all of stays as a
   // comment: it would route nothing after them.
+  std::set<uint32_t> routed_by_new;
+  for (const MergedRule *m : kept)
+    if (!m->in_force)
+      for (uint32_t id : inspector::groups_routed(m->rule, report))
+        routed_by_new.insert(id);
   auto replaced = [&](const MergedRule *m) {
     std::vector<uint32_t> mine = inspector::groups_routed(m->rule, report);
-    return !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](uint32_t id) {
-      return std::any_of(kept.begin(), kept.end(), [&](const MergedRule *n) {
-        std::vector<uint32_t> theirs =
-            n->in_force ? std::vector<uint32_t>{} : inspector::groups_routed(n->rule, report);
-        return std::count(theirs.begin(), theirs.end(), id) > 0;
-      });
-    });
+    return !mine.empty() && std::all_of(mine.begin(), mine.end(),
+                                        [&](uint32_t id) { return routed_by_new.count(id); });
   };
   size_t written = 0;
   for (const auto *m : kept) {

@@ -12,8 +12,8 @@ namespace memlayout::cli {
 namespace {
 
 // A number in `width` columns, as the table's other rows have it: a large
-// one loses its decimals, then takes a k or an M (a 2.7 GiB buffer spans
-// 45 135 241 lines: "45M").
+// one loses its decimals, then takes a k, M or G (a 2.7 GiB buffer spans
+// 45 135 241 lines: "45135k").
 std::string fitted(double v, int width, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);

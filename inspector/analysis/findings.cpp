@@ -714,13 +714,18 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
   // Groups a report names alike (one pool's size classes, one line's)
   // carry their table id in the findings' words, so that no two findings
   // read the same.
-  Report named = r;
+  // A copy only where some are (a report holds every group's objects).
   std::map<std::string, int> uses;
   for (const auto &g : r.groups)
     ++uses[g.group.name];
-  for (auto &g : named.groups)
-    if (uses[g.group.name] > 1)
-      g.group.name += " [group " + std::to_string(g.group.id) + "]";
+  std::optional<Report> renamed;
+  if (std::any_of(uses.begin(), uses.end(), [](const auto &u) { return u.second > 1; })) {
+    renamed = r;
+    for (auto &g : renamed->groups)
+      if (uses[g.group.name] > 1)
+        g.group.name += " [group " + std::to_string(g.group.id) + "]";
+  }
+  const Report &named = renamed ? *renamed : r;
   std::vector<Finding> out;
   for (const auto &g : named.groups) {
     if (g.objects < t.min_objects)

@@ -52,13 +52,15 @@ const MetricSpec &spec(const std::string &name) {
   return kMetrics[0]; // unreachable for the names this file uses
 }
 
-MetricDelta measure(const char *name, std::optional<double> a, std::optional<double> b) {
+// `better`: the spec's direction unless given.
+MetricDelta measure(const char *name, std::optional<double> a, std::optional<double> b,
+                    std::optional<Better> better = std::nullopt) {
   const MetricSpec &s = spec(name);
   MetricDelta m;
   m.metric = name;
   m.a = a;
   m.b = b;
-  m.better = s.better;
+  m.better = better.value_or(s.better);
   if (!a || !b) {
     // Computable on one side only (a level too few lines filled): worth
     // showing, but no size to sort by.
@@ -72,10 +74,10 @@ MetricDelta measure(const char *name, std::optional<double> a, std::optional<dou
   if (m.magnitude <= s.tolerance) {
     m.verdict = Verdict::kSame;
     m.magnitude = 0;
-  } else if (s.better == Better::kNeither) {
+  } else if (m.better == Better::kNeither) {
     m.verdict = Verdict::kChanged;
   } else {
-    m.verdict = (d > 0) == (s.better == Better::kHigher) ? Verdict::kBetter : Verdict::kWorse;
+    m.verdict = (d > 0) == (m.better == Better::kHigher) ? Verdict::kBetter : Verdict::kWorse;
   }
   return m;
 }
@@ -135,19 +137,14 @@ GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, con
       measure("set_effective_fraction_L1", level_fraction(ra, a, 0), level_fraction(rb, b, 0)),
       measure("set_effective_fraction_L2", level_fraction(ra, a, 1), level_fraction(rb, b, 1)),
       measure("set_effective_fraction_L3", level_fraction(ra, a, 2), level_fraction(rb, b, 2)),
-      measure("pages_4k", d(a.pages_4k), d(b.pages_4k)),
+      // The same objects on more pages is worse whatever the minimum did:
+      // padding raises the pages a group needs, and its spread can improve
+      // while it touches more pages (more TLB entries) than before.
+      measure("pages_4k", d(a.pages_4k), d(b.pages_4k),
+              a.objects == b.objects ? Better::kLower : Better::kNeither),
       measure("pages_min", d(a.pages_min), d(b.pages_min)),
       measure("page_spread", page_spread(a), page_spread(b)),
   };
-  // The same objects on more pages is worse whatever the minimum did:
-  // padding raises the pages a group needs, and its spread can improve
-  // while it touches more pages (more TLB entries) than before.
-  if (g.metrics[0].verdict == Verdict::kSame)
-    for (MetricDelta &m : g.metrics)
-      if (m.metric == "pages_4k" && m.verdict == Verdict::kChanged) {
-        m.better = Better::kLower;
-        m.verdict = *m.b < *m.a ? Verdict::kBetter : Verdict::kWorse;
-      }
   for (const auto &m : g.metrics)
     g.magnitude = std::max(g.magnitude, m.magnitude);
   return g;

@@ -28,12 +28,13 @@ template <class K> std::pair<K, uint64_t> most_common(const std::unordered_map<K
 // A site's objects of one size class from one pool: one call site that
 // allocates from several pools (a helper taking the pool as an argument)
 // makes a group per pool, each named by it, not one named by the site with
-// the pools' objects mixed. `pool`: the replayed pool's name's id, or for
-// the program's seg_malloc objects the tag the interposer gave them (their
-// pool's name); 0 for others.
+// the pools' objects mixed. `pool`: the replayed pool's name's id; `tag`:
+// for the program's seg_malloc objects, the tag the interposer gave them
+// (their pool's name); 0 for others.
 struct GroupKey {
   uint32_t site;
   uint32_t pool;
+  uint32_t tag;
   uint64_t usable;
   bool operator==(const GroupKey &) const = default;
 };
@@ -41,7 +42,7 @@ struct GroupKey {
 struct GroupKeyHash {
   size_t operator()(const GroupKey &k) const {
     return std::hash<uint64_t>()(k.usable * 0x9E3779B97F4A7C15ull ^ k.site ^
-                                 uint64_t{k.pool} << 32);
+                                 uint64_t{k.pool ^ k.tag} << 32);
   }
 };
 
@@ -126,12 +127,12 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     const LiveObject &obj = s.objects[i];
     StackSite &stack = site_for(obj.stack_id);
     std::string pool = o.pool_of ? o.pool_of(obj) : std::string();
-    uint32_t pool_id = 0;
-    if (!pool.empty())
-      pool_id = pool_ids.emplace(pool, static_cast<uint32_t>(pool_ids.size() + 1)).first->second;
-    else if (obj.api == trace::Api::kSegPool && obj.tag_id != 0)
-      pool_id = UINT32_MAX - obj.tag_id; // apart from the replayed pools' ids
-    GroupKey key{stack.site, pool_id, obj.usable};
+    uint32_t pool_id =
+        pool.empty()
+            ? 0
+            : pool_ids.emplace(pool, static_cast<uint32_t>(pool_ids.size() + 1)).first->second;
+    uint32_t pool_tag = obj.api == trace::Api::kSegPool ? obj.tag_id : 0;
+    GroupKey key{stack.site, pool_id, pool_tag, obj.usable};
     auto [it, fresh] = index.emplace(key, static_cast<uint32_t>(tallies.size()));
     if (fresh) {
       tallies.emplace_back();
