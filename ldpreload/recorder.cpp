@@ -477,6 +477,15 @@ void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value) {
   stage_record(log, trace::event_head(trace::EventKind::kExt, trace::Api::kMalloc), f, 2, 0);
 }
 
+void record_free_range(ThreadState &ts, uintptr_t begin, size_t length) {
+  sys::KeepErrno keep;
+  ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
+  if (!log)
+    return count_lost_event();
+  uint64_t f[3] = {static_cast<uint64_t>(trace::ExtKind::kFreeRange), begin, length};
+  stage_record(log, trace::event_head(trace::EventKind::kExt, trace::Api::kSegPool), f, 3, 0);
+}
+
 void count_lost_event() { g_lost.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {

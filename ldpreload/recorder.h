@@ -118,6 +118,8 @@ void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_
 void record_mark(ThreadState &ts, const char *name);
 void record_tag(ThreadState &ts, const void *p, const char *name);
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value);
+// Every object live in [begin, begin + length) ends: a pool destroyed.
+void record_free_range(ThreadState &ts, uintptr_t begin, size_t length);
 void count_lost_event();
 
 // Writes every thread's complete events, the process is ending: the calling

@@ -108,9 +108,23 @@ int dispatch_stats(const seg_pool *pool, struct seg_pool_stats *out) {
   return 0;
 }
 
+// The pool's objects end with it, though nobody frees them one by one: the
+// trace says so for its whole range, or a report would keep them live.
 void dispatch_destroy(seg_pool *pool) {
-  if (pool)
-    seg::pool_destroy(pool);
+  if (!pool)
+    return;
+  struct seg_pool_stats stats;
+  bool live;
+  {
+    sys::KeepErrno keep; // a pool already gone sets EINVAL; destroy sets nothing
+    live = seg::pool_stats(pool, &stats);
+  }
+  ThreadState &ts = tl_state;
+  if (live && enter(ts)) {
+    record_free_range(ts, stats.range_begin, stats.range_end - stats.range_begin);
+    ts.busy = 0;
+  }
+  seg::pool_destroy(pool);
 }
 
 } // namespace

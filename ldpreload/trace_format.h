@@ -196,10 +196,14 @@ enum class EventKind : uint8_t {
 };
 
 enum class ExtKind : uint8_t {
-  kFork = 1,     // varint child pid
-  kSnapshot = 2, // varint snapshot id (a kMemoryMap record with that id)
-  kLost = 3,     // varint count: events dropped (e.g. allocations made
-                 // from inside the recorder, or from signal handlers)
+  kFork = 1,      // varint child pid
+  kSnapshot = 2,  // varint snapshot id (a kMemoryMap record with that id)
+  kLost = 3,      // varint count: events dropped (e.g. allocations made
+                  // from inside the recorder, or from signal handlers)
+  kFreeRange = 4, // varint begin, varint length: every object live in
+                  // [begin, begin + length) ends (a pool destroyed with
+                  // its objects). begin is absolute and leaves prev_ptr be.
+                  // A reader that predates it stops there with an error.
 };
 
 // Entry points. Values are stored in traces: append only.

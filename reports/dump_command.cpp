@@ -671,6 +671,13 @@ private:
       break;
     }
     case EventKind::kExt:
+      if (e.ext == trace::ExtKind::kFreeRange) {
+        o_.put(",\"ptr\":\"");
+        o_.hex(e.ptr);
+        o_.put("\",\"length\":");
+        o_.u64(e.size);
+        break;
+      }
       o_.put(e.ext == trace::ExtKind::kFork   ? ",\"child\":"
              : e.ext == trace::ExtKind::kLost ? ",\"count\":"
                                               : ",\"id\":");
@@ -860,6 +867,13 @@ private:
       break;
     }
     case EventKind::kExt:
+      if (e.ext == trace::ExtKind::kFreeRange) {
+        padded(trace::api_name(e.api), 14);
+        o_.hex(e.ptr);
+        o_.put(" length=");
+        o_.u64(e.size);
+        break;
+      }
       o_.put(e.ext == trace::ExtKind::kFork   ? "child="
              : e.ext == trace::ExtKind::kLost ? "count="
                                               : "id=");

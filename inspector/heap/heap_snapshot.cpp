@@ -329,7 +329,8 @@ struct Step {
   uint32_t tid = 0;
   EventKind kind = EventKind::kAlloc;
   trace::Api api = trace::Api::kMalloc;
-  uint8_t align_log2 = 0; // of an aligned API's alignment; in what would be padding
+  uint8_t align_log2 = 0;  // of an aligned API's alignment; in what would be padding
+  trace::ExtKind ext = {}; // kExt only; the last byte of the line
 
   uint64_t alignment() const { return trace::api_is_aligned(api) ? uint64_t{1} << align_log2 : 0; }
 
@@ -346,6 +347,7 @@ struct Step {
     s.usable = e.usable;
     s.stack_id = e.stack_id;
     s.string_id = e.string_id;
+    s.ext = e.ext;
     uint64_t alignment = e.alignment;
     s.align_log2 = alignment ? static_cast<uint8_t>(__builtin_ctzll(alignment)) : 0;
     return s;
@@ -938,6 +940,10 @@ private:
     case EventKind::kTag:
       heap_.tag(e.ptr, static_cast<uint32_t>(e.string_id));
       break;
+    case EventKind::kExt:
+      if (e.ext == trace::ExtKind::kFreeRange)
+        free_range(e, seq);
+      break;
     case EventKind::kMark:
       if (std::find(stop_.mark_ids.begin(), stop_.mark_ids.end(), e.string_id) !=
           stop_.mark_ids.end())
@@ -974,6 +980,22 @@ private:
       stop_here();
       if (e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc)
         stop_alloc_ = {e.ptr, e.tid};
+    }
+  }
+
+  // A pool destroyed: each object live in its range ends there, as a free
+  // by the destroying thread (in address order, for the observer).
+  void free_range(const Step &e, uint64_t seq) {
+    std::vector<uint64_t> ended;
+    heap_.table()->for_each([&](uint64_t addr, uint64_t) {
+      if (addr - e.ptr < e.size)
+        ended.push_back(addr);
+    });
+    std::sort(ended.begin(), ended.end());
+    for (uint64_t addr : ended) {
+      heap_.remove(addr, nullptr);
+      if (observer_)
+        (*observer_)({EventKind::kFree, e.api, e.tid, seq, addr, 0, 0, 0, 0, 0});
     }
   }
 

@@ -99,6 +99,8 @@ const char *event_name(const Event &e) {
       return "snapshot";
     case trace::ExtKind::kLost:
       return "lost";
+    case trace::ExtKind::kFreeRange:
+      return "free_range";
     }
     return "ext";
   }
@@ -719,13 +721,20 @@ bool TraceReader::decode_event() {
     case EventKind::kExt: {
       e.ptr = 0;
       uint64_t ext = c.varint();
-      if (ext < 1 || ext > 3) {
+      if (ext < 1 || ext > 4) {
         if (c.bad)
           return event_error("ext event overruns the payload");
         return event_error("unknown ext event kind " + std::to_string(ext));
       }
       e.ext = static_cast<trace::ExtKind>(ext);
-      e.ext_value = c.varint();
+      if (e.ext == trace::ExtKind::kFreeRange) {
+        e.ptr = c.varint();
+        e.size = c.varint();
+        if (!c.bad && e.ptr + e.size < e.ptr)
+          return event_error("free range past the end of the address space");
+      } else {
+        e.ext_value = c.varint();
+      }
       break;
     }
     default:
@@ -809,12 +818,14 @@ bool TraceReader::skim_block(BlockSkim &s) {
       break;
     case EventKind::kExt: {
       uint64_t ext = c.varint();
-      if (ext < 1 || ext > 3) {
+      if (ext < 1 || ext > 4) {
         if (c.bad)
           return event_error("ext event overruns the payload");
         return event_error("unknown ext event kind " + std::to_string(ext));
       }
       s.lost |= static_cast<trace::ExtKind>(ext) == trace::ExtKind::kLost;
+      if (static_cast<trace::ExtKind>(ext) == trace::ExtKind::kFreeRange)
+        c.skip_varint();
       c.skip_varint();
       break;
     }

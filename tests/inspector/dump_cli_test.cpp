@@ -136,10 +136,10 @@ Bytes full_trace(TraceBuilder &t, uint64_t probe_pc) {
   b.tick(3000).free(Api::kDelete, 0x7f0000002000);
   b.mark(1).tag(0x7f0000003000, 2);
   b.ext(trace::ExtKind::kFork, 777).ext(trace::ExtKind::kLost, 5);
-  b.ext(trace::ExtKind::kSnapshot, 1);
+  b.ext(trace::ExtKind::kSnapshot, 1).free_range(0x7f1000000000, 0x40000000);
   t.events(4242, b);
   t.memory_map(1, 4000, trace::kMapPfns, {{0x1000, 0x3000, 3, 1, 0, {{0, 2, 9}}}});
-  t.end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull, 0, 9);
+  t.end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull, 0, 10);
   return t.bytes();
 }
 
@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
     EXPECT(r.status == 0);
     EXPECT(r.err.empty());
     auto objs = parse_all(r);
-    EXPECT(objs.size() == 1 + 1 + 2 + 9 + 1 + 1); // header module threads events map end
+    EXPECT(objs.size() == 1 + 1 + 2 + 10 + 1 + 1); // header module threads events map end
     for (const auto &o : objs) {
       EXPECT(o.getString("ev").hasValue());
       EXPECT(o.getInteger("tid").hasValue());
@@ -234,6 +234,11 @@ int main(int argc, char **argv) {
       EXPECT(n(*sn, "id") == 1);
     else
       EXPECT(!"snapshot");
+    if (const auto *fr = find(objs, "free_range")) {
+      EXPECT(s(*fr, "ptr") == "0x7f1000000000");
+      EXPECT(n(*fr, "length") == 0x40000000);
+    } else
+      EXPECT(!"free_range");
     if (const auto *th = find(objs, "thread", 1)) {
       EXPECT(s(*th, "what") == "name");
       EXPECT(s(*th, "name") == "worker");
@@ -253,7 +258,7 @@ int main(int argc, char **argv) {
       EXPECT(!"memory_map");
     if (const auto *e = find(objs, "end")) {
       EXPECT(n(*e, "exit_status") == 0);
-      EXPECT(n(*e, "events") == 9);
+      EXPECT(n(*e, "events") == 10);
       EXPECT(n(*e, "ts_ns") == 1'000'000'000);
     } else
       EXPECT(!"end");
@@ -304,6 +309,12 @@ int main(int argc, char **argv) {
                l.find("0x7f0000001000") != std::string::npos &&
                l.find("24/32") != std::string::npos;
     EXPECT(alloc);
+    bool range = false;
+    for (const auto &l : r.lines)
+      range |= l.find("free_range") != std::string::npos &&
+               l.find("seg_pool") != std::string::npos &&
+               l.find("0x7f1000000000 length=1073741824") != std::string::npos;
+    EXPECT(range);
   }
 
   { // a trace whose writer was killed: everything readable, then exit 1

@@ -664,6 +664,44 @@ TEST_CASE("the observer is given an aligned allocation's alignment, not its addr
   CHECK(alignments == std::vector<uint64_t>{32, 4096, 0});
 }
 
+TEST_CASE("a destroyed pool's range ends every object live in it, and only those", "[snapshot]") {
+  // kB and kB + 0x100 are in the pool's range [kB, kC); kA, kC are not.
+  TraceBuilder t;
+  t.strings({{1, "mark"}});
+  Block b(1000, 1000, 5000);
+  b.alloc(Api::kMalloc, kA, 100, 112, 1)
+      .alloc(Api::kSegPool, kB, 64, 64, 2)
+      .alloc(Api::kSegPool, kB + 0x100, 64, 64, 2)
+      .alloc(Api::kMalloc, kC, 32, 32, 3)
+      .tick(10)
+      .free_range(kB, kC - kB)
+      .tick(10)
+      .mark(1)
+      .alloc(Api::kSegPool, kB + 0x100, 48, 48, 2); // the range reused: a new object
+  t.events(1, b).end(2000, 6000);
+  Bytes bytes = t.bytes();
+
+  HeapSnapshot m = snap(bytes, at_mark("mark"));
+  CHECK(addrs(m) == std::vector<uint64_t>{kA, kC});
+  CHECK(m.live_bytes == 132);
+  HeapSnapshot end = snap(bytes, at_end());
+  CHECK(addrs(end) == std::vector<uint64_t>{kA, kB + 0x100, kC});
+  CHECK(end.double_allocs == 0);
+  HeapSnapshot peak = snap(bytes);
+  CHECK(peak.live_bytes == 260); // before the destruction
+
+  // The observer sees a free per object ended, in address order.
+  std::vector<std::pair<EventKind, uint64_t>> seen;
+  SnapshotSpec spec = at_end();
+  spec.observer = [&](const AppliedEvent &e) {
+    if (e.kind == EventKind::kFree)
+      seen.emplace_back(e.kind, e.ptr);
+  };
+  snap(bytes, spec);
+  CHECK(seen == std::vector<std::pair<EventKind, uint64_t>>{{EventKind::kFree, kB},
+                                                            {EventKind::kFree, kB + 0x100}});
+}
+
 TEST_CASE("a malformed block: the index on two threads stops where the one on one does",
           "[snapshot]") {
   TraceBuilder t;

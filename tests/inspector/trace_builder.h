@@ -91,6 +91,11 @@ public:
     p.v(static_cast<uint64_t>(k)).v(value);
     return *this;
   }
+  Block &free_range(uint64_t begin, uint64_t length) {
+    head(trace::EventKind::kExt, trace::Api::kSegPool);
+    p.v(static_cast<uint64_t>(trace::ExtKind::kFreeRange)).v(begin).v(length);
+    return *this;
+  }
   Block &raw(const Bytes &bytes) {
     p.b.insert(p.b.end(), bytes.begin(), bytes.end());
     return *this;

@@ -120,12 +120,13 @@ TEST_CASE("every event kind and api round-trips", "[reader]") {
   blk.mark(3).tag(0x9000, 4);
   blk.ext(trace::ExtKind::kFork, 777).ext(trace::ExtKind::kSnapshot, 2);
   blk.ext(trace::ExtKind::kLost, 12345);
+  blk.free_range(0x7000, 0x2000).free(Api::kFree, 0x9000); // the range leaves prev_ptr be
   TraceBuilder t;
   t.events(11, blk).end(2000, 6000);
   Bytes b = t.bytes();
   TraceReader r;
   Collected c = read_ok(b, r);
-  REQUIRE(c.events.size() == want.size() + 7);
+  REQUIRE(c.events.size() == want.size() + 9);
   for (size_t i = 0; i < want.size(); ++i) {
     INFO("event " << i);
     const Event &e = c.events[i];
@@ -159,6 +160,12 @@ TEST_CASE("every event kind and api round-trips", "[reader]") {
   CHECK(e[5].ext_value == 2);
   CHECK(std::string(event_name(e[6])) == "lost");
   CHECK(e[6].ext_value == 12345);
+  CHECK(std::string(event_name(e[7])) == "free_range");
+  CHECK(e[7].api == Api::kSegPool);
+  CHECK(e[7].ptr == 0x7000);
+  CHECK(e[7].size == 0x2000);
+  CHECK(e[8].kind == EventKind::kFree);
+  CHECK(e[8].ptr == 0x9000);
 }
 
 TEST_CASE("negative pointer moves and large varints", "[reader]") {

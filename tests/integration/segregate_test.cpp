@@ -233,14 +233,27 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
     CHECK(rows == 10000);
   }
   CHECK(l1_fraction(*nodes) > 0.9);
-  // At the end, the other thread's frees are in: half the nodes are left.
+  // At the end, the other thread's frees are in: half the nodes are left;
+  // the destroyed tables' rows, never freed one by one, are gone with them.
   llvm::json::Value e =
       json_of({memlayout_bin(), "report", trace, "--format", "json", "--at", "end"});
+  long long end_nodes = 0, end_rows = 0;
   for (const auto &g : *e.getAsObject()->getArray("groups")) {
     const auto *o = g.getAsObject();
-    if (o->getString("name").getValueOr("") == "nodes")
-      CHECK(o->getInteger("objects").getValueOr(0) == 10000);
+    std::string name(o->getString("name").getValueOr(""));
+    if (name == "nodes")
+      end_nodes += o->getInteger("objects").getValueOr(0);
+    if (name == "table-a" || name == "table-b")
+      end_rows += o->getInteger("objects").getValueOr(0);
   }
+  CHECK(end_nodes == 10000);
+  CHECK(end_rows == 0);
+  RunResult dump = run({memlayout_bin(), "dump", trace, "--format", "jsonl"});
+  REQUIRE(dump.exit_code() == 0);
+  size_t ranges = 0;
+  for (size_t at = 0; (at = dump.out.find("\"ev\":\"free_range\"", at)) != std::string::npos; ++at)
+    ++ranges;
+  CHECK(ranges == 2);
 }
 
 TEST_CASE("segregate.file_rule", "[segregate]") {

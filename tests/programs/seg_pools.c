@@ -70,6 +70,10 @@ int main(int argc, char **argv) {
   errno = 0;
   if (seg_aligned_alloc(node_pool, 0, 16) != NULL || errno != EINVAL)
     return 4;
+  /* The tables go with their rows, none of them freed one by one. */
+  seg_pool_destroy(tables[0]);
+  seg_pool_destroy(tables[1]);
+  free(rows);
   printf("%ld %llu\n", sum, (unsigned long long)st.frees);
   return 0;
 }

@@ -23,9 +23,9 @@ struct Event {
   uint32_t tid = 0;        // thread that produced the block
   uint32_t index = 0;      // position in its record (ticks included)
   uint64_t tsc = 0;        // last TSC sample at or before the event
-  uint64_t ptr = 0;        // alloc, free, tag; realloc: the new pointer
+  uint64_t ptr = 0;        // alloc, free, tag; realloc: the new pointer; free_range: begin
   uint64_t old_ptr = 0;    // realloc
-  uint64_t size = 0;       // requested bytes
+  uint64_t size = 0;       // requested bytes; free_range: length
   uint64_t usable = 0;     // bytes the allocator handed out
   uint64_t alignment = 0;  // aligned entry points only
   uint64_t stack_id = 0;   // alloc, realloc
