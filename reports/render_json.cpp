@@ -36,6 +36,8 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
   j["straddle_fraction"] = g.straddle_fraction;
   // Always present, as the contract lists it: null where no --hot names the group.
   j["hot_bytes"] = g.hot_bytes ? Json(g.hot_bytes) : Json(nullptr);
+  if (g.hot_bytes && g.hot_offset)
+    j["hot_offset"] = g.hot_offset;
   Json sets = Json::object();
   for (size_t i = 0; i < g.set_effective_fraction.size(); ++i)
     sets["L" + std::to_string(i + 1)] =

@@ -206,20 +206,32 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
   f.metric["straddle_fraction"] = g.straddle_fraction;
   f.metric["lines_per_object"] = g.lines_per_object;
   uint64_t bytes = g.hot_bytes ? g.hot_bytes : g.group.requested_size;
-  f.message = pct(g.straddle_fraction) + " of " + g.group.name + "'s objects have their " +
-              (g.hot_bytes ? "hot " + std::to_string(g.hot_bytes) + " bytes"
-                           : std::to_string(bytes) + " bytes") +
+  std::string which = std::to_string(bytes) + " bytes";
+  if (g.hot_bytes && g.hot_offset)
+    which = "hot bytes " + std::to_string(g.hot_offset) + "-" +
+            std::to_string(g.hot_offset + g.hot_bytes) + " (" + g.group.type + "'s first " +
+            std::to_string(g.hot_bytes) + ", behind make_shared's control block)";
+  else if (g.hot_bytes)
+    which = "hot " + which;
+  f.message = pct(g.straddle_fraction) + " of " + g.group.name + "'s objects have their " + which +
               " across a line boundary: one more cache miss each";
   // The smallest alignment that keeps `bytes` within a line: a start at a
   // multiple of bit_ceil(bytes) <= 64 leaves room to the line's end (24-byte
   // entries need 32, not a line each: half the memory of align=64). In a
   // pool of their own: aligned objects served from the size class they grow
   // into would interleave with that class's other groups.
-  const uint64_t align = std::clamp<uint64_t>(std::bit_ceil(bytes), 16, 64);
+  // Behind a control block, the hot part ends hot_offset + bytes into the
+  // object: the start's alignment must keep all of that within a line.
+  const uint64_t end = (g.hot_bytes ? g.hot_offset : 0) + bytes;
+  const uint64_t align = std::clamp<uint64_t>(std::bit_ceil(end), 16, 64);
   const std::string rule = own_pool(g.group) + ",align=" + std::to_string(align);
-  if (bytes <= 64)
+  if (end <= 64)
     f.fix = "align the objects to " + std::to_string(align) +
             " bytes, in a pool of their own: " + segregate_flag(rule);
+  else if (g.hot_bytes)
+    f.fix = "the hot part is more than a line from the object's start: put the fields searches "
+            "read first, within 64 bytes of it, and align to 64: " +
+            segregate_flag(rule);
   else
     f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: " +
             segregate_flag(rule);

@@ -41,7 +41,7 @@ LineLayout analyse_line_layout(const HeapSnapshot &snapshot, const Group &group,
   LineLayout out;
   const uint64_t line = opts.line_size ? opts.line_size : 64;
   out.line_size = static_cast<uint32_t>(line);
-  out.hot_bytes = opts.hot_bytes;
+  out.hot = opts.hot;
   out.offset_histogram.assign(line, 0);
   out.straddling_by_offset.assign(line, 0);
 
@@ -53,16 +53,16 @@ LineLayout analyse_line_layout(const HeapSnapshot &snapshot, const Group &group,
   uint64_t lines_total = 0, min_total = 0;
   for (uint32_t idx : order) {
     const LiveObject &o = snapshot.objects[idx];
-    uint64_t extent = opts.hot_bytes ? std::min(opts.hot_bytes, o.size) : o.size;
+    const ObjectExtent x = opts.hot.of(o.addr, o.size);
     // malloc(0) still hands out an address the program may touch: count the
     // line it starts on rather than none.
-    extent = std::max<uint64_t>(extent, 1);
-    const uint64_t last = o.addr + std::min(extent - 1, UINT64_MAX - o.addr);
-    const uint64_t lines = last / line - o.addr / line + 1;
+    const uint64_t extent = std::max<uint64_t>(x.bytes, 1);
+    const uint64_t last = x.addr + std::min(extent - 1, UINT64_MAX - x.addr);
+    const uint64_t lines = last / line - x.addr / line + 1;
     const uint64_t needed = extent / line + (extent % line != 0);
     lines_total += lines;
     min_total += needed;
-    const uint64_t offset = o.addr % line;
+    const uint64_t offset = x.addr % line;
     ++out.offset_histogram[offset];
     if (lines > needed) {
       ++out.straddling;

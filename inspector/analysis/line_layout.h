@@ -6,6 +6,7 @@
 #pragma once
 
 #include "heap_model.h"
+#include "object_extent.h"
 
 #include <cstdint>
 #include <vector>
@@ -14,9 +15,9 @@ namespace memlayout::inspector {
 
 struct LineLayoutOptions {
   uint32_t line_size = 64;
-  // Bytes from each object's start that the program reads on its hot path
-  // (`--hot NAME=BYTES`); 0 = the whole requested size. Capped at the size.
-  uint64_t hot_bytes = 0;
+  // The bytes of each object the program reads on its hot path (`--hot`);
+  // none: the whole requested size. Capped at the size.
+  HotRange hot;
   // How many of the most common strides to keep.
   uint32_t top_strides = 3;
 };
@@ -30,7 +31,7 @@ struct AddressStride {
 struct LineLayout {
   uint32_t line_size = 64;
   uint64_t objects = 0;
-  uint64_t hot_bytes = 0;          // the option as applied; 0 = whole objects
+  HotRange hot;                    // the option as applied
   double lines_per_object = 0;     // mean lines overlapped by each object's extent
   double min_lines_per_object = 0; // mean of ceil(extent / line_size)
   uint64_t straddling = 0;         // objects overlapping more lines than their minimum

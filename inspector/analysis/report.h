@@ -36,7 +36,8 @@ struct GroupReport {
   uint64_t objects = 0;
   double lines_per_object = 0;
   double straddle_fraction = 0;
-  uint64_t hot_bytes = 0; // 0: whole objects
+  uint64_t hot_bytes = 0;  // 0: whole objects
+  uint64_t hot_offset = 0; // where the hot bytes start in each object (make_shared: 16)
   // L1, L2, L3; empty when not computable (too few lines, level absent).
   std::array<std::optional<double>, 3> set_effective_fraction;
   std::array<uint64_t, 3> lines_counted{};

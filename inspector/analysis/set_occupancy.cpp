@@ -135,13 +135,12 @@ SetOccupancy set_occupancy(std::span<const ObjectExtent> objects, const CacheLev
 }
 
 SetOccupancy set_occupancy(const HeapSnapshot &snapshot, std::span<const uint32_t> objects,
-                           uint64_t hot_bytes, const CacheLevel &level, const AddressMap &map) {
+                           HotRange hot, const CacheLevel &level, const AddressMap &map) {
   return occupancy(
       objects.size(),
       [&](size_t i) {
         const LiveObject &o = snapshot.objects[objects[i]];
-        uint64_t n = hot_bytes && hot_bytes < o.size ? hot_bytes : o.size;
-        return ObjectExtent{o.addr, n};
+        return hot.of(o.addr, o.size);
       },
       level, map);
 }

@@ -6,6 +6,7 @@
 #include "address_map.h"
 #include "cache_model.h"
 #include "heap_model.h"
+#include "object_extent.h"
 
 #include <cstdint>
 #include <optional>
@@ -13,12 +14,6 @@
 #include <vector>
 
 namespace memlayout::inspector {
-
-// The bytes of an object that count: [addr, addr + bytes).
-struct ObjectExtent {
-  uint64_t addr = 0;
-  uint64_t bytes = 0;
-};
 
 // What the estimator concluded, for reports and tests.
 struct EffectiveSets {
@@ -53,9 +48,8 @@ struct SetOccupancy {
 SetOccupancy set_occupancy(std::span<const ObjectExtent> objects, const CacheLevel &level,
                            const AddressMap &map);
 
-// A group's objects: each one's requested size, or its first `hot_bytes`
-// when that is nonzero and smaller (--hot).
+// A group's objects: each one's requested size, or its hot part (--hot).
 SetOccupancy set_occupancy(const HeapSnapshot &snapshot, std::span<const uint32_t> objects,
-                           uint64_t hot_bytes, const CacheLevel &level, const AddressMap &map);
+                           HotRange hot, const CacheLevel &level, const AddressMap &map);
 
 } // namespace memlayout::inspector

@@ -41,18 +41,20 @@ bool hot_names(const HotPrefix &h, const Group &g) {
          (!g.type.empty() && record_selected(g.type, h.name));
 }
 
-uint64_t hot_bytes_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types) {
+// The hot part --hot gives the group's objects: from where its record
+// starts (behind make_shared's control block, T's offsets plus 16).
+HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types) {
   for (const auto &h : hot) {
     if (!hot_names(h, g))
       continue;
     if (h.field.empty())
-      return h.bytes;
+      return {g.type_offset, h.bytes};
     const RecordLayout *record =
         types ? types->record(g.type.empty() ? h.name : g.type, g.site.file) : nullptr;
     if (auto bytes = record ? prefix_through(*record, h.field) : std::nullopt)
-      return *bytes;
+      return {g.type_offset, *bytes};
   }
-  return 0;
+  return {};
 }
 
 // The type map --types names, else the one beside the recorded executable.
@@ -324,9 +326,14 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   grouping.pool_of = o.pool_of;
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {
-      std::string type = types->type_at(s.function, s.file, s.line);
-      const RecordLayout *rec = types->record(type, s.file);
-      return rec ? GroupingOptions::SiteType{type, rec->size} : GroupingOptions::SiteType{};
+      TypeMap::SiteType t = types->site_type(s.function, s.file, s.line);
+      const RecordLayout *rec = types->record(t.type, s.file);
+      if (!rec)
+        return GroupingOptions::SiteType{};
+      // libstdc++'s control block: a vtable pointer and two counts, then
+      // the record at its own alignment.
+      uint64_t offset = t.in_control_block ? std::max<uint64_t>(16, rec->align) : 0;
+      return GroupingOptions::SiteType{t.type, rec->size, offset};
     };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
   out.groups_total = groups.size();
@@ -373,14 +380,26 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     GroupReport gr;
     gr.group = g;
     gr.objects = g.objects.size();
-    gr.hot_bytes = hot_bytes_for(g, o.hot, types ? &*types : nullptr);
+    HotRange hot = hot_range_for(g, o.hot, types ? &*types : nullptr);
+    if (hot && g.requested_max && hot.offset + hot.bytes > g.requested_max) {
+      // Past every object's end: what is measured is the objects' rest.
+      out.notes.push_back("--hot for " + g.name + ": " + std::to_string(hot.bytes) + " bytes" +
+                          (hot.offset ? " from byte " + std::to_string(hot.offset) : "") +
+                          " run past its " + std::to_string(g.requested_max) +
+                          "-byte objects: measured to their end");
+      hot.bytes = g.requested_max > hot.offset ? g.requested_max - hot.offset : 1;
+    }
+    if (hot && hot.offset == 0 && hot.bytes >= g.requested_max)
+      hot = {}; // the whole object: reported as no --hot
+    gr.hot_bytes = hot.bytes;
+    gr.hot_offset = hot.offset;
     if (types && !g.type.empty())
       if (const RecordLayout *rec = types->record(g.type, g.site.file))
         for (const FieldLayout &f : rec->fields)
           if (f.sync == SyncKind::kLock)
             gr.lock_fields.push_back(member_name(f));
     LineLayoutOptions lo;
-    lo.hot_bytes = gr.hot_bytes;
+    lo.hot = hot;
     LineLayout ll = analyse_line_layout(snap, g, lo);
     gr.lines_per_object = ll.lines_per_object;
     gr.straddle_fraction = ll.straddle_fraction;
@@ -390,7 +409,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       out.plots->offsets.push_back(
           {g.id, ll.line_size, std::move(ll.offset_histogram), std::move(ll.straddling_by_offset)});
     for (size_t i = 0; i < levels.size(); ++i) {
-      SetOccupancy so = set_occupancy(snap, g.objects, gr.hot_bytes, *levels[i], pages);
+      SetOccupancy so = set_occupancy(snap, g.objects, hot, *levels[i], pages);
       gr.set_effective_fraction[i] = so.effective.fraction;
       gr.lines_counted[i] = so.lines;
       if (plotted)

@@ -233,6 +233,8 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
   f.number("straddle_fraction", g.straddle_fraction);
   if (f.has("hot_bytes") && !f.is_null("hot_bytes"))
     f.uint("hot_bytes", g.hot_bytes);
+  if (f.has("hot_offset"))
+    f.uint("hot_offset", g.hot_offset);
   if (const json::Object *sef = f.object("set_effective_fraction")) {
     Fields s(sef, f.path() + ".set_effective_fraction", error);
     s.optional_number("L1", g.set_effective_fraction[0]);

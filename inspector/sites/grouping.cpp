@@ -191,7 +191,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     for (size_t i = 0; i < groups.size(); ++i) {
       const GroupingOptions::SiteType &t = types[i];
       uint64_t size = groups[i].requested_size;
-      if (t.name.empty() || (t.size && size < t.size))
+      if (t.name.empty() || (t.size && size < t.size) || (t.offset && size != t.offset + t.size))
         continue;
       bool exact_elsewhere = false; // the site's objects of exactly the record's size
       if (t.size && size % t.size != 0)
@@ -199,8 +199,10 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
           exact_elsewhere = j != i && types[j].name == t.name &&
                             groups[j].requested_size == t.size &&
                             same_site(groups[j].site, groups[i].site);
-      if (!exact_elsewhere)
+      if (!exact_elsewhere) {
         groups[i].type = t.name;
+        groups[i].type_offset = t.offset;
+      }
     }
   }
   for (Group &g : groups)

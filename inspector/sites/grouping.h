@@ -29,10 +29,14 @@ struct GroupingOptions {
   // allocates and its sizeof, or an empty name. It names the group when no
   // tag or pool does, and the objects could be of it: not smaller than it,
   // and not of another size where the same site also allocates objects of
-  // exactly its size (a string duplicated on the record's line).
+  // exactly its size (a string duplicated on the record's line). A record
+  // `offset` bytes into each object (behind make_shared's control block)
+  // names only objects of exactly offset + size bytes: a vector's buffer
+  // grown on the same line is not one.
   struct SiteType {
     std::string name;
     uint64_t size = 0;
+    uint64_t offset = 0;
   };
   std::function<SiteType(const Group::Site &)> type_of;
 };

@@ -251,6 +251,30 @@ const RecordLayout *TypeMap::record(const std::string &name) const {
 
 std::string TypeMap::type_at(const std::string &function, const std::string &file,
                              uint32_t line) const {
+  return site_type(function, file, line).type;
+}
+
+namespace {
+
+bool makes_shared(const std::string &call) {
+  return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
+}
+
+// The one type all `sites` allocate ("" when they differ), in a control
+// block when every one of them is a make_shared.
+TypeMap::SiteType single_site_type(const std::vector<const AllocSite *> &sites) {
+  TypeMap::SiteType t{single_type(sites), !sites.empty()};
+  for (const AllocSite *s : sites)
+    t.in_control_block = t.in_control_block && makes_shared(s->call);
+  if (t.type.empty())
+    t.in_control_block = false;
+  return t;
+}
+
+} // namespace
+
+TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::string &file,
+                                     uint32_t line) const {
   const std::string canonical = canonical_cxx_name(function);
   auto same = [&](const AllocSite *s) {
     size_t i = static_cast<size_t>(s - sites_.data());
@@ -273,29 +297,36 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
     }
     if (best.empty())
       return factory_type(function);
-    if (std::string t = single_type(best); !t.empty() || function.empty())
+    if (SiteType t = single_site_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });
-    return single_type(best);
+    return single_site_type(best);
   }
   if (function.empty())
     return {};
   for (const AllocSite &s : sites_)
     if (same(&s))
       best.push_back(&s);
-  return best.empty() ? factory_type(function) : single_type(best);
+  return best.empty() ? factory_type(function) : single_site_type(best);
 }
 
-std::string TypeMap::factory_type(const std::string &function) const {
+TypeMap::SiteType TypeMap::factory_type(const std::string &function) const {
   // libstdc++'s frames that allocate on behalf of make_unique<T> and
   // make_shared<T> / allocate_shared<T>, whose first template argument is T.
-  static constexpr std::string_view kFactories[] = {
-      "make_unique<", "_MakeUniq<", "_Sp_counted_ptr_inplace<", "make_shared<", "allocate_shared<"};
-  for (std::string_view factory : kFactories) {
-    size_t at = function.find(factory);
+  struct Factory {
+    std::string_view name;
+    bool in_control_block;
+  };
+  static constexpr Factory kFactories[] = {{"make_unique<", false},
+                                           {"_MakeUniq<", false},
+                                           {"_Sp_counted_ptr_inplace<", true},
+                                           {"make_shared<", true},
+                                           {"allocate_shared<", true}};
+  for (const Factory &factory : kFactories) {
+    size_t at = function.find(factory.name);
     if (at == std::string::npos)
       continue;
-    size_t begin = at + factory.size(), i = begin;
+    size_t begin = at + factory.name.size(), i = begin;
     for (int depth = 0; i < function.size(); ++i) {
       char c = function[i];
       if (c == '<' || c == '(')
@@ -307,7 +338,7 @@ std::string TypeMap::factory_type(const std::string &function) const {
     }
     std::string type = function.substr(begin, i - begin);
     if (const RecordLayout *r = record(type); r && r->name == type)
-      return type;
+      return {type, factory.in_control_block};
   }
   return {};
 }

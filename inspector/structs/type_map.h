@@ -44,8 +44,17 @@ public:
   // the report sees there) gives T when the map has that record.
   std::string type_at(const std::string &function, const std::string &file, uint32_t line) const;
 
+  // type_at's answer, and whether the site's objects hold the record behind
+  // a header: make_shared<T> and allocate_shared<T> allocate T inside
+  // libstdc++'s control block (_Sp_counted_ptr_inplace), 16 bytes in.
+  struct SiteType {
+    std::string type;
+    bool in_control_block = false;
+  };
+  SiteType site_type(const std::string &function, const std::string &file, uint32_t line) const;
+
 private:
-  std::string factory_type(const std::string &function) const;
+  SiteType factory_type(const std::string &function) const;
 
   std::string path_;
   std::vector<RecordLayout> records_;

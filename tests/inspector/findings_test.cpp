@@ -221,6 +221,20 @@ TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
   big.hot_bytes = 48;
   r.groups = {big};
   CHECK(find(find_problems(r), "line_straddle"));
+  // make_shared's T, 16 bytes in: its hot 24 bytes end 40 bytes into the
+  // object, which only a 64-byte start keeps within one line.
+  GroupReport shared = clean_group(3, "Quote", 56);
+  shared.group.type = "Quote";
+  shared.straddle_fraction = 0.5;
+  shared.hot_bytes = 24;
+  shared.hot_offset = 16;
+  r.groups = {shared};
+  auto fs = find_problems(r);
+  const Finding *s = find(fs, "line_straddle");
+  REQUIRE(s);
+  CHECK(s->message.find("hot bytes 16-40 (Quote's first 24, behind make_shared's control block)") !=
+        std::string::npos);
+  CHECK(s->fix.find("align=64") != std::string::npos);
 }
 
 TEST_CASE("findings: row locks shared by threads are false sharing", "[findings]") {

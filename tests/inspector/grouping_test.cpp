@@ -320,6 +320,21 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     CHECK(typed[3].type.empty()); // 32-byte objects are no 120-byte record
   }
 
+  SECTION("a record behind a control block names only objects of exactly that size") {
+    // make_shared<T> of a 24-byte T: 16 + 24 = 40-byte objects are T, the
+    // 50-byte ones on the same line (a vector's buffer) are not.
+    GroupingOptions t = o;
+    t.type_of = [](const Group::Site &site) {
+      return site.function == "grouping_make_node" ? GroupingOptions::SiteType{"node", 24, 16}
+                                                   : GroupingOptions::SiteType{};
+    };
+    std::vector<Group> typed = group_objects(g->s, g->r, *sym, t);
+    CHECK(typed[1].type == "node");
+    CHECK(typed[1].type_offset == 16);
+    CHECK(typed[2].type.empty());
+    CHECK(typed[2].type_offset == 0);
+  }
+
   SECTION("groups whose objects mostly came from seg_malloc are the program's pools") {
     CHECK(std::none_of(groups.begin(), groups.end(),
                        [](const Group &gr) { return gr.program_pool; }));

@@ -104,16 +104,28 @@ TEST_CASE("48-byte objects from a 48-byte class: offsets 0/48/32/16, half span t
 
   SECTION("a 24-byte hot prefix: one in four straddles (only the object at offset 48)") {
     LineLayoutOptions o;
-    o.hot_bytes = 24;
+    o.hot = {0, 24};
     const LineLayout hot = analyse_line_layout(h.snap, h.groups[g], o);
-    CHECK(hot.hot_bytes == 24);
+    CHECK(hot.hot.bytes == 24);
     CHECK(hot.straddle_fraction == Approx(0.25));
     CHECK(hot.straddling_by_offset[48] == 64);
     CHECK(hot.straddling_by_offset[32] == 0);
   }
+  SECTION("a hot part 16 bytes in (make_shared's T): measured from there") {
+    // Bytes 16-48 of objects at line offsets 0, 48, 32, 16 start at 16, 0,
+    // 48, 32: only the one at 48 (the object at 32) crosses a line.
+    LineLayoutOptions o;
+    o.hot = {16, 32};
+    const LineLayout hot = analyse_line_layout(h.snap, h.groups[g], o);
+    CHECK(hot.straddle_fraction == Approx(0.25));
+    CHECK(hot.straddling_by_offset[48] == 64);
+    CHECK(hot.offset_histogram[16] == 64);
+    CHECK(hot.offset_histogram[0] == 64);
+    CHECK(hot.straddling_by_offset[0] == 0);
+  }
   SECTION("a hot prefix longer than the object is the whole object") {
     LineLayoutOptions o;
-    o.hot_bytes = 1000;
+    o.hot = {0, 1000};
     CHECK(analyse_line_layout(h.snap, h.groups[g], o).straddle_fraction == Approx(0.5));
   }
 }

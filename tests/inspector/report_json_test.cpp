@@ -38,6 +38,7 @@ Report sample() {
   g.lines_per_object = 1.0 / 3.0; // not representable in few digits: exact round trip needed
   g.straddle_fraction = 0.25;
   g.hot_bytes = 24;
+  g.hot_offset = 16;
   g.set_effective_fraction = {0.5, std::nullopt, std::nullopt};
   g.strides = {{128, 0.75}, {-64, 0.25}};
   g.pages_4k = 5;
@@ -108,6 +109,7 @@ TEST_CASE("report_json.round_trip", "[report_json]") {
   CHECK(b.lines_per_object == a.lines_per_object);
   CHECK(b.straddle_fraction == a.straddle_fraction);
   CHECK(b.hot_bytes == a.hot_bytes);
+  CHECK(b.hot_offset == a.hot_offset);
   CHECK(b.set_effective_fraction == a.set_effective_fraction);
   REQUIRE(b.strides.size() == 2);
   CHECK(b.strides[1].bytes == -64);

@@ -408,10 +408,10 @@ TEST_CASE("snapshot overload uses requested size or the hot prefix", "[set_occup
   for (uint32_t i = 0; i < 128; ++i)
     idx[i] = i;
   AddressMap map = AddressMap::of(s);
-  SetOccupancy whole = set_occupancy(s, idx, 0, l1(), map);
+  SetOccupancy whole = set_occupancy(s, idx, HotRange{}, l1(), map);
   CHECK(whole.lines == 128 * 4);
   CHECK(fraction(whole) == Approx(1.0));
-  SetOccupancy hot = set_occupancy(s, idx, 16, l1(), map);
+  SetOccupancy hot = set_occupancy(s, idx, HotRange{0, 16}, l1(), map);
   CHECK(hot.lines == 128);
   CHECK(fraction(hot) == Approx(0.25));
 }

@@ -66,6 +66,7 @@ StructsReport sample() {
        site("/home/me/proj/src/tree.cpp", 42, 43, "ns::Tree<std::basic_string<char>>::insert",
             "ns::Tree<std::basic_string<char>>::Node"),
        site("/home/me/proj/src/ops.cpp", 7, 7, "make_desc", "Desc", "malloc"),
+       site("/home/me/proj/src/ops.cpp", 9, 9, "share_desc", "Desc", "make_shared"),
        site("/home/me/proj/test/ops.cpp", 7, 7, "make_test_desc", "ns::Tree<int>::Node")},
       64);
 }
@@ -86,7 +87,7 @@ TEST_CASE("a structs map reads back as written", "[types]") {
   const StructsReport r = sample();
   const TypeMap map = round_trip(r);
   REQUIRE(map.records().size() == 3);
-  REQUIRE(map.sites().size() == 5);
+  REQUIRE(map.sites().size() == 6);
   const RecordLayout &node = map.records()[0];
   CHECK(node.name == "ns::Tree<int>::Node");
   CHECK(node.size == 40);
@@ -138,6 +139,17 @@ TEST_CASE("a recorded call site finds its type", "[types]") {
                       "(__gnu_cxx::_Lock_policy)2> > > std::__allocate_guarded<...>(...)",
                       "/usr/include/c++/12/bits/allocated_ptr.h", 98) == "ns::Tree<long>::Node");
     CHECK(map.type_at("std::make_unique<Missing>()", "unique_ptr.h", 1065).empty());
+  }
+  SECTION("make_shared's T sits in the control block, others' objects are T") {
+    CHECK(map.site_type("share_desc", "src/ops.cpp", 9).in_control_block);
+    CHECK(map.site_type("share_desc", "src/ops.cpp", 9).type == "Desc");
+    CHECK_FALSE(map.site_type("make_desc", "src/ops.cpp", 7).in_control_block);
+    CHECK(map.site_type("std::__allocated_ptr<std::allocator<std::_Sp_counted_ptr_inplace<Desc, "
+                        "std::allocator<Desc>, (__gnu_cxx::_Lock_policy)2> > > "
+                        "std::__allocate_guarded<...>(...)",
+                        "allocated_ptr.h", 98)
+              .in_control_block);
+    CHECK_FALSE(map.site_type("std::make_unique<Desc>()", "unique_ptr.h", 1065).in_control_block);
   }
   SECTION("records by full or unqualified name, unless ambiguous") {
     REQUIRE(map.record("Desc"));
