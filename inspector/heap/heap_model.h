@@ -107,7 +107,7 @@ struct Group {
   std::vector<uint32_t> objects; // indices into HeapSnapshot::objects, by address
   std::vector<uint32_t> threads; // allocating threads, ascending
   uint64_t bytes = 0;            // requested bytes of its objects
-  std::string type; // the record its call site allocates, from a type map; "" when unknown
+  std::string type;         // the record its call site allocates, from a type map; "" when unknown
   uint64_t type_offset = 0; // where that record starts in each object (make_shared: 16)
   // Most of its objects came from the program's own pool (seg_malloc and
   // kin): rules do not reroute them, the pool's options place them.
