@@ -172,12 +172,30 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
     f.fix = "segregate " + own + " from " + others + ": " + segregate_flag(own_pool(g.group));
   } else if (!g.strides.empty() && g.strides[0].share >= 0.5 && g.strides[0].bytes >= 128 &&
              is_pow2(static_cast<uint64_t>(std::llabs(g.strides[0].bytes)))) {
-    uint64_t lines = static_cast<uint64_t>(std::llabs(g.strides[0].bytes)) / 64;
+    const uint64_t stride = static_cast<uint64_t>(std::llabs(g.strides[0].bytes));
+    const uint64_t lines = stride / 64;
     f.message += "; its objects sit " + std::to_string(g.strides[0].bytes) + " bytes apart";
-    if (uint64_t pad = odd_stride_pad(r.allocator, lines)) {
-      f.fix = "pad the objects to an odd number of lines (e.g. " + std::to_string(pad) +
-              " bytes: pad=" + std::to_string(pad) +
-              ") or segregate them: " + segregate_flag(own_pool(g.group));
+    // Back to back in their own class, a pool keeps them that far apart:
+    // only padding changes the stride. Farther apart, something else sits
+    // between them, and a pool of their own packs them.
+    const bool own_stride = stride <= g.group.size_class;
+    if (g.group.aligned_api && !own_stride) {
+      f.fix = "the program asks for these objects aligned (posix_memalign, aligned_alloc or "
+              "an over-aligned new), and the allocator starts each on a " +
+              std::to_string(stride) +
+              "-byte boundary: no rule moves them off the alignment asked for. Ask for no more "
+              "than the objects need (64 bytes keeps each on its own line), or start each "
+              "object's hot part a different multiple of 64 bytes into its block (cache "
+              "colouring)";
+    } else if (uint64_t pad = odd_stride_pad(r.allocator, lines); pad && own_stride) {
+      f.fix = "pad the objects to an odd number of lines (" + std::to_string(pad) +
+              " bytes), in a pool of their own, which alone would keep them " +
+              std::to_string(stride) +
+              " bytes apart: " + segregate_flag(own_pool(g.group) + ",pad=" + std::to_string(pad));
+    } else if (pad) {
+      f.fix = "segregate them, which packs them " + std::to_string(g.group.size_class) +
+              " bytes apart, or pad them to an odd number of lines (pad=" + std::to_string(pad) +
+              "): " + segregate_flag(own_pool(g.group));
     } else {
       // jemalloc's classes from 4 KiB up are whole multiples of 16 lines, and
       // a pool's large objects start on pages too: no rule moves them.

@@ -23,7 +23,8 @@ struct PageSpread {
   uint64_t objects = 0;
   uint64_t bytes = 0;     // usable bytes (requested where usable is unknown)
   uint64_t pages = 0;     // pages overlapped by at least one object
-  uint64_t pages_min = 0; // ceil(bytes / page_size): the group packed alone
+  uint64_t pages_min = 0; // the group packed alone: ceil(bytes / page_size), each object of an
+                          // aligned entry point on the boundary it asked for
   uint64_t regions = 0;   // 2 MiB regions overlapped
   uint64_t regions_min = 0;
   double spread = 0;        // pages / pages_min; 1 = as packed as it can be, 0 when empty

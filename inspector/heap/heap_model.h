@@ -116,6 +116,10 @@ struct Group {
   // allocation of the same site (realloc(NULL, n) or malloc), whose size is
   // what a rule's size key was tested against, not the size it grew to.
   bool grown_by_realloc = false;
+  // Most of its objects came from an aligned entry point (posix_memalign,
+  // aligned_alloc, new of an over-aligned type): a rule keeps the alignment
+  // the program asked for, so no rule moves them off it.
+  bool aligned_api = false;
 };
 
 // One call site: the same function, file, line and (for an unresolved site)

@@ -55,6 +55,7 @@ struct Tally {
   std::unordered_set<uint32_t> tids;
   uint64_t seg_api = 0;  // objects from seg_malloc and kin
   uint64_t reallocs = 0; // objects a realloc moved or grew last
+  uint64_t aligned = 0;  // objects from posix_memalign, aligned_alloc, aligned new...
 };
 
 std::string site_name(const Group::Site &s) {
@@ -157,6 +158,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     t.tids.insert(obj.tid);
     t.seg_api += obj.api == trace::Api::kSegPool;
     t.reallocs += obj.api == trace::Api::kRealloc || obj.api == trace::Api::kReallocArray;
+    t.aligned += trace::api_is_aligned(obj.api);
   }
 
   std::vector<Group> groups;
@@ -172,6 +174,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     }
     g.program_pool = t.seg_api * 2 > n;
     g.grown_by_realloc = t.reallocs * 2 > n;
+    g.aligned_api = t.aligned * 2 > n;
     g.threads.assign(t.tids.begin(), t.tids.end());
     std::sort(g.threads.begin(), g.threads.end());
     // A tag or pool names the group once it covers most of its objects.

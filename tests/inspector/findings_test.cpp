@@ -169,6 +169,46 @@ TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of 
   CHECK(f->fix.find("pad=320") != std::string::npos);
 }
 
+TEST_CASE("findings: a power-of-two stride's fix depends on what makes it", "[findings]") {
+  Report r = base_report();
+  SECTION("back to back in their own class: a pool alone keeps the stride, the rule pads") {
+    GroupReport g = clean_group(1, "make_inode", 128);
+    g.set_effective_fraction = {0.5, 0.5, 0.5};
+    g.strides = {{128, 0.99}};
+    r.groups = {g};
+    auto fs = find_problems(r);
+    const Finding *f = find(fs, "set_underutilization");
+    REQUIRE(f);
+    CHECK(f->rule.find("pool=") != std::string::npos);
+    CHECK(f->rule.find("pad=192") != std::string::npos);
+  }
+  SECTION("farther apart than their class: something sits between, a pool packs them") {
+    GroupReport g = clean_group(1, "make_leaf", 64);
+    g.set_effective_fraction = {0.5, 0.5, 0.5};
+    g.strides = {{128, 0.99}};
+    r.groups = {g};
+    auto fs = find_problems(r);
+    const Finding *f = find(fs, "set_underutilization");
+    REQUIRE(f);
+    CHECK(f->fix.find("packs them 64 bytes apart") != std::string::npos);
+    CHECK(f->rule.find("pool=") != std::string::npos);
+    CHECK(f->rule.find("pad=") == std::string::npos);
+  }
+  SECTION("asked aligned to the stride: no rule moves them") {
+    GroupReport g = clean_group(1, "iobuf_new", 264);
+    g.group.requested_size = 256;
+    g.group.aligned_api = true;
+    g.set_effective_fraction = {0.0625, 0.0625, 0.0625};
+    g.strides = {{4096, 0.99}};
+    r.groups = {g};
+    auto fs = find_problems(r);
+    const Finding *f = find(fs, "set_underutilization");
+    REQUIRE(f);
+    CHECK(f->rule.empty());
+    CHECK(f->fix.find("no rule moves them off the alignment asked for") != std::string::npos);
+  }
+}
+
 // The design's DBx1000 rows: 48-byte mutexes allocated back to back by one
 // thread. No other thread allocated on their lines, but their type says
 // they hold a lock and most share a line with another: a candidate.

@@ -624,6 +624,30 @@ TEST_CASE("objects at 8 KiB strides touch one page each, none consecutive", "[pa
   CHECK(set == n);
 }
 
+TEST_CASE("objects asked aligned to a page need a page each, packed or not", "[page_spread]") {
+  // posix_memalign(4096, 256): each object on a page of its own is as packed
+  // as the program lets them be; the same layout from malloc is 16x spread.
+  Heap h;
+  const uint32_t g = h.group();
+  const uint64_t n = 256;
+  for (uint64_t i = 0; i < n; ++i)
+    h.add(g, kBase + 4096 * i, 256);
+  h.build();
+  CHECK(analyse_page_spread(h.snap, h.groups[g]).pages_min == n * 256 / 4096);
+  h.groups[g].aligned_api = true;
+  const PageSpread s = analyse_page_spread(h.snap, h.groups[g]);
+  CHECK(s.pages == n);
+  CHECK(s.pages_min == n);
+  // Asked aligned to 512 (every address a multiple of it): eight to a page at best.
+  Heap k;
+  const uint32_t a = k.group();
+  for (uint64_t i = 0; i < n; ++i)
+    k.add(a, kBase + 4096 * i + 512 * (i % 2), 256);
+  k.build();
+  k.groups[a].aligned_api = true;
+  CHECK(analyse_page_spread(k.snap, k.groups[a]).pages_min == n * 512 / 4096);
+}
+
 TEST_CASE("page spread: objects across page boundaries and large objects", "[page_spread]") {
   Heap h;
   const uint32_t g = h.group();
