@@ -813,6 +813,18 @@ ML_EXPORT pid_t fork() {
   return pid;
 }
 
+// A thread that waited for another often frees what the other allocated
+// (main, after joining its workers). Its clock sample is from before the
+// wait, and the events after it would carry that stamp, ordered before the
+// allocations they follow: the next event samples the clock again.
+ML_EXPORT int pthread_join(pthread_t thread, void **result) {
+  using JoinFn = int (*)(pthread_t, void **);
+  static auto real = next_symbol<JoinFn>("pthread_join");
+  int rc = real(thread, result);
+  sample_clock_at_next_event(tl_state);
+  return rc;
+}
+
 ML_EXPORT void _exit(int status) {
   using ExitFn = void (*)(int);
   static auto real = next_symbol<ExitFn>("_exit");

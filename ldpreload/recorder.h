@@ -159,6 +159,12 @@ void stage_tick(ThreadLog *log);
 void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size_t align,
                       uint32_t sid, size_t usable);
 
+// After the thread waited: its next event samples the TSC (stage_tick).
+inline void sample_clock_at_next_event(ThreadState &ts) {
+  if (ThreadLog *log = ts.log)
+    log->tick_countdown = 1;
+}
+
 ML_HOT inline uint64_t *stage_begin(ThreadLog *log) {
   if (ML_UNLIKELY(--log->tick_countdown == 0))
     stage_tick(log);

@@ -2,6 +2,7 @@
 // point: each allocation it made is in the trace with its size, usable size,
 // alignment, thread and call site; the trace's story of the heap is
 // consistent; the format round-trips through `memlayout dump`.
+#include "report_json_support.h"
 #include "support.h"
 
 #include <catch2/catch.hpp>
@@ -293,4 +294,27 @@ TEST_CASE("c_api.edge_cases", "[record][c]") {
   CHECK(je.out.find("errno after successful calls") != std::string::npos);
   Dump d = dump(dir + "/out.trace", false);
   CHECK(d.run.exit_code() == 0);
+}
+
+// Main frees what its workers allocated once it has joined them. Its last
+// clock sample is from before the join, tens of milliseconds earlier: the
+// join makes its next event sample again, or its frees would be stamped
+// before the allocations they end and the peak would miss those objects.
+TEST_CASE("c_threads.frees_after_join_follow_the_allocations", "[record][c]") {
+  std::string dir = work_dir("join_frees");
+  std::string trace = dir + "/join.trace";
+  RunResult direct = run({program("join_frees"), "3", "200"});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", trace}, {program("join_frees"), "3", "200"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  long long counters = 0;
+  for (const auto &g : *v.getAsObject()->getArray("groups")) {
+    const auto *o = g.getAsObject();
+    const auto *site = o->getObject("site");
+    if (site && site->getString("function").getValueOr("") == "work")
+      counters += o->getInteger("objects").getValueOr(0);
+  }
+  CHECK(counters == 600);
 }
