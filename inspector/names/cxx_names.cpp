@@ -8,7 +8,11 @@ namespace memlayout::inspector {
 
 std::string demangle(const std::string &name) {
   std::string out = llvm::demangle(name);
-  if (out != name || name.rfind("_Z", 0) != 0)
+  // LLVM spells closures and unnamed types 'lambda'(long) and 'unnamed';
+  // GCC, c++filt, perf and the rules {lambda(long)#1} and {unnamed type#1}.
+  bool gnu_spells_differently =
+      out.find("'lambda") != std::string::npos || out.find("'unnamed") != std::string::npos;
+  if ((out != name && !gnu_spells_differently) || name.rfind("_Z", 0) != 0)
     return out;
   int status = 0;
   char *gnu = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);

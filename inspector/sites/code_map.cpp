@@ -131,6 +131,113 @@ llvm::DWARFDie declaring_die(llvm::DWARFDie die) {
   return die;
 }
 
+std::string qualified_from_scopes(llvm::DWARFDie die, const char *name);
+
+// A lambda's closure type as GCC describes it: unnamed, with a constructor
+// named "<lambda>" (or at least an operator()).
+bool is_closure_type(llvm::DWARFDie t) {
+  auto tag = t.getTag();
+  if ((tag != llvm::dwarf::DW_TAG_structure_type && tag != llvm::dwarf::DW_TAG_class_type) ||
+      t.getShortName())
+    return false;
+  for (llvm::DWARFDie c : t.children())
+    if (c.getTag() == llvm::dwarf::DW_TAG_subprogram)
+      if (const char *n = c.getShortName();
+          n && (std::string_view(n) == "<lambda>" || std::string_view(n) == "operator()"))
+        return true;
+  return false;
+}
+
+// A base type as the demangler spells it ("long", not DWARF's "long int").
+std::string demangler_base_name(std::string_view dwarf) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"long int", "long"},           {"long unsigned int", "unsigned long"},
+      {"short int", "short"},         {"short unsigned int", "unsigned short"},
+      {"long long int", "long long"}, {"long long unsigned int", "unsigned long long"},
+      {"__int128", "__int128"},       {"__int128 unsigned", "unsigned __int128"}};
+  for (const auto &[from, to] : kNames)
+    if (dwarf == from)
+      return std::string(to);
+  return std::string(dwarf);
+}
+
+// A parameter's type as the demangler spells it: GCC's lambda names carry
+// them (main::{lambda(char const*, unsigned long)#1}). Typedefs resolved,
+// qualifiers after what they qualify.
+std::string demangled_type_name(llvm::DWARFDie t, int depth = 0) {
+  if (!t)
+    return "void";
+  if (depth > 16)
+    return "?";
+  llvm::DWARFDie inner = t.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_type);
+  switch (t.getTag()) {
+  case llvm::dwarf::DW_TAG_base_type:
+    return demangler_base_name(t.getShortName() ? t.getShortName() : "?");
+  case llvm::dwarf::DW_TAG_typedef:
+    return demangled_type_name(inner, depth + 1);
+  case llvm::dwarf::DW_TAG_const_type:
+    return demangled_type_name(inner, depth + 1) + " const";
+  case llvm::dwarf::DW_TAG_volatile_type:
+    return demangled_type_name(inner, depth + 1) + " volatile";
+  case llvm::dwarf::DW_TAG_pointer_type:
+    return demangled_type_name(inner, depth + 1) + "*";
+  case llvm::dwarf::DW_TAG_reference_type:
+    return demangled_type_name(inner, depth + 1) + "&";
+  case llvm::dwarf::DW_TAG_rvalue_reference_type:
+    return demangled_type_name(inner, depth + 1) + "&&";
+  case llvm::dwarf::DW_TAG_structure_type:
+  case llvm::dwarf::DW_TAG_class_type:
+  case llvm::dwarf::DW_TAG_union_type:
+  case llvm::dwarf::DW_TAG_enumeration_type:
+    if (const char *n = t.getShortName())
+      return qualified_from_scopes(t, n);
+    return "{unnamed type}";
+  default:
+    return "?";
+  }
+}
+
+// GCC's name for a closure type: {lambda(PARAMETERS)#N}, N its place among
+// the closures of its function (or namespace), in order, nested blocks
+// included. The demangler gives inlined lambdas' out-of-line copies that
+// name, and rules spell it so (docs/segregation.md).
+std::string closure_name(llvm::DWARFDie closure) {
+  std::string params;
+  for (llvm::DWARFDie c : closure.children()) {
+    const char *n = c.getTag() == llvm::dwarf::DW_TAG_subprogram ? c.getShortName() : nullptr;
+    if (!n || std::string_view(n) != "operator()")
+      continue;
+    for (llvm::DWARFDie a : c.children())
+      if (a.getTag() == llvm::dwarf::DW_TAG_formal_parameter &&
+          !llvm::dwarf::toUnsigned(a.find(llvm::dwarf::DW_AT_artificial), 0))
+        params += (params.empty() ? "" : ", ") +
+                  demangled_type_name(a.getAttributeValueAsReferencedDie(llvm::dwarf::DW_AT_type));
+    break;
+  }
+  llvm::DWARFDie context = closure.getParent();
+  while (context && context.getTag() == llvm::dwarf::DW_TAG_lexical_block)
+    context = context.getParent();
+  unsigned number = 0;
+  bool found = false;
+  // Depth first through the context's blocks, not into nested functions or
+  // other closures (their lambdas are numbered in their own scope).
+  auto walk = [&](auto &&self, llvm::DWARFDie scope) -> void {
+    for (llvm::DWARFDie c : scope.children()) {
+      if (found)
+        return;
+      if (is_closure_type(c)) {
+        ++number;
+        found = c == closure;
+      } else if (c.getTag() == llvm::dwarf::DW_TAG_lexical_block) {
+        self(self, c);
+      }
+    }
+  };
+  if (context)
+    walk(walk, context);
+  return "{lambda(" + params + ")#" + std::to_string(found ? number : 1) + "}";
+}
+
 // "ns::Class<Args>::name" from the scopes that enclose the declaration.
 std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
   std::string qualified = name;
@@ -141,9 +248,15 @@ std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
     case llvm::dwarf::DW_TAG_structure_type:
     case llvm::dwarf::DW_TAG_union_type: {
       const char *scope = p.getShortName();
-      qualified = std::string(scope ? scope : "(anonymous namespace)") + "::" + qualified;
+      std::string named = scope                                         ? std::string(scope)
+                          : p.getTag() == llvm::dwarf::DW_TAG_namespace ? "(anonymous namespace)"
+                          : is_closure_type(p)                          ? closure_name(p)
+                                                                        : "{unnamed type}";
+      qualified = named + "::" + qualified;
       break;
     }
+    case llvm::dwarf::DW_TAG_lexical_block: // a local class or lambda in a nested block
+      break;
     case llvm::dwarf::DW_TAG_subprogram: // a member of a local class
       return dwarf_function_name(p) + "::" + qualified;
     default:

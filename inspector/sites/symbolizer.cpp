@@ -115,7 +115,10 @@ struct Symbolizer::Impl {
   static llvm::symbolize::LLVMSymbolizer::Options llvm_options(const Options &o) {
     llvm::symbolize::LLVMSymbolizer::Options l;
     l.PrintFunctions = llvm::symbolize::FunctionNameKind::LinkageName;
-    l.Demangle = true;
+    // Mangled, demangled by demangle() as c++filt does: LLVM's demangler
+    // spells a lambda 'lambda'(long) where GCC's, the rules' and every
+    // other frame's spelling is {lambda(long)#1}.
+    l.Demangle = false;
     l.UseSymbolTable = true; // names without line info for code without DWARF
     l.DebugFileDirectory = o.debug_dirs;
     return l;
@@ -196,7 +199,7 @@ struct Symbolizer::Impl {
       const llvm::DILineInfo &li = info->getFrame(f);
       SourceFrame sf;
       bool has_fn = li.FunctionName != llvm::DILineInfo::BadString;
-      // Demangled already, unless LLVM's demangler could not.
+      // Mangled names demangled as c++filt does; DWARF short names as they are.
       sf.function = !has_fn                               ? "??"
                     : li.FunctionName.rfind("_Z", 0) == 0 ? demangle(li.FunctionName)
                                                           : li.FunctionName;
