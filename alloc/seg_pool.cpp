@@ -6,6 +6,7 @@
 #include "seg_owner.h"
 #include "seg_tcache.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/prctl.h>
@@ -21,6 +22,9 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // arena's metadata takes the first 2 MiB block of the rest. The smallest pool
 // keeps a block for small objects, the metadata's and one for larger objects.
 constexpr size_t kMinReserve = 3 * kHugePage;
+// The least a pool with the default reserve settles for where the address
+// space is limited.
+constexpr size_t kFallbackReserveMin = size_t{1} << 30;
 constexpr size_t kMaxAlignment = size_t{1} << 30;
 
 // Slots whose arena jemalloc would not destroy: its hooks still point here.
@@ -88,7 +92,9 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   }
   size_t reserve = options.reserve_bytes ? options.reserve_bytes : kDefaultReserve;
   reserve = round_up(reserve < kMinReserve ? kMinReserve : reserve, kHugePage);
-  if (options.pad_to > reserve) { // no allocation could ever be served
+  // Padded objects are large ones, served from the half of the range that
+  // is not the small objects' pages: past that, none could ever be served.
+  if (options.pad_to > reserve - reserve / 2 / kHugePage * kHugePage) {
     errno = EINVAL;
     return nullptr;
   }
@@ -103,8 +109,15 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
     errno = ENOMEM;
     return nullptr;
   }
-  // 1 GiB-aligned: the owner table's granule, and 2 MiB pages fit.
-  if (!pool->range.reserve(reserve, kOwnerGranule, options.huge_pages))
+  // 1 GiB-aligned: the owner table's granule, and 2 MiB pages fit. Where
+  // the address space is limited (valgrind, ulimit -v), a pool that asked
+  // for no particular reserve takes what it can get, down to 1 GiB.
+  bool reserved = pool->range.reserve(reserve, kOwnerGranule, options.huge_pages);
+  while (!reserved && !options.reserve_bytes && reserve > kFallbackReserveMin) {
+    reserve = std::max(reserve / 2, kFallbackReserveMin);
+    reserved = pool->range.reserve(reserve, kOwnerGranule, options.huge_pages);
+  }
+  if (!reserved)
     return nullptr;
   // Small objects' pages take the first half, jemalloc's extents the rest.
   size_t small = reserve / 2 / kHugePage * kHugePage;

@@ -317,8 +317,10 @@ bool thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
               "'s lines also hold objects allocated by another thread" +
               (small ? std::string(": small objects (") + std::to_string(g.group.requested_size) +
                            " bytes, " + std::to_string(g.group.size_class) +
-                           " with the allocator's rounding) written by different threads "
-                           "ping-pong the line"
+                           " with the allocator's rounding): if each thread writes its "
+                           "own, they ping-pong the line. The trace shows who allocated "
+                           "them, not who writes them: confirm with perf c2c where a PMU "
+                           "exists"
                      : "");
   f.fix = small ? "pad each object to a line, in a pool of their own: " +
                       segregate_flag(own_pool(g.group) + ",pad=64,align=64")

@@ -30,6 +30,14 @@ struct padded_nodes {
 };
 namespace deep {
 struct unnamed_tag {};
+// Tags whose spelling is longer than a pool name may be: two of them.
+namespace a_namespace_with_a_name_long_enough_to_matter::and_another_one_nested_inside_it {
+template <class T, int N> struct tag_template_with_a_long_name_for_pool_names {};
+} // namespace a_namespace_with_a_name_long_enough_to_matter::and_another_one_nested_inside_it
+using long_tag_a = a_namespace_with_a_name_long_enough_to_matter::and_another_one_nested_inside_it::
+    tag_template_with_a_long_name_for_pool_names<std::pair<long, double>, 1>;
+using long_tag_b = a_namespace_with_a_name_long_enough_to_matter::and_another_one_nested_inside_it::
+    tag_template_with_a_long_name_for_pool_names<std::pair<long, double>, 2>;
 } // namespace deep
 
 template <class T, class Tag> using seg_alloc = memlayout::seg::allocator<T, Tag>;
@@ -75,6 +83,22 @@ TEST_CASE("cxx: a std::map's nodes land in the allocator's pool", "[seg][cxx]") 
   static_assert(std::is_same_v<node_alloc, seg_alloc<double, index_nodes>>);
   CHECK(seg_alloc<int, index_nodes>() == seg_alloc<double, index_nodes>());
   CHECK(seg_alloc<int, index_nodes>() != seg_alloc<int, other_nodes>());
+}
+
+TEST_CASE("cxx: Tags spelt longer than a pool name get pools of their own", "[seg][cxx]") {
+  // Past 127 bytes, seg_pool_create refuses the name: the Tag's name is its
+  // spelling's start and a hash of the whole, different for each Tag.
+  std::vector<int, seg_alloc<int, deep::long_tag_a>> a(100, 1);
+  std::vector<int, seg_alloc<int, deep::long_tag_b>> b(100, 2);
+  seg_pool *pa = seg_pool_of(a.data()), *pb = seg_pool_of(b.data());
+  REQUIRE(pa);
+  REQUIRE(pb);
+  CHECK(pa != pb);
+  std::string na = stats_of(pa).name, nb = stats_of(pb).name;
+  CHECK(na.size() == 127);
+  CHECK(na.find("deep::a_namespace_with_a_name_long_enough_to_matter") != std::string::npos);
+  CHECK(na.substr(0, 110) == nb.substr(0, 110));
+  CHECK(na != nb);
 }
 
 TEST_CASE("cxx: allocator Tags name pools, or carry options", "[seg][cxx]") {

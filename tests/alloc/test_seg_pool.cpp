@@ -11,7 +11,10 @@
 #include <malloc.h>
 #include <mutex>
 #include <set>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using seg_test::bounds_of;
@@ -372,6 +375,48 @@ TEST_CASE("pool: aligned allocation", "[seg]") {
   errno = 0;
   CHECK(seg_pool_create("pad-1TiB", &huge_pad) == nullptr);
   CHECK(errno == EINVAL);
+  // Nor one larger than the half of the range large objects come from.
+  huge_pad.pad_to = size_t{40} << 30; // of the default 64 GiB
+  errno = 0;
+  CHECK(seg_pool_create("pad-40GiB", &huge_pad) == nullptr);
+  CHECK(errno == EINVAL);
+  huge_pad.pad_to = size_t{30} << 30;
+  seg_pool *padded = seg_pool_create("pad-30GiB", &huge_pad);
+  CHECK(padded != nullptr);
+  if (padded)
+    seg_pool_destroy(padded);
+}
+
+TEST_CASE("pool: a limited address space gets a smaller default reserve", "[seg]") {
+  // valgrind and ulimit -v refuse 64 GiB of address space: a pool that
+  // asked for no particular reserve settles for less; one that asked for
+  // 64 GiB does not get less than it asked.
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct rlimit limit = {size_t{40} << 30, size_t{40} << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+      _exit(10);
+    seg_pool *pool = seg_pool_create("limited", nullptr);
+    if (!pool)
+      _exit(11);
+    struct seg_pool_stats st;
+    if (seg_pool_stats(pool, &st) != 0 || st.range_end - st.range_begin > (size_t{40} << 30))
+      _exit(12);
+    void *p = seg_malloc(pool, 100);
+    if (!p || seg_pool_of(p) != pool)
+      _exit(13);
+    seg_pool_options big{};
+    big.reserve_bytes = size_t{64} << 30;
+    errno = 0;
+    if (seg_pool_create("limited-64", &big) != nullptr || errno != ENOMEM)
+      _exit(14);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("pool: pad_to sets the stride of consecutive objects", "[seg]") {

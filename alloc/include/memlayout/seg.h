@@ -89,13 +89,26 @@ void seg_free(void *ptr);
 /* The pool ptr was allocated from, NULL when it is not from a pool. */
 seg_pool *seg_pool_of(const void *ptr);
 /* Usable bytes of a pool object (what seg_realloc may grow into for free);
- * 0 when ptr is not from a pool. */
+ * 0 when ptr is not from a pool. As for malloc_usable_size, ptr must be
+ * what an allocation returned: a pointer into an object, or to a freed one,
+ * is undefined. */
 size_t seg_usable_size(const void *ptr);
 
 /* 0 and *stats filled, or -1 with errno EINVAL. */
+#if defined(__cplusplus) && defined(__GNUC__)
+/* The function and the struct share the name, as C allows: -Wshadow in C++
+ * would say the function hides the struct's constructor. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 int seg_pool_stats(const seg_pool *pool, struct seg_pool_stats *stats) SEG_NONNULL(1, 2);
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 /* Frees every object of the pool at once and returns its memory and address
- * range. Its pointers are dangling afterwards. */
+ * range. Its pointers are dangling afterwards, and so is the handle: like a
+ * jemalloc arena index after arena.<i>.destroy, using it is undefined (a pool
+ * created later may get the same handle and range). */
 void seg_pool_destroy(seg_pool *pool);
 
 #ifdef __cplusplus

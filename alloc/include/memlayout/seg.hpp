@@ -130,12 +130,32 @@ template <class T> constexpr std::string_view type_name() {
   return f.substr(start, f.find_first_of(";]", start) - start);
 }
 
+inline constexpr std::size_t max_pool_name = 127; // seg_pool_create's limit
+
+// A type's spelling as a pool name. Templates and nested namespaces spell
+// past the limit: then its start, '#' and a hash of the whole spelling,
+// so that two long tags still get two pools.
 template <class T> struct type_name_storage {
+  static constexpr std::string_view full = type_name<T>();
+  static constexpr std::size_t size = full.size() <= max_pool_name ? full.size() : max_pool_name;
   static constexpr auto value = [] {
-    constexpr std::string_view n = type_name<T>();
-    std::array<char, n.size() + 1> out{};
-    for (std::size_t i = 0; i < n.size(); ++i)
-      out[i] = n[i];
+    std::array<char, size + 1> out{};
+    if (full.size() <= max_pool_name) {
+      for (std::size_t i = 0; i < full.size(); ++i)
+        out[i] = full[i];
+      return out;
+    }
+    unsigned long long h = 14695981039346656037ull; // FNV-1a
+    for (char c : full) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ull;
+    }
+    constexpr std::size_t keep = max_pool_name - 17;
+    for (std::size_t i = 0; i < keep; ++i)
+      out[i] = full[i];
+    out[keep] = '#';
+    for (std::size_t i = 0; i < 16; ++i)
+      out[keep + 1 + i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 15];
     return out;
   }();
 };
@@ -145,6 +165,8 @@ template <class Tag, class = void> struct tag_name {
 };
 template <class Tag> struct tag_name<Tag, std::void_t<decltype(Tag::name)>> {
   static constexpr const char *value = Tag::name;
+  static_assert(std::char_traits<char>::length(Tag::name) <= max_pool_name,
+                "a pool name is at most 127 bytes: shorten Tag::name");
 };
 
 template <class Tag, class = void> struct tag_options {
@@ -242,7 +264,14 @@ protected:
     auto *o = dynamic_cast<const memory_resource *>(&other);
     return o && o->pool_ == pool_;
 #else
-    return this == &other;
+    // Without RTTI: the same vtable is the same class (the Itanium C++ ABI's
+    // vtable pointer comes first); a class derived from this one compares
+    // unequal, which is always allowed.
+    if (this == &other)
+      return true;
+    void *const *mine = reinterpret_cast<void *const *>(this);
+    void *const *theirs = reinterpret_cast<void *const *>(&other);
+    return *mine == *theirs && static_cast<const memory_resource &>(other).pool_ == pool_;
 #endif
   }
 
@@ -256,6 +285,8 @@ private:
 // the class (plain, array, aligned, nothrow, sized, placement) serves it from
 // the pool of that name. Derived classes inherit them.
 #define MEMLAYOUT_SEG_CLASS(pool_name)                                                             \
+  static_assert(sizeof(pool_name) <= ::memlayout::seg::detail::max_pool_name + 1,                  \
+                "a pool name is at most 127 bytes");                                               \
   static ::memlayout::seg::detail::lazy_pool &memlayout_seg_pool() noexcept {                      \
     static ::memlayout::seg::detail::lazy_pool pool(pool_name);                                    \
     return pool;                                                                                   \
