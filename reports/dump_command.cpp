@@ -790,7 +790,7 @@ private:
     *p++ = ' ';
     o_.put(std::string_view(buf, static_cast<size_t>(p - buf)));
     o_.put(ev);
-    for (size_t i = ev.size(); i < 9; ++i)
+    for (size_t i = ev.size(); i < 9 || i == ev.size(); ++i) // "free_range" is longer
       o_.put(' ');
   }
 
