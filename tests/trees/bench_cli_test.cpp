@@ -247,6 +247,7 @@ TEST_CASE("bench cli: the HTM trees with puts and scans, their htm statistics in
       const llvm::json::Object *h = j.getObject("htm");
       REQUIRE(h);
       CHECK((str(*h, "backend") == "emulate" || str(*h, "backend") == "rtm"));
+      CHECK(str(*h, "of") == "run");
       CHECK(integer(*h, "commits") > 0);
       const llvm::json::Object *aborts = h->getObject("aborts");
       REQUIRE(aborts);
@@ -274,6 +275,21 @@ TEST_CASE("bench cli: the HTM trees with puts and scans, their htm statistics in
         CHECK(scans > 0);
       }
     }
+}
+
+TEST_CASE("bench cli: --duration 0 gives the prefill's transactions, said so", "[bench][htm]") {
+  Outcome o =
+      run_bench("--tree htm-bptree --threads 2 --duration 0 --key-range 2000 --format json");
+  REQUIRE(o.status == 0);
+  llvm::json::Object j = parse_object(o.out);
+  CHECK(integer(j, "ops") == 0);
+  const llvm::json::Object *h = j.getObject("htm");
+  REQUIRE(h);
+  CHECK(str(*h, "of") == "prefill");
+  CHECK(integer(*h, "commits") > 0); // the prefill's inserts ran in transactions
+  Outcome text = run_bench("--tree htm-bptree --threads 2 --duration 0 --key-range 2000");
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("of the prefill's inserts") != std::string::npos);
 }
 
 TEST_CASE("bench cli: HTM options are checked and refused where they do not apply",

@@ -86,8 +86,12 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
       out << "  hardware counters " << (any ? "partly " : "")
           << "unavailable: " << r.counters_unavailable << "\n";
   }
-  if (r.htm)
-    print_htm_text(*r.htm, r.ops, out);
+  if (r.htm) {
+    // --duration 0: the prefill's transactions, per prefill insert.
+    bool prefill = o.duration_s <= 0;
+    print_htm_text(*r.htm, prefill ? r.prefilled : r.ops, out,
+                   prefill ? HtmPhase::kPrefill : HtmPhase::kRun);
+  }
   out << "  check: " << check_name(r.check);
   if (o.linearizable)
     out << ", " << r.history_ops << " operations checked for linearizability";
@@ -157,8 +161,11 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     j["counters"] = std::move(counters);
   if (!r.counters_unavailable.empty())
     j["counters_unavailable"] = r.counters_unavailable;
-  if (r.htm)
-    j["htm"] = htm_json(*r.htm, o.config.htm, r.ops);
+  if (r.htm) {
+    bool prefill = o.duration_s <= 0;
+    j["htm"] = htm_json(*r.htm, o.config.htm, prefill ? r.prefilled : r.ops,
+                        prefill ? HtmPhase::kPrefill : HtmPhase::kRun);
+  }
   j["check"] = check_name(r.check);
   if (o.linearizable)
     j["history_ops"] = r.history_ops;

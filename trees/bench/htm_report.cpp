@@ -24,16 +24,17 @@ cli::Json counts_json(const htm::HtmCounts &c) {
 
 } // namespace
 
-void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out) {
+void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out, HtmPhase phase) {
   const htm::HtmCounts &c = r.counts;
   char line[512];
   uint64_t aborts = c.total_aborts();
   uint64_t conflicts = c.aborts[static_cast<int>(htm::AbortCause::kConflict)];
   std::snprintf(
       line, sizeof line,
-      "  htm (%s%s%s): %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
+      "  htm (%s%s%s)%s: %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
       "%llu, explicit %llu, other %llu; %llu fallbacks (%.2f%% of executions)\n",
       r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(),
+      phase == HtmPhase::kPrefill ? " of the prefill's inserts" : "",
       static_cast<unsigned long long>(c.commits), static_cast<unsigned long long>(aborts),
       ratio(aborts, ops), static_cast<unsigned long long>(conflicts),
       static_cast<unsigned long long>(c.aborts[1]), static_cast<unsigned long long>(c.aborts[2]),
@@ -79,10 +80,11 @@ void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out) {
   }
 }
 
-cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64_t ops) {
+cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64_t ops,
+                   HtmPhase phase) {
   using cli::Json;
   const htm::HtmCounts &c = r.counts;
-  Json j = {{"backend", r.backend}};
+  Json j = {{"backend", r.backend}, {"of", phase == HtmPhase::kPrefill ? "prefill" : "run"}};
   j.update(counts_json(c));
   j["conflicts"] = {{"true", c.conflicts_true},
                     {"false", c.conflicts_false},

@@ -12,8 +12,14 @@
 
 namespace memlayout::trees::bench {
 
-void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out);
-// The "htm" object.
-cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64_t ops);
+// Whose transactions the counts are: the measured run's, or with
+// --duration 0 (no run) the prefill's, its inserts the operations.
+enum class HtmPhase { kRun, kPrefill };
+
+void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out,
+                    HtmPhase phase = HtmPhase::kRun);
+// The "htm" object; `of` says the phase ("run" or "prefill").
+cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64_t ops,
+                   HtmPhase phase = HtmPhase::kRun);
 
 } // namespace memlayout::trees::bench
