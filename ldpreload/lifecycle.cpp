@@ -437,8 +437,8 @@ bool initialize() {
   if (s != State::kUninitialized) {
     // Another thread is setting up: wait for it, unless it is us recursing.
     if (s == State::kInitializing && !tl_state.busy)
-      while (g_state.load(std::memory_order_acquire) == State::kInitializing)
-        __builtin_ia32_pause();
+      for (unsigned spins = 0; g_state.load(std::memory_order_acquire) == State::kInitializing;)
+        wait_a_little(spins);
     return g_state.load(std::memory_order_acquire) == State::kRecording;
   }
   if (!g_state.compare_exchange_strong(s, State::kInitializing))

@@ -5,23 +5,83 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <ctime>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace memlayout::preload {
 
+// One step of waiting for another thread to let go of something: a few
+// pauses, then the CPU given away. With more threads than cores the holder
+// may be preempted, and waiters that only spin take its time slices: 500
+// threads flushing at exit spun for minutes on 2 cores. Raw system calls,
+// not nanosleep(): that is a cancellation point, and a thread cancelled here
+// may hold other recorder locks. Keeps errno.
+inline void wait_a_little(unsigned &spins) {
+  if (spins < 128) {
+    ++spins;
+    __builtin_ia32_pause();
+    return;
+  }
+  int saved = errno;
+  if (spins < 160) {
+    ++spins;
+    syscall(SYS_sched_yield);
+  } else {
+    timespec pause = {0, 20 * 1000};
+    syscall(SYS_nanosleep, &pause, nullptr);
+  }
+  errno = saved;
+}
+
+// A lock whose waiters sleep in the kernel once a short spin fails (a
+// futex): with hundreds of threads on two cores, the holder is often
+// preempted, and waiters that poll, even with sleeps, take the CPU it needs
+// (500 threads flushing at exit took seconds to minutes). Raw futex calls,
+// which are no cancellation points and keep no state but the word.
 class SpinLock {
 public:
   void lock() {
-    while (flag_.exchange(true, std::memory_order_acquire))
-      while (flag_.load(std::memory_order_relaxed))
-        __builtin_ia32_pause();
+    uint32_t c = 0;
+    if (state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+      return;
+    for (int i = 0; i < 128; ++i) {
+      __builtin_ia32_pause();
+      c = 0;
+      if (state_.load(std::memory_order_relaxed) == 0 &&
+          state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+        return;
+    }
+    // 2: held, and someone may sleep on it (unlock must wake).
+    c = state_.exchange(2, std::memory_order_acquire);
+    while (c != 0) {
+      futex(FUTEX_WAIT_PRIVATE, 2);
+      c = state_.exchange(2, std::memory_order_acquire);
+    }
   }
-  bool try_lock() { return !flag_.exchange(true, std::memory_order_acquire); }
-  void unlock() { flag_.store(false, std::memory_order_release); }
+  bool try_lock() {
+    uint32_t c = 0;
+    return state_.compare_exchange_strong(c, 1, std::memory_order_acquire);
+  }
+  void unlock() {
+    if (state_.exchange(0, std::memory_order_release) == 2)
+      futex(FUTEX_WAKE_PRIVATE, 1);
+  }
   // After fork() only the forking thread exists: whoever held the lock is gone.
-  void reset_after_fork() { flag_.store(false, std::memory_order_relaxed); }
+  void reset_after_fork() { state_.store(0, std::memory_order_relaxed); }
 
 private:
-  std::atomic<bool> flag_{false};
+  void futex(int op, uint32_t value) {
+    int saved = errno;
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&state_), op, value, nullptr, nullptr, 0);
+    errno = saved;
+  }
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  std::atomic<uint32_t> state_{0};
 };
 
 class LockGuard {

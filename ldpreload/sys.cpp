@@ -1,5 +1,7 @@
 #include "sys.h"
 
+#include "spinlock.h"
+
 #include <atomic>
 #include <cerrno>
 #include <cpuid.h>
@@ -23,8 +25,9 @@ std::atomic<bool> g_own_lock{false};
 
 struct OwnGuard {
   OwnGuard() {
+    unsigned spins = 0;
     while (g_own_lock.exchange(true, std::memory_order_acquire))
-      __builtin_ia32_pause();
+      preload::wait_a_little(spins);
   }
   ~OwnGuard() { g_own_lock.store(false, std::memory_order_release); }
 };

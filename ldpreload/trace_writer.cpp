@@ -49,13 +49,15 @@ struct Compressor {
 constexpr int kCompressors = 4;
 Compressor g_compressors[kCompressors];
 
+// A free one if any, else one to wait for, in turn: waiters sleep.
 Compressor &acquire_compressor() {
-  for (;;) {
-    for (auto &c : g_compressors)
-      if (c.lock.try_lock())
-        return c;
-    __builtin_ia32_pause();
-  }
+  for (auto &c : g_compressors)
+    if (c.lock.try_lock())
+      return c;
+  static std::atomic<unsigned> next{0};
+  Compressor &c = g_compressors[next.fetch_add(1, std::memory_order_relaxed) % kCompressors];
+  c.lock.lock();
+  return c;
 }
 
 // Compresses into c.out; returns the compressed size or 0 on failure.

@@ -1,5 +1,7 @@
 #include "unwind.h"
 
+#include "spinlock.h"
+
 #include "unwind_state.h"
 
 #include "sys.h"
@@ -552,15 +554,15 @@ void periodic_module_check(Thread &t) {
 }
 
 // Blocks of exited threads, reused by new ones (unwind_thread_exit).
-std::atomic<bool> g_free_caches_lock{false};
+SpinLock g_free_caches_lock;
 StackCache *g_free_caches;
 
 StackCache *acquire_stack_cache() {
-  if (!g_free_caches_lock.exchange(true, std::memory_order_acquire)) {
+  if (g_free_caches_lock.try_lock()) {
     StackCache *c = g_free_caches;
     if (c)
       g_free_caches = c->next_free;
-    g_free_caches_lock.store(false, std::memory_order_release);
+    g_free_caches_lock.unlock();
     if (c) {
       for (StackEntry &e : c->entries) // empty: the rest is rewritten before use
         e.tag = 0;
@@ -572,12 +574,10 @@ StackCache *acquire_stack_cache() {
 }
 
 void release_stack_cache(StackCache *c) {
-  // Spin: thread exit is not a signal handler, and the holder never blocks.
-  while (g_free_caches_lock.exchange(true, std::memory_order_acquire))
-    ;
+  // Thread exit is not a signal handler: it may wait.
+  LockGuard g(g_free_caches_lock);
   c->next_free = g_free_caches;
   g_free_caches = c;
-  g_free_caches_lock.store(false, std::memory_order_release);
 }
 
 struct NoRecord {
