@@ -19,6 +19,7 @@
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -375,18 +376,101 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
   print_summary_line(last, last_path);
 }
 
-void print_summary(const std::string &path, pid_t pid, bool follow_children,
-                   const timespec &started, const std::vector<UnrecordedStart> &notes) {
+// The file the command runs: command[0] as execvp finds it ("" if not found).
+std::string resolve_command(const char *command) {
+  if (std::strchr(command, '/'))
+    return command;
+  const char *path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos)
+      end = dirs.size();
+    std::string dir = dirs.substr(at, end - at);
+    std::string file = (dir.empty() ? "." : dir) + "/" + command;
+    if (access(file.c_str(), X_OK) == 0)
+      return file;
+    at = end + 1;
+  }
+  return {};
+}
+
+// What an ELF file is, as far as loading the recorder into it goes.
+enum class ElfKind { kNotElf, kElf64Dynamic, kElf64Static, kElf32 };
+
+ElfKind elf_kind(const std::string &file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ElfKind::kNotElf;
+  unsigned char ident[64] = {};
+  ssize_t n = pread(fd, ident, sizeof ident, 0);
+  ElfKind kind = ElfKind::kNotElf;
+  if (n >= 20 && std::memcmp(ident,
+                             "\x7f"
+                             "ELF",
+                             4) == 0) {
+    if (ident[4] == 1) {
+      kind = ElfKind::kElf32;
+    } else if (ident[4] == 2 && n == 64) {
+      // ELF64 little-endian: e_phoff at 32, e_phentsize at 54, e_phnum at 56.
+      uint64_t phoff;
+      uint16_t phentsize, phnum;
+      std::memcpy(&phoff, ident + 32, 8);
+      std::memcpy(&phentsize, ident + 54, 2);
+      std::memcpy(&phnum, ident + 56, 2);
+      kind = ElfKind::kElf64Static;
+      for (uint16_t i = 0; i < phnum && phentsize >= 4; ++i) {
+        uint32_t type = 0;
+        if (pread(fd, &type, 4, static_cast<off_t>(phoff + uint64_t{i} * phentsize)) != 4)
+          break;
+        if (type == 3) { // PT_INTERP: the dynamic loader reads LD_PRELOAD
+          kind = ElfKind::kElf64Dynamic;
+          break;
+        }
+      }
+    }
+  }
+  close(fd);
+  return kind;
+}
+
+// Why a trace stayed empty, as far as the launcher can tell afterwards.
+std::string why_no_trace(const char *command, const std::string &path) {
+  std::string file = resolve_command(command);
+  struct stat st;
+  if (!file.empty() && stat(file.c_str(), &st) == 0) {
+    if (elf_kind(file) == ElfKind::kElf64Static)
+      return file + " is statically linked: no dynamic loader reads LD_PRELOAD there";
+    if ((st.st_mode & (S_ISUID | S_ISGID)) && getuid() != 0)
+      return file + " is set-user-ID: the loader ignores LD_PRELOAD for it";
+  }
+  if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode))
+    return "it is a device, not a file";
+  std::string dir = path.substr(0, path.rfind('/') + 1);
+  struct statvfs fs;
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 && fs.f_bavail == 0)
+    return "the file system holding it is full";
+  return "the program never loaded the recorder (a statically linked or set-user-ID program, "
+         "or one started by it, cannot be recorded) or could not write to it";
+}
+
+// The empty file the launcher created for the trace, removed: a trace that
+// is not one. Never what was there before (a device, a FIFO, a symbolic
+// link or a file -o named), and only a regular file.
+void remove_empty_trace(const std::string &path, bool created) {
+  struct stat st;
+  if (created && lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+    unlink(path.c_str());
+}
+
+void print_summary(const std::string &path, const char *command, bool created, pid_t pid,
+                   bool follow_children, const timespec &started,
+                   const std::vector<UnrecordedStart> &notes) {
   TraceSummary s = summarize(path);
   if (!s.file_bytes) {
-    // The file we created for it, still empty: a trace that is not one.
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && st.st_size == 0)
-      unlink(path.c_str());
-    std::fprintf(stderr,
-                 "memlayout: no trace was written to %s: the program never loaded the recorder "
-                 "(a statically linked or set-user-ID program cannot be recorded)\n",
-                 path.c_str());
+    std::string why = why_no_trace(command, path);
+    remove_empty_trace(path, created);
+    std::fprintf(stderr, "memlayout: no trace was written to %s: %s\n", path.c_str(), why.c_str());
     return;
   }
   print_summary_line(s, path);
@@ -441,6 +525,30 @@ int launch(int argc, char **argv) {
   }
   std::string prog = basename_of(o.command[0]);
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
+  // A 32-bit program's loader would print an error of its own for the
+  // 64-bit preload, on the program's stderr, and run it unrecorded.
+  if (std::string file = resolve_command(o.command[0]);
+      !file.empty() && elf_kind(file) == ElfKind::kElf32) {
+    std::fprintf(stderr, "memlayout: %s is a 32-bit program: memlayout %s 64-bit programs only\n",
+                 file.c_str(), g_run_mode ? "runs" : "records");
+    return 2;
+  }
+  // -o replaces a file as a shell's > does, and writes to a device
+  // (/dev/null); a FIFO would block the program, and what was there before
+  // is never removed afterwards.
+  bool output_created = true;
+  if (!g_run_mode && !explicit_output.empty()) {
+    struct stat st;
+    if (lstat(explicit_output.c_str(), &st) == 0)
+      output_created = false;
+    if (stat(explicit_output.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+      std::fprintf(stderr, "memlayout: cannot write the trace '%s': %s\n", explicit_output.c_str(),
+                   S_ISDIR(st.st_mode)    ? "Is a directory"
+                   : S_ISFIFO(st.st_mode) ? "it is a FIFO (a trace is a file, written in blocks)"
+                                          : "not a regular file");
+      return 2;
+    }
+  }
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
   // ("" when no file can be made: then nothing is said of them.)
@@ -518,11 +626,11 @@ int launch(int argc, char **argv) {
     }
     std::fprintf(stderr, "memlayout: %s: %s\n", o.command[0],
                  exec_failure(o.command[0], failure.error).c_str());
-    unlink(out.c_str());
+    remove_empty_trace(out, output_created);
     return failure.error == ENOENT ? 127 : 126;
   }
   if (!g_run_mode)
-    print_summary(out, pid, o.follow_children, started, notes);
+    print_summary(out, o.command[0], output_created, pid, o.follow_children, started, notes);
   else
     print_unrecorded(notes, pid);
   if (rules)

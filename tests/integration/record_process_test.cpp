@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 using namespace mlt;
@@ -285,8 +288,9 @@ TEST_CASE("exec.static", "[record][exec]") {
   RunResult recorded = record({"-o", trace}, alone);
   INFO("memlayout record stderr:\n" << recorded.err);
   CHECK(behaviour_difference(direct, recorded) == "");
-  CHECK(recorded.err.find("memlayout: no trace was written to " + trace +
-                          ": the program never loaded the recorder (a statically linked") !=
+  CHECK(recorded.err.find("memlayout: no trace was written to " + trace + ": " +
+                          program("exec_child_static") +
+                          " is statically linked: no dynamic loader reads LD_PRELOAD there") !=
         std::string::npos);
   CHECK(traces_in(dir).empty()); // not an empty file that is no trace
 
@@ -305,6 +309,67 @@ TEST_CASE("exec.static", "[record][exec]") {
                           "recorded\n") != std::string::npos);
   CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
   CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded
+}
+
+// What -o names is replaced as a shell's > would, written to when a device,
+// refused when a FIFO, and never removed when it was there before: an empty
+// trace left by a program the recorder cannot reach (static) removed only
+// when the launcher made the file. A 32-bit program is refused before it
+// runs: its loader would print its own error on the program's stderr.
+TEST_CASE("record.output_paths_it_did_not_make", "[record]") {
+  std::string dir = work_dir("output_paths");
+  std::vector<std::string> static_prog = {program("exec_child_static"), dir + "/s.log", "static"};
+  // A character device (a /dev/null of our own, as root may write there).
+  std::string dev = dir + "/null";
+  unlink(dev.c_str());
+  bool have_dev = mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  if (have_dev) {
+    RunResult r = record({"-o", dev}, {program("join_frees"), "1", "10"});
+    CHECK(r.exit_code() == 0);
+    struct stat st;
+    REQUIRE(stat(dev.c_str(), &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));
+    CHECK(r.err.find("no trace was written to " + dev + ": it is a device, not a file") !=
+          std::string::npos);
+  }
+  // A FIFO: refused, left where it was, the program not run.
+  std::string fifo = dir + "/fifo";
+  unlink(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);
+  RunResult f = record({"-o", fifo}, static_prog);
+  CHECK(f.exit_code() == 2);
+  CHECK(f.err.find("it is a FIFO") != std::string::npos);
+  struct stat st;
+  REQUIRE(stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  // A symbolic link and an existing empty file stay; a file it made goes.
+  std::string target = dir + "/target.trace", link = dir + "/link.trace";
+  unlink(link.c_str());
+  unlink(target.c_str());
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  CHECK(record({"-o", link}, static_prog).exit_code() == 0);
+  CHECK(lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  std::string old = dir + "/old.trace";
+  { std::ofstream touch(old); }
+  CHECK(record({"-o", old}, static_prog).exit_code() == 0);
+  CHECK(stat(old.c_str(), &st) == 0);
+  std::string made = dir + "/made.trace";
+  unlink(made.c_str());
+  CHECK(record({"-o", made}, static_prog).exit_code() == 0);
+  CHECK(stat(made.c_str(), &st) != 0);
+  // An ELF file of class 32 (the header is all the launcher reads).
+  std::string elf32 = dir + "/prog32";
+  {
+    std::ofstream out(elf32, std::ios::binary);
+    char header[64] = {0x7f, 'E', 'L', 'F', 1, 1, 1};
+    out.write(header, sizeof header);
+  }
+  chmod(elf32.c_str(), 0755);
+  RunResult r32 = record({"-o", dir + "/t32.trace"}, {elf32});
+  CHECK(r32.exit_code() == 2);
+  CHECK(r32.err.find(elf32 + " is a 32-bit program: memlayout records 64-bit programs only") !=
+        std::string::npos);
 }
 
 // a program killed outright writes no end record: the summary gives the
