@@ -313,6 +313,12 @@ void on_process_exit(int status, void *) {
   write_rule_stats();
 }
 
+// quick_exit runs at_quick_exit handlers, not on_exit's, and ends in
+// glibc's own _exit: ours, registered first, runs after the program's, with
+// the status quick_exit was given.
+std::atomic<int> g_quick_exit_status{0};
+void on_quick_exit() { on_process_exit(g_quick_exit_status.load(), nullptr); }
+
 // Signals whose default action ends the process. Where the program left that
 // default in place, a handler of ours writes what was recorded and then lets
 // the signal do what it would have done: Ctrl-C on a recorded server or a
@@ -476,6 +482,7 @@ bool initialize() {
   g_have_key = pthread_key_create(&g_thread_key, on_thread_exit) == 0;
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   on_exit(on_process_exit, nullptr);
+  at_quick_exit(on_quick_exit);
   // `memlayout run`: rules only, nothing recorded.
   bool ok = !g_options.route_only && open_trace();
   // `memlayout run` records nothing, but its rule counts are written on the
@@ -495,6 +502,9 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   if (!in_this_process() || g_state.load(std::memory_order_acquire) != State::kRecording ||
       finishing.exchange(true))
     return;
+  // exit(256) ends the process with status 0, as the parent sees it.
+  if (reason == trace::EndReason::kExit && exit_status > 0)
+    exit_status &= 0xff;
   uint8_t was_busy = tl_state.busy;
   // Busy: a signal handler interrupted the recorder and ended the process
   // (exit() from a handler), and the interrupted code may hold the thread's
@@ -834,6 +844,14 @@ ML_EXPORT void _exit(int status) {
   __builtin_unreachable();
 }
 ML_EXPORT void _Exit(int status) { _exit(status); }
+
+ML_EXPORT void quick_exit(int status) {
+  using QuickExitFn = void (*)(int);
+  static auto real = next_symbol<QuickExitFn>("quick_exit");
+  g_quick_exit_status.store(status);
+  real(status);
+  __builtin_unreachable();
+}
 
 ML_EXPORT void abort() {
   using AbortFn = void (*)();

@@ -174,7 +174,11 @@ bool read_smaps() {
       if (!g_maps_text)
         return false;
     }
-    long n = sys::read_file("/proc/self/smaps", g_maps_text, g_maps_cap);
+    // The calling thread's view: once main has called pthread_exit, the
+    // process's (its leader's, a zombie) is empty.
+    long n = sys::read_file("/proc/thread-self/smaps", g_maps_text, g_maps_cap);
+    if (n < 0)
+      n = sys::read_file("/proc/self/smaps", g_maps_text, g_maps_cap);
     if (n < 0)
       return false;
     if (static_cast<size_t>(n) + 1 < g_maps_cap)
@@ -336,7 +340,9 @@ uint32_t record_memory_map() {
     g_pagemap_buf = static_cast<uint64_t *>(sys::map_pages(kPagemapChunk * 8));
   if (!g_mincore_buf)
     g_mincore_buf = static_cast<unsigned char *>(sys::map_pages(kPagemapChunk));
-  int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  int pagemap = open("/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (pagemap < 0)
+    pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   // Size the payload for the worst case (one run per page, bounded).
   size_t pages = 0;
   for (const char *line = g_maps_text; *line;) {

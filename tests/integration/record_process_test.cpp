@@ -475,8 +475,9 @@ TEST_CASE("dlopen", "[record][dlopen]") {
 
 // output, status and a readable trace however the program ends
 TEST_CASE("exit_paths", "[record][exit]") {
-  const std::string mode = GENERATE(as<std::string>{}, "exit", "_exit", "abort", "segv", "term",
-                                    "reraise", "reraise_sigaction", "signal", "thread_exit");
+  const std::string mode =
+      GENERATE(as<std::string>{}, "exit", "_exit", "abort", "segv", "term", "reraise",
+               "reraise_sigaction", "signal", "thread_exit", "quick_exit", "exit_wide");
   const std::string allocator = GENERATE(as<std::string>{}, "native", "jemalloc");
   CAPTURE(mode, allocator);
   std::string dir = work_dir("exit_" + mode + "_" + allocator);
@@ -496,7 +497,9 @@ TEST_CASE("exit_paths", "[record][exit]") {
       {"reraise", "signal 15 (Terminated)"},
       {"reraise_sigaction", "signal 15 (Terminated)"},
       {"signal", "exit 0"},
-      {"thread_exit", "exit 7"}};
+      {"thread_exit", "exit 7"},
+      {"quick_exit", "exit 6"},
+      {"exit_wide", "exit 3"}};
   CHECK(direct.describe() == expected_status.at(mode));
   if (mode == "_exit")
     CHECK(direct.out == "_exit: written directly\n");
@@ -527,7 +530,7 @@ TEST_CASE("exit_paths", "[record][exit]") {
   std::vector<std::string> missing = missing_from_dump(log, d);
   INFO(join(missing));
   CHECK(missing.empty());
-  size_t expected_allocs = mode == "thread_exit" ? 150 : 50;
+  size_t expected_allocs = mode == "thread_exit" ? 150 : mode == "quick_exit" ? 60 : 50;
   CHECK(allocs_from(d, "mlx_exit_alloc") == expected_allocs);
   if (mode == "signal")
     CHECK(allocs_from(d, "mls_handler_alloc") == 10);

@@ -13,7 +13,9 @@
  * reraise_sigaction  the same with sigaction()
  * signal       handlers that allocate: SIGUSR1 raised 10 times, SIGALRM from
  *              a 100 us timer during an allocation loop; exit 0
- * thread_exit  exit(7) from a thread while three others keep allocating */
+ * thread_exit  exit(7) from a thread while three others keep allocating
+ * quick_exit   an at_quick_exit handler that allocates, then quick_exit(6)
+ * exit_wide    exit(259): the process ends with status 3 */
 #define _GNU_SOURCE
 #include "ml_log.h"
 
@@ -44,6 +46,14 @@ static void allocate_some(int n) {
       free(p);
     }
   }
+}
+
+/* ---- quick_exit --------------------------------------------------------------- */
+
+/* Runs after quick_exit: its allocations are in the trace too. */
+static void quick_exit_handler(void) {
+  allocate_some(10);
+  ml_log_write(g_log);
 }
 
 /* ---- signal ------------------------------------------------------------------ */
@@ -164,8 +174,9 @@ static void cleanup_and_reraise(int sig) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s exit|_exit|abort|segv|term|reraise|reraise_sigaction|signal|"
-                    "thread_exit LOG\n",
+    fprintf(stderr,
+            "usage: %s exit|_exit|abort|segv|term|reraise|reraise_sigaction|signal|"
+            "thread_exit|quick_exit|exit_wide LOG\n",
             argv[0]);
     return 2;
   }
@@ -179,6 +190,17 @@ int main(int argc, char **argv) {
     if (ml_log_write(g_log) != 0)
       return 1;
     exit(4);
+  }
+  if (!strcmp(mode, "quick_exit")) {
+    printf("quick_exit: buffered line, lost\n");
+    (void)!write(1, "quick_exit: written directly\n", 29);
+    at_quick_exit(quick_exit_handler);
+    quick_exit(6);
+  }
+  if (!strcmp(mode, "exit_wide")) {
+    if (ml_log_write(g_log) != 0)
+      return 1;
+    exit(259);
   }
   if (!strcmp(mode, "_exit")) {
     printf("_exit: this buffered line is never flushed\n");
