@@ -208,6 +208,17 @@ char **child_environment(char *const *envp, bool same_pid, size_t *bytes_out) {
   size_t n = 0;
   while (envp && envp[n])
     ++n;
+  // Another `memlayout record` run by the program (a record inside a
+  // record, a test suite that records) set its child up itself: its output,
+  // its preload, left as it put them.
+  for (size_t i = 0; i < n; ++i)
+    if (!strncmp(envp[i], "MEMLAYOUT_OUTPUT=", 17)) {
+      bool ours = false;
+      for (size_t s = 0; s < g_nsaved && !ours; ++s)
+        ours = !strcmp(g_saved_vars[s], envp[i]);
+      if (!ours)
+        return const_cast<char **>(envp);
+    }
   size_t strings = 8192 + strlen(g_self_path);
   for (size_t i = 0; i < n; ++i)
     if (!strncmp(envp[i], "LD_PRELOAD=", 11))

@@ -677,3 +677,29 @@ TEST_CASE("harness_timeout_kills_the_process_group", "[harness]") {
   }
   CHECK_FALSE(alive);
 }
+
+// A `memlayout record` the recorded program runs (a test suite that records,
+// a record of a record) sets its own child up: its trace is written, with
+// or without --follow-children outside.
+TEST_CASE("record.inside_a_record", "[record][exec]") {
+  std::string dir = work_dir("record_inside");
+  for (bool follow : {false, true}) {
+    CAPTURE(follow);
+    std::string inner = dir + (follow ? "/inner_follow.trace" : "/inner.trace");
+    unlink(inner.c_str());
+    std::vector<std::string> outer_args = {"-o", dir + "/outer.trace"};
+    if (follow)
+      outer_args.push_back("--follow-children");
+    RunResult r = record(outer_args, {memlayout_bin(), "record", "-o", inner, "--",
+                                      program("join_frees"), "2", "50"});
+    INFO(r.err);
+    CHECK(r.exit_code() == 0);
+    CHECK(r.out == "2450\n");
+    Dump d = dump(inner);
+    CHECK(d.run.exit_code() == 0);
+    size_t allocs = 0;
+    for (const Event &e : d.events)
+      allocs += e.ev == "alloc";
+    CHECK(allocs >= 100);
+  }
+}
