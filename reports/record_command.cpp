@@ -172,8 +172,19 @@ std::string human(double v, const char *unit) {
   return buf;
 }
 
+// The file system holding `path` has no room left for its user.
+bool file_system_full(const std::string &path) {
+  std::string dir = path.substr(0, path.rfind('/') + 1);
+  struct statvfs fs;
+  return statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 && fs.f_bavail == 0;
+}
+
 void print_summary_line(const TraceSummary &s, const std::string &path) {
   // Without an end record the totals are unknown; the blocks tell the events.
+  const char *incomplete = s.complete ? ""
+                           : file_system_full(path)
+                               ? " (incomplete: the file system holding it is full)"
+                               : " (incomplete: the program did not finish writing it)";
   std::string totals = s.complete
                            ? " (" + human(static_cast<double>(s.allocs), "") + " allocations, " +
                                  human(static_cast<double>(s.bytes), "B") + ")"
@@ -182,8 +193,7 @@ void print_summary_line(const TraceSummary &s, const std::string &path) {
                human(static_cast<double>(s.events), "").c_str(), totals.c_str(),
                human(static_cast<double>(s.file_bytes), "B").c_str(),
                s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
-               s.complete ? "" : " (incomplete: the program did not finish writing it)",
-               path.c_str());
+               incomplete, path.c_str());
 }
 
 // The trace of the pid's Nth image after the root process's first.
@@ -446,9 +456,7 @@ std::string why_no_trace(const char *command, const std::string &path) {
   }
   if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode))
     return "it is a device, not a file";
-  std::string dir = path.substr(0, path.rfind('/') + 1);
-  struct statvfs fs;
-  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 && fs.f_bavail == 0)
+  if (file_system_full(path))
     return "the file system holding it is full";
   return "the program never loaded the recorder (a statically linked or set-user-ID program, "
          "or one started by it, cannot be recorded) or could not write to it";
@@ -552,6 +560,32 @@ int launch(int argc, char **argv) {
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
   // ("" when no file can be made: then nothing is said of them.)
+  // Two recordings writing one file interleave their records into a trace
+  // that reads as one: the second is refused while the first runs (a lock
+  // on the file, held until this launcher exits).
+  int output_lock = -1;
+  if (!g_run_mode && !explicit_output.empty()) {
+    output_lock = open(explicit_output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    struct stat st;
+    if (output_lock >= 0 && (fstat(output_lock, &st) != 0 || !S_ISREG(st.st_mode))) {
+      close(output_lock);
+      output_lock = -1;
+    }
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (output_lock >= 0 && fcntl(output_lock, F_SETLK, &lock) != 0) {
+      struct flock holder = lock;
+      bool known = fcntl(output_lock, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+      std::fprintf(stderr,
+                   "memlayout: cannot write the trace '%s': another memlayout record%s "
+                   "is writing it\n",
+                   explicit_output.c_str(),
+                   known ? (" (pid " + std::to_string(holder.l_pid) + ")").c_str() : "");
+      close(output_lock);
+      return 2;
+    }
+  }
   std::string notes_path = o.follow_children ? "" : temp_file("memlayout-notes");
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).

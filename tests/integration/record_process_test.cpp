@@ -9,11 +9,14 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlt;
@@ -702,4 +705,46 @@ TEST_CASE("record.inside_a_record", "[record][exec]") {
       allocs += e.ev == "alloc";
     CHECK(allocs >= 100);
   }
+}
+
+// A trace cut short by a full file system says so, not that the program
+// did not finish writing it. Needs a small tmpfs (root): skipped without.
+TEST_CASE("record.full_file_system", "[record]") {
+  std::string dir = work_dir("full_fs");
+  std::string mnt = dir + "/fs";
+  umount(mnt.c_str());
+  mkdir(mnt.c_str(), 0755);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16k") != 0) {
+    WARN("cannot mount a tmpfs here (" << std::strerror(errno) << "): not checked");
+    return;
+  }
+  RunResult r = record({"-o", mnt + "/t.trace"}, {program("churn"), "200000"});
+  umount(mnt.c_str());
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.err.find("the file system holding it is full") != std::string::npos);
+}
+
+// Two recordings into one file would interleave into a trace that reads as
+// one: the second is refused while the first runs, and the first's trace
+// stays whole.
+TEST_CASE("record.one_file_one_recording", "[record]") {
+  std::string dir = work_dir("one_file");
+  std::string trace = dir + "/t.trace";
+  RunResult first;
+  std::thread t([&] { first = record({"-o", trace}, {program("churn"), "20000", "slow"}); });
+  // Once the first program has written its header, its launcher holds the
+  // lock (taken before it started the program).
+  struct stat st;
+  for (int i = 0; i < 500 && !(stat(trace.c_str(), &st) == 0 && st.st_size > 0); ++i)
+    usleep(10 * 1000);
+  RunResult second = record({"-o", trace}, {program("churn"), "10"});
+  t.join();
+  INFO(second.err);
+  CHECK(second.exit_code() == 2);
+  CHECK(second.err.find("another memlayout record (pid ") != std::string::npos);
+  CHECK(first.exit_code() == 0);
+  Dump d = dump(trace);
+  CHECK(d.run.exit_code() == 0);
+  CHECK(d.end_lines == 1);
 }
