@@ -26,6 +26,12 @@ std::string message_of(const CLI::ParseError &e) {
                                    m.find(" required ", colon) != std::string::npos &&
                                    m.ends_with(" missing"))
     return m.substr(0, colon) + ": missing value";
+  // "--duration: At Most 1 required but received 2"
+  if (const std::string mid = ": At Most 1 required but received ";
+      m.find(mid) != std::string::npos && m.rfind("-", 0) == 0) {
+    size_t at = m.find(mid);
+    return m.substr(0, at) + " given " + m.substr(at + mid.size()) + " times: give it once";
+  }
   if (const std::string tail = " was given a disallowed flag override"; m.ends_with(tail)) {
     std::string name = m.substr(0, m.size() - tail.size());
     return (name.rfind("-", 0) == 0 ? name : "--" + name) + " takes no value";

@@ -149,6 +149,8 @@ TEST_CASE("bench: bad options are named in the error", "[bench]") {
       {{"--tree", "ticket", "--bogus", "1"}, "unknown option '--bogus'"},
       {{"--tree", "ticket", "--check=yes"}, "--check takes no value"},
       {{"--tree", "ticket", "--seed"}, "--seed: missing value"},
+      {{"--tree", "ticket", "--duration", "0", "--duration", "0"},
+       "--duration given 2 times: give it once"},
       {{"--tree", "ticket", "stray"}, "unexpected argument 'stray'"},
       {{"--tree", "ticket", "--htm", "lock"}, "apply to htm-bptree and euno-bptree, not ticket"},
       {{"--tree", "htm-bptree", "--key-bytes", "12"}, "--key-bytes: takes a key size"},
