@@ -1,7 +1,7 @@
-// A test-and-test-and-set lock for the recorder's rare paths (new stacks,
-// block writes, thread registration). pthread mutexes would do, but these
-// locks are also taken around fork() and from exit paths where a plain
-// word is simpler to reason about.
+// The recorder's lock for its rare paths (new stacks, block writes, thread
+// registration, its own mappings): a word with a short spin, then a futex.
+// pthread mutexes would do, but these locks are also taken around fork()
+// and from exit paths, where a plain word is simpler to reason about.
 #pragma once
 
 #include <atomic>
@@ -15,12 +15,11 @@
 
 namespace memlayout::preload {
 
-// One step of waiting for another thread to let go of something: a few
-// pauses, then the CPU given away. With more threads than cores the holder
-// may be preempted, and waiters that only spin take its time slices: 500
-// threads flushing at exit spun for minutes on 2 cores. Raw system calls,
-// not nanosleep(): that is a cancellation point, and a thread cancelled here
-// may hold other recorder locks. Keeps errno.
+// One step of waiting for a word another thread will change (not a lock:
+// those are SpinLocks): a few pauses, then the CPU given away, since with
+// more threads than cores that thread may be preempted. Raw system calls,
+// not nanosleep(): that is a cancellation point, and a thread cancelled
+// here may hold recorder locks. Keeps errno.
 inline void wait_a_little(unsigned &spins) {
   if (spins < 128) {
     ++spins;
@@ -38,11 +37,10 @@ inline void wait_a_little(unsigned &spins) {
   errno = saved;
 }
 
-// A lock whose waiters sleep in the kernel once a short spin fails (a
-// futex): with hundreds of threads on two cores, the holder is often
-// preempted, and waiters that poll, even with sleeps, take the CPU it needs
-// (500 threads flushing at exit took seconds to minutes). Raw futex calls,
-// which are no cancellation points and keep no state but the word.
+// Waiters sleep in the kernel once a short spin fails: with hundreds of
+// threads on two cores the holder is often preempted, and waiters that
+// poll, even with sleeps, take the CPU it needs (500 threads flushing at
+// exit took seconds to minutes). Raw futex calls: no cancellation points.
 class SpinLock {
 public:
   void lock() {

@@ -21,16 +21,7 @@ namespace {
 constexpr size_t kMaxOwn = 4096;
 Range g_own[kMaxOwn];
 size_t g_nown = 0;
-std::atomic<bool> g_own_lock{false};
-
-struct OwnGuard {
-  OwnGuard() {
-    unsigned spins = 0;
-    while (g_own_lock.exchange(true, std::memory_order_acquire))
-      preload::wait_a_little(spins);
-  }
-  ~OwnGuard() { g_own_lock.store(false, std::memory_order_release); }
-};
+SpinLock g_own_lock;
 } // namespace
 
 bool cpu_has_fast_pdep() {
@@ -65,7 +56,7 @@ void *map_pages(size_t bytes) {
   }
   auto start = reinterpret_cast<uintptr_t>(p);
   Range r{start, start + ((bytes + page_size() - 1) & ~(page_size() - 1))};
-  OwnGuard g;
+  LockGuard g(g_own_lock);
   if (g_nown < kMaxOwn) {
     size_t i = g_nown++;
     for (; i > 0 && g_own[i - 1].start > r.start; --i)
@@ -80,7 +71,7 @@ void unmap_pages(void *p, size_t bytes) {
     return;
   munmap(p, bytes);
   auto start = reinterpret_cast<uintptr_t>(p);
-  OwnGuard g;
+  LockGuard g(g_own_lock);
   for (size_t i = 0; i < g_nown; ++i)
     if (g_own[i].start == start) {
       for (; i + 1 < g_nown; ++i)
@@ -91,7 +82,7 @@ void unmap_pages(void *p, size_t bytes) {
 }
 
 size_t own_mappings(Range *out, size_t cap) {
-  OwnGuard g;
+  LockGuard g(g_own_lock);
   for (size_t i = 0; i < g_nown && i < cap; ++i)
     out[i] = g_own[i];
   return g_nown;

@@ -206,6 +206,13 @@ enum class ExtKind : uint8_t {
                   // A reader that predates it stops there with an error.
 };
 
+// Whether a reader knows ext kind `v`, and how many varints follow it.
+inline constexpr bool is_known_ext(uint64_t v) {
+  return v >= static_cast<uint64_t>(ExtKind::kFork) &&
+         v <= static_cast<uint64_t>(ExtKind::kFreeRange);
+}
+inline constexpr unsigned ext_fields(ExtKind k) { return k == ExtKind::kFreeRange ? 2 : 1; }
+
 // Entry points. Values are stored in traces: append only.
 enum class Api : uint8_t {
   kMalloc = 0,

@@ -1,9 +1,8 @@
 #include "unwind.h"
 
-#include "spinlock.h"
-
 #include "unwind_state.h"
 
+#include "spinlock.h"
 #include "sys.h"
 #include "unwind_cfi.h"
 

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <iterator>
+#include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -166,6 +167,20 @@ int wait_child(pid_t pid, struct rusage *usage) {
   if (usage)
     *usage = ru;
   return status;
+}
+
+std::string find_in_path(const std::string &program) {
+  if (program.find('/') != std::string::npos)
+    return program;
+  const char *path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(p.c_str(), X_OK) == 0)
+      return p;
+  }
+  return {};
 }
 
 std::string exec_failure(const char *command, int error) {

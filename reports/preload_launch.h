@@ -57,6 +57,10 @@ private:
 // *usage when given.
 int wait_child(pid_t pid, struct rusage *usage = nullptr);
 
+// The file execvp would run for `program`: itself when it has a '/', else
+// the first executable of that name in PATH; "" when there is none.
+std::string find_in_path(const std::string &program);
+
 // Why `command` could not be run, exec having failed with `error`, in the
 // words a shell uses: "command not found" for a name looked up in PATH,
 // "No such file or directory" for a path, "Is a directory".

@@ -386,25 +386,6 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
   print_summary_line(last, last_path);
 }
 
-// The file the command runs: command[0] as execvp finds it ("" if not found).
-std::string resolve_command(const char *command) {
-  if (std::strchr(command, '/'))
-    return command;
-  const char *path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (size_t at = 0; at <= dirs.size();) {
-    size_t end = dirs.find(':', at);
-    if (end == std::string::npos)
-      end = dirs.size();
-    std::string dir = dirs.substr(at, end - at);
-    std::string file = (dir.empty() ? "." : dir) + "/" + command;
-    if (access(file.c_str(), X_OK) == 0)
-      return file;
-    at = end + 1;
-  }
-  return {};
-}
-
 // What an ELF file is, as far as loading the recorder into it goes.
 enum class ElfKind { kNotElf, kElf64Dynamic, kElf64Static, kElf32 };
 
@@ -444,9 +425,46 @@ ElfKind elf_kind(const std::string &file) {
   return kind;
 }
 
+// -o's file made ready before the program runs: replaced as a shell's >
+// replaces it, or written to when a device (/dev/null); a FIFO would block
+// the program. *created says whether the launcher made it: what was there
+// before is never removed afterwards. While the recording runs, the
+// launcher holds a lock on the file (its descriptor stays open until it
+// exits): a second recording into it would interleave its records with
+// the first's into a trace that reads as one. 0, or 2 once it said why not.
+int claim_output(const std::string &path, bool *created) {
+  struct stat st;
+  *created = lstat(path.c_str(), &st) != 0;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+    std::fprintf(stderr, "memlayout: cannot write the trace '%s': %s\n", path.c_str(),
+                 S_ISDIR(st.st_mode)    ? "Is a directory"
+                 : S_ISFIFO(st.st_mode) ? "it is a FIFO (a trace is a file, written in blocks)"
+                                        : "not a regular file");
+    return 2;
+  }
+  // What cannot be opened here, the launched child reports.
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return 0;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fcntl(fd, F_SETLK, &lock) == 0)
+    return 0;
+  struct flock holder = lock;
+  bool known = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+  std::string who = known ? " (pid " + std::to_string(holder.l_pid) + ")" : "";
+  std::fprintf(stderr,
+               "memlayout: cannot write the trace '%s': another memlayout record%s is "
+               "writing it\n",
+               path.c_str(), who.c_str());
+  close(fd);
+  return 2;
+}
+
 // Why a trace stayed empty, as far as the launcher can tell afterwards.
 std::string why_no_trace(const char *command, const std::string &path) {
-  std::string file = resolve_command(command);
+  std::string file = find_in_path(command);
   struct stat st;
   if (!file.empty() && stat(file.c_str(), &st) == 0) {
     if (elf_kind(file) == ElfKind::kElf64Static)
@@ -535,57 +553,19 @@ int launch(int argc, char **argv) {
   std::string explicit_output = o.output.empty() ? std::string() : absolute(o.output);
   // A 32-bit program's loader would print an error of its own for the
   // 64-bit preload, on the program's stderr, and run it unrecorded.
-  if (std::string file = resolve_command(o.command[0]);
+  if (std::string file = find_in_path(o.command[0]);
       !file.empty() && elf_kind(file) == ElfKind::kElf32) {
     std::fprintf(stderr, "memlayout: %s is a 32-bit program: memlayout %s 64-bit programs only\n",
                  file.c_str(), g_run_mode ? "runs" : "records");
     return 2;
   }
-  // -o replaces a file as a shell's > does, and writes to a device
-  // (/dev/null); a FIFO would block the program, and what was there before
-  // is never removed afterwards.
   bool output_created = true;
-  if (!g_run_mode && !explicit_output.empty()) {
-    struct stat st;
-    if (lstat(explicit_output.c_str(), &st) == 0)
-      output_created = false;
-    if (stat(explicit_output.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
-      std::fprintf(stderr, "memlayout: cannot write the trace '%s': %s\n", explicit_output.c_str(),
-                   S_ISDIR(st.st_mode)    ? "Is a directory"
-                   : S_ISFIFO(st.st_mode) ? "it is a FIFO (a trace is a file, written in blocks)"
-                                          : "not a regular file");
-      return 2;
-    }
-  }
+  if (!g_run_mode && !explicit_output.empty())
+    if (int rc = claim_output(explicit_output, &output_created); rc != 0)
+      return rc;
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
   // ("" when no file can be made: then nothing is said of them.)
-  // Two recordings writing one file interleave their records into a trace
-  // that reads as one: the second is refused while the first runs (a lock
-  // on the file, held until this launcher exits).
-  int output_lock = -1;
-  if (!g_run_mode && !explicit_output.empty()) {
-    output_lock = open(explicit_output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    struct stat st;
-    if (output_lock >= 0 && (fstat(output_lock, &st) != 0 || !S_ISREG(st.st_mode))) {
-      close(output_lock);
-      output_lock = -1;
-    }
-    struct flock lock {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    if (output_lock >= 0 && fcntl(output_lock, F_SETLK, &lock) != 0) {
-      struct flock holder = lock;
-      bool known = fcntl(output_lock, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
-      std::fprintf(stderr,
-                   "memlayout: cannot write the trace '%s': another memlayout record%s "
-                   "is writing it\n",
-                   explicit_output.c_str(),
-                   known ? (" (pid " + std::to_string(holder.l_pid) + ")").c_str() : "");
-      close(output_lock);
-      return 2;
-    }
-  }
   std::string notes_path = o.follow_children ? "" : temp_file("memlayout-notes");
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).

@@ -1,5 +1,7 @@
 #include "rule_args.h"
 
+#include "preload_launch.h"
+
 #include "cxx_names.h"
 #include "rule_match.h"
 #include "type_map.h"
@@ -74,20 +76,6 @@ bool append(const std::string &text, const std::string &where, bool single, Load
     out->written.push_back(parsed.rules[i]);
   }
   return true;
-}
-
-std::string find_in_path(const std::string &program) {
-  if (program.find('/') != std::string::npos)
-    return program;
-  const char *path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    std::string p = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(p.c_str(), X_OK) == 0)
-      return p;
-  }
-  return {};
 }
 
 // Function names defined in an ELF file, plus the libraries it needs.

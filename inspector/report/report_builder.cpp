@@ -389,7 +389,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                           "-byte objects: measured to their end");
       hot.bytes = g.requested_max > hot.offset ? g.requested_max - hot.offset : 1;
     }
-    if (hot && hot.offset == 0 && hot.bytes >= g.requested_max)
+    if (hot && g.requested_max && hot.offset == 0 && hot.bytes >= g.requested_max)
       hot = {}; // the whole object: reported as no --hot
     gr.hot_bytes = hot.bytes;
     gr.hot_offset = hot.offset;

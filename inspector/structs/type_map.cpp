@@ -154,15 +154,23 @@ bool same_function(Spelled recorded, Spelled mapped) {
          starts_as_function(recorded.canonical, mapped.canonical);
 }
 
-// The one type `sites` allocate, "" when they allocate several or none.
-std::string single_type(const std::vector<const AllocSite *> &sites) {
-  std::string type;
+bool makes_shared(const std::string &call) {
+  return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
+}
+
+// The one type `sites` allocate (none when several or none), in a control
+// block when every one of them is a make_shared.
+TypeMap::SiteType single_type(const std::vector<const AllocSite *> &sites) {
+  TypeMap::SiteType t{{}, !sites.empty()};
   for (const AllocSite *s : sites) {
-    if (!type.empty() && s->type != type)
+    if (!t.type.empty() && s->type != t.type)
       return {};
-    type = s->type;
+    t.type = s->type;
+    t.in_control_block = t.in_control_block && makes_shared(s->call);
   }
-  return type;
+  if (t.type.empty())
+    t.in_control_block = false;
+  return t;
 }
 
 } // namespace
@@ -254,25 +262,6 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
   return site_type(function, file, line).type;
 }
 
-namespace {
-
-bool makes_shared(const std::string &call) {
-  return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
-}
-
-// The one type all `sites` allocate ("" when they differ), in a control
-// block when every one of them is a make_shared.
-TypeMap::SiteType single_site_type(const std::vector<const AllocSite *> &sites) {
-  TypeMap::SiteType t{single_type(sites), !sites.empty()};
-  for (const AllocSite *s : sites)
-    t.in_control_block = t.in_control_block && makes_shared(s->call);
-  if (t.type.empty())
-    t.in_control_block = false;
-  return t;
-}
-
-} // namespace
-
 TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::string &file,
                                      uint32_t line) const {
   const std::string canonical = canonical_cxx_name(function);
@@ -297,17 +286,17 @@ TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::str
     }
     if (best.empty())
       return factory_type(function);
-    if (SiteType t = single_site_type(best); !t.type.empty() || function.empty())
+    if (SiteType t = single_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });
-    return single_site_type(best);
+    return single_type(best);
   }
   if (function.empty())
     return {};
   for (const AllocSite &s : sites_)
     if (same(&s))
       best.push_back(&s);
-  return best.empty() ? factory_type(function) : single_site_type(best);
+  return best.empty() ? factory_type(function) : single_type(best);
 }
 
 TypeMap::SiteType TypeMap::factory_type(const std::string &function) const {

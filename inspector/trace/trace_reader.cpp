@@ -721,7 +721,7 @@ bool TraceReader::decode_event() {
     case EventKind::kExt: {
       e.ptr = 0;
       uint64_t ext = c.varint();
-      if (ext < 1 || ext > 4) {
+      if (!trace::is_known_ext(ext)) {
         if (c.bad)
           return event_error("ext event overruns the payload");
         return event_error("unknown ext event kind " + std::to_string(ext));
@@ -818,15 +818,14 @@ bool TraceReader::skim_block(BlockSkim &s) {
       break;
     case EventKind::kExt: {
       uint64_t ext = c.varint();
-      if (ext < 1 || ext > 4) {
+      if (!trace::is_known_ext(ext)) {
         if (c.bad)
           return event_error("ext event overruns the payload");
         return event_error("unknown ext event kind " + std::to_string(ext));
       }
       s.lost |= static_cast<trace::ExtKind>(ext) == trace::ExtKind::kLost;
-      if (static_cast<trace::ExtKind>(ext) == trace::ExtKind::kFreeRange)
+      for (unsigned i = 0; i < trace::ext_fields(static_cast<trace::ExtKind>(ext)); ++i)
         c.skip_varint();
-      c.skip_varint();
       break;
     }
     default:

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace memlayout::trees::bench {
 namespace {
@@ -36,6 +37,14 @@ std::string mix_name(const OpMix &m) {
   return s;
 }
 bool counted(const BenchResult &r, int e) { return r.counters[e] >= 0; }
+
+// Whose HTM counts a run reports, and per how many operations: with
+// --duration 0 there is no run, and they are the prefill's, per insert.
+std::pair<uint64_t, HtmPhase> htm_phase(const BenchOptions &o, const BenchResult &r) {
+  if (o.duration_s <= 0)
+    return {r.prefilled, HtmPhase::kPrefill};
+  return {r.ops, HtmPhase::kRun};
+}
 
 } // namespace
 
@@ -87,10 +96,8 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
           << "unavailable: " << r.counters_unavailable << "\n";
   }
   if (r.htm) {
-    // --duration 0: the prefill's transactions, per prefill insert.
-    bool prefill = o.duration_s <= 0;
-    print_htm_text(*r.htm, prefill ? r.prefilled : r.ops, out,
-                   prefill ? HtmPhase::kPrefill : HtmPhase::kRun);
+    auto [ops, phase] = htm_phase(o, r);
+    print_htm_text(*r.htm, ops, out, phase);
   }
   out << "  check: " << check_name(r.check);
   if (o.linearizable)
@@ -162,9 +169,8 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   if (!r.counters_unavailable.empty())
     j["counters_unavailable"] = r.counters_unavailable;
   if (r.htm) {
-    bool prefill = o.duration_s <= 0;
-    j["htm"] = htm_json(*r.htm, o.config.htm, prefill ? r.prefilled : r.ops,
-                        prefill ? HtmPhase::kPrefill : HtmPhase::kRun);
+    auto [ops, phase] = htm_phase(o, r);
+    j["htm"] = htm_json(*r.htm, o.config.htm, ops, phase);
   }
   j["check"] = check_name(r.check);
   if (o.linearizable)
