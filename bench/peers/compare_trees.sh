@@ -95,7 +95,11 @@ jemalloc)
 esac
 mkdir -p "$out/src" "$out/bin"
 out=$(cd "$out" && pwd)
-cc -O2 -shared -fPIC -o "$out/bin/phase_cpu.so" "$here/phase_cpu.c" -ldl
+if command -v cc >/dev/null; then
+  cc -O2 -shared -fPIC -o "$out/bin/phase_cpu.so" "$here/phase_cpu.c" -ldl
+elif [[ ! -s "$out/bin/phase_cpu.so" ]]; then
+  die "no C compiler to build phase_cpu.so, and none copied into $out/bin"
+fi # a --no-build machine without a compiler uses the one copied with the peers
 preload="${preload:+$preload:}$out/bin/phase_cpu.so"
 
 # The peer of each tree: which snapshot, and the binary built from it.
