@@ -43,6 +43,7 @@ struct Sequence {
   std::vector<uint64_t> alloc_seq; // per op: the event's seq (allocs and reallocs), else 0
   std::vector<uint64_t> stack;     // per op: its stack id
   uint32_t threads = 0;
+  uint32_t main_first_page_offset = 0; // OpsHeader's
 };
 
 // The rule each recorded allocation falls under: the site as reports and
@@ -123,6 +124,7 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
   h.allocator = static_cast<uint32_t>(jemalloc ? replay::ReplayAllocator::kJemalloc
                                                : replay::ReplayAllocator::kGlibc);
   h.threads = seq.threads;
+  h.main_first_page_offset = seq.main_first_page_offset;
   h.routes = rules.set->count;
   h.ops = seq.ops.size();
   append(bytes, h);
@@ -325,6 +327,9 @@ int replay_main(int argc, char **argv) {
         op.align = e.alignment; // what the program asked for, not what its address happens to be
       op.route = decider.route(e.stack_id, e.size);
       placed_by[e.ptr] = index;
+      if (!seq.main_first_page_offset && op.thread == 0 && op.route == replay::kNoRoute &&
+          op.align <= 16 && e.size < 64 * 1024)
+        seq.main_first_page_offset = static_cast<uint32_t>(e.ptr & 4095) + 1;
     } else {
       if (e.ptr == 0 && e.size != 0)
         continue; // failed: the old block stays

@@ -17,7 +17,13 @@ struct OpsHeader {
   uint32_t allocator; // ReplayAllocator
   uint32_t threads;   // recorded threads, each replayed by a thread of its own
   uint32_t routes;
-  uint32_t reserved;
+  // The page offset (+1; 0 = none) the recording gave the main thread's
+  // first small allocation from the allocator itself. glibc's
+  // pthread_create takes each new thread's DTV from the main heap, which the
+  // worker starts its threads before any op and the program did later (the
+  // trace has those callocs as ops): the worker pads the main heap back to
+  // this offset, so lines and sets fall as they did.
+  uint32_t main_first_page_offset;
   uint64_t ops;
 };
 

@@ -92,6 +92,28 @@ void execute(uint64_t i) {
   }
 }
 
+// glibc only, after the threads are started: their DTVs came from the main
+// heap (OpsHeader::main_first_page_offset says why that matters). Nothing
+// has been freed yet, so both allocations here come from the heap's top: a
+// probe shows where the top is, and a pad puts the next chunk's user address
+// at the recorded page offset. Both stay allocated; the pad is at most a
+// page.
+void *volatile g_pads[2]; // kept, so the allocations are not elided
+void pad_main_heap(uint32_t page_offset) {
+  constexpr uintptr_t kHeader = 16, kProbeChunk = 32; // malloc(24): a 32-byte chunk
+  void *probe = malloc(24);
+  g_pads[0] = probe;
+  if (!probe)
+    return;
+  uintptr_t next_user = reinterpret_cast<uintptr_t>(probe) - kHeader + kProbeChunk + kHeader;
+  uintptr_t gap = (page_offset - next_user) & 4095; // a multiple of 16, as both are
+  if (gap == 0)
+    return;
+  if (gap < 32) // the smallest chunk
+    gap += 4096;
+  g_pads[1] = malloc(gap - 8); // a chunk of exactly `gap` bytes
+}
+
 // Takes this thread's turns: the op at the shared position runs on the thread
 // that made it; the others wait (spinning briefly, then yielding the CPU).
 void *run_thread(void *arg) {
@@ -148,6 +170,7 @@ int main(int argc, char **argv) {
     return fail("cannot read the ops file", argv[1]);
   g_header = reinterpret_cast<const OpsHeader *>(base);
   if (std::memcmp(g_header->magic, kOpsMagic, sizeof kOpsMagic) || g_header->routes > 64 ||
+      g_header->main_first_page_offset > 4096 ||
       g_header->threads == 0 || g_header->threads > 65535 ||
       ops_size !=
           sizeof(OpsHeader) + g_header->routes * sizeof(OpsRoute) + g_header->ops * sizeof(Op))
@@ -186,6 +209,8 @@ int main(int argc, char **argv) {
   for (uint32_t t = 1; t < threads; ++t)
     if (pthread_create(&ids[t], nullptr, run_thread, reinterpret_cast<void *>(uintptr_t{t})))
       return fail("cannot start a thread", std::strerror(errno));
+  if (!g_jemalloc && threads > 1 && g_header->main_first_page_offset)
+    pad_main_heap(g_header->main_first_page_offset - 1);
   run_thread(nullptr);
   for (uint32_t t = 1; t < threads; ++t)
     pthread_join(ids[t], nullptr);

@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <csignal>
+#include <fstream>
 #include <llvm/Support/JSON.h>
 
 using namespace mlt;
@@ -85,6 +87,32 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   INFO("diff stderr: " << d.err);
   REQUIRE(d.exit_code() == 0);
   CHECK(d.out.find("set_underutilization") != std::string::npos);
+}
+
+TEST_CASE("segregate.replay_of_threads_keeps_the_main_heap", "[segregate]") {
+  // The buckets are made by the main thread before it starts two workers.
+  // The replay worker starts its threads first, and glibc takes each one's
+  // DTV from the main heap: unless the worker pads it back, the buckets land
+  // 32 bytes off, and the replay's straddle is the opposite of the recording's.
+  std::string dir = work_dir("segregate_replay_threads");
+  std::string trace = dir + "/t.trace", rules = dir + "/none.rules";
+  std::ofstream(rules) << "# no rule: the replay must give the recorded layout\n";
+  RunResult rec = record({"-o", trace}, {program("bucket_table"), "2", "4000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value recorded = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  llvm::json::Value replayed =
+      json_of({memlayout_bin(), "replay", trace, "--rules", rules, "--format", "json"});
+  for (const char *fn : {"main", "worker"}) {
+    INFO(fn);
+    const auto *a = group_by_site(*recorded.getAsObject(), fn);
+    const auto *b = group_by_site(*replayed.getAsObject(), fn);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a->getInteger("objects") == b->getInteger("objects"));
+    CHECK(std::abs(*a->getNumber("straddle_fraction") - *b->getNumber("straddle_fraction")) <
+          0.02);
+    CHECK(std::abs(*a->getNumber("lines_per_object") - *b->getNumber("lines_per_object")) < 0.02);
+  }
 }
 
 TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
