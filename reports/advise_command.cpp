@@ -147,11 +147,15 @@ int advise_main(int argc, char **argv) {
         refused.push_back(text + ": it would route nothing (no group's site matches it)");
         continue;
       }
+      std::vector<uint32_t> merged; // the size classes merged findings list
+      for (const auto *f : m.because)
+        if (f->metric.count("groups_merged"))
+          merged.insert(merged.end(), f->groups.begin(), f->groups.end());
       std::string others;
       for (uint32_t id : routed) {
         const inspector::GroupReport *g = by_id(report, id);
-        if (inspector::routed_along(target->group, g->group))
-          continue; // its site in another size class, or its type elsewhere: as intended
+        if (inspector::routed_along(target->group, g->group, merged))
+          continue; // a size class its findings list, or its type elsewhere: as intended
         others += (others.empty() ? "" : ", ") + std::string("group ") + std::to_string(id) + " " +
                   g->group.name + " (" + std::to_string(g->objects) + " objects)";
       }

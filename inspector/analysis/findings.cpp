@@ -617,23 +617,12 @@ void fix_in_pool_options(const GroupReport &g, const rules::Rule &rule, Finding 
 // and requested size: the groups of another line of the same function (a
 // struct, and the string allocated beside it) would go along, and the fix
 // would fix nothing. Such a rule is narrowed to requested sizes that hold
-// its own groups' and no other group's, first for the whole site, then for
+// its own groups' and no other group's, first for all of them, then for
 // the subject alone; where none do, the fix offers no rule. Requested sizes,
 // not classes: a chunk reused for a smaller request has the class of the
 // larger one (a 24-byte map node in a 40-byte chunk), and a size key tells
-// the two apart where the class does not.
-struct SizeSpan {
-  uint64_t lo, hi;
-};
-
-SizeSpan requested_span(const Group &g) {
-  // Unknown (a report from before they were kept): any size up to the class.
-  SizeSpan s{g.requested_min ? g.requested_min : g.requested_size,
-             g.requested_max ? g.requested_max : std::max(g.size_class, g.requested_size)};
-  if (g.grown_by_realloc) // began at any size up to the one it has
-    s.lo = 1;
-  return s;
-}
+// the two apart where the class does not. Which groups are its own:
+// routed_along (rule_match.h).
 
 // The widest size range that holds `want` and meets no span of `others`,
 // up to `cap` (the largest class it is for: a tidy bound, as sizes up to a
@@ -654,10 +643,13 @@ std::optional<SizeSpan> size_range_apart(SizeSpan want, uint64_t cap,
 }
 
 void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, Finding &f) {
+  std::vector<uint32_t> merged; // the size classes a merged finding lists
+  if (f.metric.count("groups_merged"))
+    merged = f.groups;
   std::vector<const GroupReport *> mine, others;
   for (uint32_t id : groups_routed(rule, r)) {
     const GroupReport *g = by_id(r, id);
-    (routed_along(subject.group, g->group) ? mine : others).push_back(g);
+    (routed_along(subject.group, g->group, merged) ? mine : others).push_back(g);
   }
   if (others.empty() || mine.empty())
     return;
@@ -696,8 +688,8 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
 }
 
 // A fix's rule as the report offers it: for the finding's first group (the
-// others of a pair are what it keeps apart from) with its site's other size
-// classes, and only where a rule can do that.
+// others of a pair are what it keeps apart from) and what fix_is_for adds,
+// and only where a rule can do that.
 void settle_rule(const Report &r, Finding &f) {
   rules::Rule rule;
   rules::ParseError e{};

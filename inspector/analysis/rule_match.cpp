@@ -55,8 +55,22 @@ std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &repor
   return ids;
 }
 
-bool routed_along(const Group &target, const Group &g) {
-  return same_site(target.site, g.site) || (!target.type.empty() && g.type == target.type);
+SizeSpan requested_span(const Group &g) {
+  SizeSpan s{g.requested_min ? g.requested_min : g.requested_size,
+             g.requested_max ? g.requested_max : std::max(g.size_class, g.requested_size)};
+  if (g.grown_by_realloc)
+    s.lo = 1;
+  return s;
+}
+
+bool routed_along(const Group &target, const Group &g, const std::vector<uint32_t> &also) {
+  if (g.id == target.id || (!target.type.empty() && g.type == target.type) ||
+      std::find(also.begin(), also.end(), g.id) != also.end())
+    return true;
+  if (!same_site(target.site, g.site))
+    return false;
+  SizeSpan a = requested_span(target), b = requested_span(g);
+  return b.hi >= a.lo && b.lo <= a.hi;
 }
 
 std::string rule_text(const rules::Rule &r) {

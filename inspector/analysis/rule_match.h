@@ -29,10 +29,23 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 // to its own (its objects began smaller).
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report);
 
+// The requested sizes a group's objects had; unknown ones (a report from
+// before they were kept) are any size up to the class, and a realloc-grown
+// group's began at any size up to the one it has.
+struct SizeSpan {
+  uint64_t lo, hi;
+};
+SizeSpan requested_span(const Group &g);
+
 // Whether a rule written for `target`'s objects may route `g`'s too: the
-// same site in another size class, or another site's objects of the same
-// (known) type, such as a root node made apart from the others.
-bool routed_along(const Group &target, const Group &g);
+// groups in `also` (the size classes a merged finding lists), another
+// site's objects of target's (known) type, such as a root node made apart
+// from the others, and a group of target's site whose requested sizes meet
+// target's (no size key tells them apart: a buffer grown at one line). Not
+// the site's other groups: one line of inlined library code can make
+// several records (make_shared's block, a hash node, a list node, a bucket
+// array), each of sizes of its own.
+bool routed_along(const Group &target, const Group &g, const std::vector<uint32_t> &also = {});
 
 // The rule in canonical form (rules::format_rule), as every report and
 // message quotes it; empty when it does not fit.

@@ -485,6 +485,32 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->rule == "function=sym_new,pool=sym_new");
 }
 
+TEST_CASE("findings: one line of inlined library code makes records of several sizes",
+          "[findings]") {
+  // A lambda's one line (inlined unordered_map and list code) allocates
+  // 48-byte list nodes, 64-byte hash nodes and 1016-byte bucket arrays; only
+  // the list nodes straddle. A rule for the whole site would route all three
+  // into one aligned pool (the hash nodes then share the list nodes' class):
+  // the rule is narrowed to the list nodes' sizes.
+  Report r = base_report();
+  GroupReport list = clean_group(1, "main::{lambda()#1}::operator()", 48);
+  GroupReport hash = clean_group(2, "main::{lambda()#1}::operator()", 64);
+  GroupReport buckets = clean_group(3, "main::{lambda()#1}::operator()", 1024);
+  list.group.requested_min = list.group.requested_max = 48;
+  hash.group.requested_size = hash.group.requested_min = hash.group.requested_max = 56;
+  buckets.group.requested_size = buckets.group.requested_min = buckets.group.requested_max = 1016;
+  list.straddle_fraction = 0.5;
+  r.groups = {list, hash, buckets};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  INFO(f->rule);
+  memlayout::rules::Rule rule = parsed_rule(f->rule);
+  CHECK(rule.has_size);
+  CHECK(rule.size_max == 48);
+  CHECK(groups_routed(rule, r) == std::vector<uint32_t>{1});
+}
+
 TEST_CASE("findings: requested sizes tell apart groups that share a class", "[findings]") {
   // Book::add allocates a 40-byte list node at line 23 and a 24-byte map
   // node at line 24, which glibc served from a reused 40-byte chunk: one
