@@ -116,6 +116,7 @@ void render_json(const inspector::Report &r, std::ostream &out) {
   Json j;
   j["schema"] = inspector::kReportSchema;
   j["trace"] = r.trace;
+  j["executable"] = r.executable;
   j["at"] = r.at;
   j["at_ns"] = r.at_ns;
   j["partial"] = r.partial;

@@ -256,6 +256,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   }
   if (o.transform_snapshot)
     o.transform_snapshot(snap);
+  out.executable = r.header().executable;
   out.allocator = !o.allocator.empty()           ? o.allocator
                   : r.header().allocator.empty() ? "unknown"
                                                  : r.header().allocator;

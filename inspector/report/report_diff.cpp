@@ -251,6 +251,11 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
                         ": counts compare prefixes of the runs");
   if (a.at != b.at)
     out.notes.push_back("A is analysed at " + a.at + ", B at " + b.at);
+  if (!a.executable.empty() && !b.executable.empty() && a.executable != b.executable)
+    out.notes.push_back("A and B record different programs (" + a.executable + ", " +
+                        b.executable +
+                        "): groups are matched by their names and sites, which two programs "
+                        "may share by chance");
   size_t n = std::max(a.levels.size(), b.levels.size());
   for (size_t i = 0; i < n; ++i) {
     const ReportCacheLevel *la = i < a.levels.size() ? &a.levels[i] : nullptr;
@@ -298,14 +303,40 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   match_unique(a, b, pair_of_a, taken_b, site, MatchedBy::kSite, out);
   // A site that is one group in B (its pool) and several in A: what is
   // left of A there joins what B's group was matched with, if anything.
+  // Where B has several groups at the site (a rule pooled one of the line's
+  // records with another, and left the rest), the one whose objects exceed
+  // its match's by the leftover's (within 10%), in a class that holds them.
   std::map<SiteKey, std::vector<size_t>> b_at;
   for (size_t j = 0; j < b.groups.size(); ++j)
     b_at[site(b.groups[j])].push_back(j);
+  std::vector<double> surplus(b.groups.size());
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    surplus[j] = static_cast<double>(b.groups[j].objects);
+  for (const GroupDelta &g : out.groups)
+    surplus[static_cast<size_t>(g.b - b.groups.data())] -= static_cast<double>(g.a->objects);
   std::map<size_t, std::vector<size_t>> join; // B index -> A indices
-  for (size_t i = 0; i < a.groups.size(); ++i)
-    if (pair_of_a[i] < 0)
-      if (auto it = b_at.find(site(a.groups[i])); it != b_at.end() && it->second.size() == 1)
-        join[it->second.front()].push_back(i);
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    if (pair_of_a[i] >= 0)
+      continue;
+    auto it = b_at.find(site(a.groups[i]));
+    if (it == b_at.end())
+      continue;
+    const GroupReport &left = a.groups[i];
+    std::optional<size_t> to;
+    if (it->second.size() == 1) {
+      to = it->second.front();
+    } else {
+      int fits = 0;
+      for (size_t j : it->second)
+        if (surplus[j] >= 0.9 * static_cast<double>(left.objects) &&
+            b.groups[j].group.size_class >= left.group.requested_size)
+          ++fits, to = j;
+      if (fits != 1)
+        continue;
+    }
+    surplus[*to] -= static_cast<double>(left.objects);
+    join[*to].push_back(i);
+  }
   for (auto &[j, extra] : join) {
     std::vector<const GroupReport *> as;
     auto was = std::find_if(out.groups.begin(), out.groups.end(),

@@ -383,6 +383,8 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
   Report r;
   Fields f(root, "", error);
   f.str("trace", r.trace);
+  if (auto exe = root->getString("executable")) // reports from before it was written lack it
+    r.executable = exe->str();
   f.str("at", r.at);
   f.sint("at_ns", r.at_ns);
   f.boolean("partial", r.partial);

@@ -213,6 +213,53 @@ TEST_CASE("report_diff.size_classes_merged_into_one_pool", "[report_diff]") {
   CHECK_FALSE(metric("pages_4k").a.has_value());
 }
 
+TEST_CASE("report_diff.a_pool_takes_two_of_a_lines_records", "[report_diff]") {
+  // One line makes list nodes (48), hash nodes (64) and values (128); a rule
+  // pooled the list nodes, aligned to 64, where the hash nodes also went. B's
+  // pool group is matched with A's hash nodes by site and class first; the
+  // list nodes must join it, not be reported gone.
+  Report a = report({group(1, "mk (t.c:7)", "mk", 48, 0.5), group(2, "mk (t.c:7)", "mk", 64, 1.0),
+                     group(3, "mk (t.c:7)", "mk", 128, 1.0)},
+                    {});
+  Report b = report({group(7, "pool.mk", "mk", 64, 1.0), group(8, "mk (t.c:7)", "mk", 128, 1.0)},
+                    {});
+  for (Report *r : {&a, &b})
+    for (GroupReport &g : r->groups)
+      g.group.site.line = 7;
+  a.groups[0].group.requested_size = 48;
+  a.groups[1].group.requested_size = b.groups[0].group.requested_size = 56;
+  a.groups[2].group.requested_size = b.groups[1].group.requested_size = 128;
+  a.groups[2].objects = b.groups[1].objects = 500;
+  b.groups[0].objects = 2000;
+  ReportDiff d = diff_reports(a, b);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  REQUIRE(d.groups.size() == 2);
+  const GroupDelta *pool = d.groups[0].b == &b.groups[0] ? &d.groups[0] : &d.groups[1];
+  CHECK(pool->matched_by == MatchedBy::kSiteMerged);
+  CHECK(pool->merged_a.size() == 2);
+  CHECK(*metric(*pool, "objects").a == 2000);
+
+  // A B group with no room for them (as many objects as its match): the list
+  // nodes stay A's alone.
+  b.groups[0].objects = 1000;
+  ReportDiff none = diff_reports(a, b);
+  REQUIRE(none.only_a.size() == 1);
+  CHECK(none.only_a[0] == &a.groups[0]);
+}
+
+TEST_CASE("report_diff.different_programs_are_noted", "[report_diff]") {
+  Report a = report({group(1, "mk (t.c:7)", "mk", 48, 0.5)}, {});
+  Report b = a;
+  a.executable = "/usr/bin/kv";
+  b.executable = "/usr/bin/tree";
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.notes.size() == 1);
+  CHECK(d.notes[0].find("different programs (/usr/bin/kv, /usr/bin/tree)") != std::string::npos);
+  b.executable = a.executable;
+  CHECK(diff_reports(a, b).notes.empty());
+}
+
 TEST_CASE("report_diff.padding_spreads_less_on_more_pages", "[report_diff]") {
   // Padded to a line: the group needs three times the pages, and touches
   // half again as many: closer to its minimum, on more pages.
