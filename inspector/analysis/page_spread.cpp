@@ -140,7 +140,7 @@ PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
 }
 
 ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
-                   const PageSpreadOptions &opts) {
+                   const PageSpreadOptions &opts, size_t max_regions) {
   ChunkMap out;
   const auto [ps, rs] = page_and_region(opts);
   out.page_size = ps;
@@ -156,6 +156,8 @@ ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
       const uint64_t base = p / ppr * rs;
       size_t r;
       if (out.regions.empty() || base > out.regions.back()) {
+        if (out.regions.size() == max_regions)
+          return out; // objects come by address: nothing later is among the first
         out.regions.push_back(base);
         out.bits.resize(out.bits.size() + out.words_per_region, 0);
         r = out.regions.size() - 1;

@@ -55,8 +55,10 @@ struct ChunkMap {
   }
 };
 
-// O(n + touched pages + regions * pages_per_region / 64).
+// O(n + touched pages + regions * pages_per_region / 64), the pages only of
+// the first `max_regions` regions (a plot's rows: one huge object need not
+// be walked page by page); PageSpread::regions counts them all.
 ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
-                   const PageSpreadOptions &opts = {});
+                   const PageSpreadOptions &opts = {}, size_t max_regions = SIZE_MAX);
 
 } // namespace memlayout::inspector

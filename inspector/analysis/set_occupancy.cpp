@@ -17,6 +17,17 @@ constexpr double kMinCoverage = 0.9;
 
 constexpr uint64_t kPage = 4096;
 
+// Lines of one object indexed one by one; past them (objects over 64 MiB:
+// a buffer of 16 GiB would take seconds, a damaged size of 2^62 forever)
+// the rest of the object is spread evenly over the sets, as a contiguous
+// range that long covers every set alike.
+constexpr uint64_t kLinesPerObjectIndexed = uint64_t{1} << 20;
+
+// The object's last byte, within the address space however large its size.
+uint64_t last_byte(const ObjectExtent &e) {
+  return e.addr + std::min<uint64_t>(e.bytes - 1, UINT64_MAX - e.addr);
+}
+
 // (1 - 1/s)^n without the loss of 1 - 1/s for large s.
 double stay_empty(double s, double n, double k = 1) {
   return k >= s ? 0.0 : std::exp(n * std::log1p(-k / s));
@@ -39,7 +50,9 @@ SetOccupancy occupancy(size_t count, ExtentAt extent_at, const CacheLevel &level
       ObjectExtent e = extent_at(i);
       if (e.bytes == 0)
         continue;
-      for (uint64_t p = e.addr / kPage, last = (e.addr + e.bytes - 1) / kPage; p <= last; ++p)
+      uint64_t first = e.addr >> lb;
+      uint64_t last = std::min(last_byte(e) >> lb, first + kLinesPerObjectIndexed - 1);
+      for (uint64_t p = e.addr / kPage; p <= (last << lb) / kPage; ++p)
         weakest = std::min(weakest, map.translate(p * kPage).known);
     }
   }
@@ -55,7 +68,20 @@ SetOccupancy occupancy(size_t count, ExtentAt extent_at, const CacheLevel &level
     ObjectExtent e = extent_at(i);
     if (e.bytes == 0)
       continue;
-    uint64_t first = e.addr >> lb, last = (e.addr + e.bytes - 1) >> lb;
+    uint64_t first = e.addr >> lb, last = last_byte(e) >> lb;
+    if (last - first >= kLinesPerObjectIndexed) {
+      uint64_t rest = last - first + 1 - kLinesPerObjectIndexed;
+      last = first + kLinesPerObjectIndexed - 1;
+      const size_t domain = r.histogram.size();
+      for (size_t set = 0; set < domain; ++set) {
+        uint64_t add = rest / domain + (set < rest % domain ? 1 : 0);
+        r.histogram[set] = static_cast<uint32_t>(
+            std::min<uint64_t>(uint64_t{r.histogram[set]} + add, UINT32_MAX));
+      }
+      r.lines += rest;
+      if (physical)
+        r.lines_known[static_cast<int>(weakest)] += rest;
+    }
     for (uint64_t line = first; line <= last; ++line) {
       if (line == prev_line)
         continue;

@@ -157,13 +157,14 @@ PlotOccupancy fold_occupancy(uint32_t group, int level, const SetOccupancy &so, 
   return p;
 }
 
-PlotChunks first_chunks(uint32_t group, const ChunkMap &m, size_t max_regions) {
+PlotChunks first_chunks(uint32_t group, const ChunkMap &m, size_t max_regions,
+                        uint64_t regions_total) {
   PlotChunks p;
   p.group = group;
   p.page_size = m.page_size;
   p.region_size = m.region_size;
   p.pages_per_region = m.pages_per_region;
-  p.regions_total = m.regions.size();
+  p.regions_total = regions_total;
   for (size_t r = 0; r < m.regions.size() && r < max_regions; ++r) {
     p.regions.push_back(m.regions[r]);
     auto &pages = p.pages.emplace_back();
@@ -417,9 +418,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
         out.plots->occupancy.push_back(
             fold_occupancy(g.id, levels[i]->level, so, o.plots.max_bins));
     }
-    if (plotted)
-      out.plots->chunks.push_back(first_chunks(g.id, chunk_map(snap, g), o.plots.regions));
     PageSpread ps = analyse_page_spread(snap, g);
+    if (plotted)
+      out.plots->chunks.push_back(first_chunks(
+          g.id, chunk_map(snap, g, {}, o.plots.regions), o.plots.regions, ps.regions));
     gr.pages_4k = ps.pages;
     gr.pages_min = ps.pages_min;
     gr.regions_2m = ps.regions;

@@ -622,6 +622,11 @@ TEST_CASE("objects at 8 KiB strides touch one page each, none consecutive", "[pa
   for (uint64_t w : m.bits)
     set += static_cast<uint64_t>(__builtin_popcountll(w));
   CHECK(set == n);
+
+  // A plot's first two regions: the same bits, nothing after them walked.
+  const ChunkMap first = chunk_map(h.snap, h.groups[g], {}, 2);
+  REQUIRE(first.regions.size() == 2);
+  CHECK(std::equal(first.bits.begin(), first.bits.end(), m.bits.begin()));
 }
 
 TEST_CASE("objects asked aligned to a page need a page each, packed or not", "[page_spread]") {

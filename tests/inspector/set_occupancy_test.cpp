@@ -427,3 +427,20 @@ TEST_CASE("set occupancy throughput", "[.][bench]") {
              << o.lines / s / 1e6 << " M lines/s, fraction " << *o.effective.fraction);
   }
 }
+
+TEST_CASE("set occupancy of objects far larger than the caches", "[set_occupancy]") {
+  // A 16 GiB buffer, and a damaged size of 2^62 bytes (whose end lies past
+  // the address space): each is counted in bounded time, evenly over every
+  // set, the lines all counted.
+  const AddressMap frames;
+  for (uint64_t bytes : {uint64_t{16} << 30, uint64_t{1} << 62}) {
+    INFO(bytes);
+    std::vector<ObjectExtent> objs = {{kBase, bytes}};
+    for (const CacheLevel *level : {&l1(), &l2(), &l3()}) {
+      SetOccupancy o = set_occupancy(objs, *level, frames);
+      CHECK(fraction(o) == Approx(1.0));
+      uint64_t expected = std::min(bytes, UINT64_MAX - kBase + 1) / kLine;
+      CHECK(o.lines == expected);
+    }
+  }
+}
