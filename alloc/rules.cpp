@@ -377,6 +377,19 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
   unsigned seen = 0; // keys given so far, by their place in kKeys
   static constexpr const char *kKeys[] = {"function", "file", "size",  "type",
                                           "pool",     "pad",  "align", "hugepages"};
+  // One rule is one line: a newline (or another control character) inside
+  // one, from --segregate or a report's JSON, would write a rules file
+  // that reads back as something else.
+  for (size_t c = 0; c < len; ++c) {
+    auto byte = static_cast<unsigned char>(spec[c]);
+    if ((byte < 0x20 && !is_space(spec[c])) || byte == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", byte);
+      set_error(err, line, static_cast<uint32_t>(c + 1),
+                "a control character (%s) in the rule%s: one rule is one line", code, "");
+      return false;
+    }
+  }
   size_t i = 0;
   while (i < len) {
     while (i < len && is_space(spec[i]))

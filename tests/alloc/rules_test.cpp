@@ -113,6 +113,13 @@ TEST_CASE("rules: errors name the column") {
   CHECK(std::string(e.message).find("'pool' given twice") != std::string::npos);
   e = parse_bad("size=8,function=f,size=16,pad=64");
   CHECK(std::string(e.message).find("'size' given twice") != std::string::npos);
+  // One rule is one line: a newline inside one (from a report's JSON or
+  // --segregate) would read back from a rules file as two.
+  e = parse_bad("function=a\nfunction=b,pool=x");
+  CHECK(e.column == 11);
+  CHECK(std::string(e.message).find("control character (0x0a)") != std::string::npos);
+  e = parse_bad(std::string("function=a\x1b[2J,pool=x"));
+  CHECK(e.column == 11);
 }
 
 TEST_CASE("rules: a file of rules, comments and blank lines") {
