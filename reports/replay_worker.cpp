@@ -196,8 +196,16 @@ int main(int argc, char **argv) {
     o.pad_to = route.pad;
     o.huge_pages = route.huge_pages != 0;
     g_pools[r] = seg::pool_create(route.pool, o);
-    if (!g_pools[r])
-      return fail("cannot create the pool", route.pool);
+    if (!g_pools[r]) {
+      // No std::string: libstdc++ would allocate at start-up, in the heap
+      // the replay lays out.
+      char why[256];
+      std::snprintf(why, sizeof why, "%s: %s%s", route.pool, std::strerror(errno),
+                    errno == ENOMEM ? " (a pool reserves 1 GiB of address space or more: "
+                                      "is it limited, ulimit -v?)"
+                                    : "");
+      return fail("cannot create the pool", why);
+    }
   }
   // Thread 0 is the recorded main thread: it runs here, the others on their own.
   uint32_t threads = g_header->threads;
