@@ -317,6 +317,7 @@ bool TraceReader::parse_header() {
     return false;
   }
   uint64_t off = sizeof(trace::FileHeader);
+  bool has_usable_model = false;
   while (off + sizeof(trace::HeaderField) <= fh.header_bytes) {
     trace::HeaderField f = load<trace::HeaderField>(p + off);
     uint64_t value_off = off + sizeof f;
@@ -360,6 +361,14 @@ bool TraceReader::parse_header() {
       break;
     case HeaderTag::kPageSize:
       u32(header_.page_size);
+      // Page numbers, the memory map and every page figure rest on it.
+      if (header_.page_size && (*header_.page_size < 4096 || *header_.page_size > (1u << 30) ||
+                                (*header_.page_size & (*header_.page_size - 1)))) {
+        stop(ReadStatus::kUnreadable, off,
+             "header field page_size holds " + std::to_string(*header_.page_size) +
+                 ", not a page size (a power of two from 4096): damaged");
+        return false;
+      }
       break;
     case HeaderTag::kAllocator:
       header_.allocator = cut_nuls(v, f.length);
@@ -378,6 +387,7 @@ bool TraceReader::parse_header() {
       }
       if (m)
         header_.usable_model = static_cast<trace::UsableModel>(*m);
+      has_usable_model = m.has_value();
       break;
     }
     case HeaderTag::kUnwind:
@@ -410,6 +420,12 @@ bool TraceReader::parse_header() {
       break;
     case HeaderTag::kPointerBits:
       u32(header_.pointer_bits);
+      if (header_.pointer_bits && (*header_.pointer_bits < 32 || *header_.pointer_bits > 64)) {
+        stop(ReadStatus::kUnreadable, off,
+             "header field pointer_bits holds " + std::to_string(*header_.pointer_bits) +
+                 ", not 32 to 64: damaged");
+        return false;
+      }
       break;
     default:
       ++header_.unknown_fields; // a newer writer's field: skipping it is the versioning rule
@@ -419,6 +435,13 @@ bool TraceReader::parse_header() {
   }
   if (off != fh.header_bytes)
     warn(off, "ignoring " + std::to_string(fh.header_bytes - off) + " trailing header bytes");
+  // The recorder always writes it; without it every usable size the events
+  // leave to the model reads as the requested size (a damaged field's tag
+  // reads as a newer writer's field, which is skipped).
+  if (!has_usable_model)
+    warn(sizeof(trace::FileHeader),
+         "the header has no usable_model field (damaged?): usable sizes the events do not "
+         "spell out are taken as the requested sizes, and size classes may be wrong");
   offset_ = fh.header_bytes;
   tables_until_ = offset_;
   if (header_.start_tsc && header_.start_monotonic_ns)

@@ -142,6 +142,7 @@ public:
     str(trace::HeaderTag::kExecutable, "/usr/bin/example");
     str(trace::HeaderTag::kCommandLine, std::string("example\0--flag\0", 15));
     u32(trace::HeaderTag::kPointerBits, 64);
+    u32(trace::HeaderTag::kUsableModel, 0); // none: every event spells its usable size out
   }
   static TraceBuilder bare() { return TraceBuilder(0); }
 
