@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unordered_set>
 #include <unistd.h>
 
 namespace memlayout::inspector {
@@ -1142,14 +1143,25 @@ void TraceReader::prescan() {
   std::vector<uint64_t> event_records; // the last few, newest last
   uint64_t off = start;
   bool saw_end = false;
+  // Records after the last end record (nothing is written after a process
+  // ends), and an end record after one that ended the process (only a
+  // failed exec goes on): damage, or two traces joined.
+  uint64_t after_end = 0, first_after_end = 0, end_at = 0;
+  // Event records of threads no thread record ever started: a damaged tid
+  // moves its events to a thread that never ran.
+  std::unordered_set<uint64_t> started;
+  std::unordered_map<uint64_t, uint64_t> first_events_of; // tid -> offset
   for (;;) {
     RecordHeader h;
     if (read_record_header(off, h) != Load::kOk)
       break;
     uint64_t at = off;
     off += sizeof h + h.payload_bytes;
+    if (saw_end && after_end++ == 0)
+      first_after_end = at;
     if (h.type == static_cast<uint8_t>(RecordType::kEvents)) {
       block_events_ += h.count;
+      first_events_of.emplace(h.tid, at);
       if (h.raw_bytes > 0) {
         if (event_records.size() == 4)
           event_records.erase(event_records.begin());
@@ -1166,12 +1178,32 @@ void TraceReader::prescan() {
     Item item = Item::kDone;
     if (!load_payload(at, h, c) || !decode_record(at, h, c, true, item))
       break;
+    if (h.type == static_cast<uint8_t>(RecordType::kThread))
+      for (const ThreadEntry &t : rec_threads_)
+        started.insert(t.tid);
     if (h.type == static_cast<uint8_t>(RecordType::kEnd)) {
+      if (saw_end && final_end_->reason != trace::EndReason::kExec)
+        warn(at, "a second end record, after the one at offset " + std::to_string(end_at) +
+                     " that ended the process: damaged, or two traces joined");
       saw_end = true;
       final_end_ = end_;
+      end_at = at;
+      after_end = 0;
     }
     tables_until_ = off;
   }
+  std::vector<std::pair<uint64_t, uint64_t>> strays; // offset, tid
+  for (const auto &[tid, at] : first_events_of)
+    if (!started.count(tid))
+      strays.emplace_back(at, tid);
+  std::sort(strays.begin(), strays.end());
+  for (const auto &[at, tid] : strays)
+    warn(at, "events of thread " + std::to_string(tid) +
+                 ", which no thread record started: a damaged thread id?");
+  if (after_end)
+    warn(first_after_end, std::to_string(after_end) + " record" + (after_end > 1 ? "s" : "") +
+                              " after the end record at offset " + std::to_string(end_at) +
+                              ", which ended the process: damaged, or written after it");
   // Without the end pair, the latest block's pair is the widest we can get.
   if (!saw_end) {
     done_ = false;

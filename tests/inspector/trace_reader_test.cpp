@@ -687,6 +687,55 @@ TEST_CASE("header fields the figures rest on are checked", "[reader]") {
   }
 }
 
+// What no recorder writes reads on, with a warning naming the place: events
+// of a thread nothing started (a damaged tid), records after the end, and an
+// end record after one that ended the process.
+TEST_CASE("records out of place are read with a warning", "[reader]") {
+  auto warnings_of = [](TraceBuilder &t) {
+    Bytes b = t.bytes();
+    TraceReader r;
+    REQUIRE(r.open_buffer(b.data(), b.size(), "w.trace"));
+    drain(r);
+    std::string all;
+    for (const Diagnostic &d : r.warnings())
+      all += d.message + "\n";
+    return all;
+  };
+  auto out_of_place = [](const std::string &w) {
+    return contains(w, "thread record") || contains(w, "end record");
+  };
+  Block blk(1000, 1000, 5000);
+  blk.alloc(Api::kMalloc, 0x10, 1, 1, 1);
+  {
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0).events(7, blk).end(2000, 6000);
+    CHECK_FALSE(out_of_place(warnings_of(t)));
+  }
+  {
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0).events(2147483655u, blk).end(2000, 6000);
+    CHECK(contains(warnings_of(t), "events of thread 2147483655, which no thread record started"));
+  }
+  {
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0).events(7, blk).end(2000, 6000).events(7, blk);
+    CHECK(contains(warnings_of(t), "1 record after the end record at offset"));
+  }
+  {
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0).events(7, blk).end(2000, 6000).end(3000, 7000);
+    CHECK(contains(warnings_of(t), "a second end record, after the one at offset"));
+  }
+  { // a failed exec goes on recording after an end of reason exec
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0)
+        .events(7, blk)
+        .end(2000, 6000, 0, 0, trace::EndReason::kExec)
+        .end(3000, 7000);
+    CHECK_FALSE(out_of_place(warnings_of(t)));
+  }
+}
+
 TEST_CASE("unknown record types are skipped with a warning", "[reader]") {
   TraceBuilder t;
   Block blk(1000, 1000, 5000);
