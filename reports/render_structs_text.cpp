@@ -174,6 +174,13 @@ void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
             const StructsTextOptions &o) {
   const in::RecordLayout &r = rr.layout;
   out << "/* " << shown_path(r.file, o) << ":" << r.line << " */\n";
+  if (r.variant) {
+    out << "/* layout " << r.variant << " of " << r.name
+        << ", which translation units lay out differently; this one in";
+    for (const std::string &tu : r.translation_units)
+      out << " [" << tu << "]";
+    out << " */\n";
+  }
   out << r.kind << " " << r.name << " {\n";
   members(out, r, line);
   summary(out, r, line);
@@ -187,6 +194,16 @@ void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
   out << "\n";
 }
 
+// A type as written in a template nothing instantiates: (T); a record that
+// translation units lay out differently: the layout of the site's own.
+std::string shown_type(const in::AllocSite &s) {
+  if (s.dependent)
+    return "(" + s.type + ")";
+  if (s.variant)
+    return s.type + " [layout " + std::to_string(s.variant) + "]";
+  return s.type;
+}
+
 void sites(std::ostream &out, const std::vector<in::AllocSite> &all, const StructsTextOptions &o) {
   out << "/* allocation sites: " << all.size() << " */\n";
   std::vector<std::string> where;
@@ -196,11 +213,11 @@ void sites(std::ostream &out, const std::vector<in::AllocSite> &all, const Struc
                     std::to_string(s.column));
     where_width = std::max(where_width, where.back().size());
     call_width = std::max(call_width, s.call.size());
-    type_width = std::max(type_width, s.type.size() + (s.dependent ? 2 : 0));
+    type_width = std::max(type_width, shown_type(s).size());
   }
   for (size_t i = 0; i < all.size(); ++i) {
     const in::AllocSite &s = all[i];
-    std::string type = s.dependent ? "(" + s.type + ")" : s.type;
+    std::string type = shown_type(s);
     out << where[i] << std::string(where_width - where[i].size() + 2, ' ') << s.call
         << std::string(call_width - s.call.size() + 2, ' ') << type
         << std::string(type_width - type.size() + 2, ' ')

@@ -262,7 +262,7 @@ void malloc_alignment(const RecordLayout &r, std::span<const AllocSite> sites,
     return;
   std::vector<const AllocSite *> bad;
   for (const AllocSite &s : sites)
-    if (s.type == r.name && ignores_alignment(s.call))
+    if (s.type == r.name && s.variant == r.variant && ignores_alignment(s.call))
       bad.push_back(&s);
   if (bad.empty())
     return;

@@ -7,6 +7,7 @@
 #include <llvm/Support/JSON.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unistd.h>
@@ -286,4 +287,90 @@ TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   ToolRun directory = structs({"/tmp", "--", "-std=c++20"});
   CHECK(directory.exit_code == 1);
   CHECK(directory.err.find("/tmp: is a directory") != std::string::npos);
+}
+
+TEST_CASE("one header laid out differently by different -D flags: each layout, each site's own",
+          "[cli]") {
+  const std::string dir = scratch_dir("defines");
+  const std::string build = dir + "/build";
+  std::filesystem::create_directories(build);
+  write_text(dir + "/entry.h", "struct entry {\n"
+                               "#ifdef WIDE\n"
+                               "  long tag;\n"
+                               "#else\n"
+                               "  short tag;\n"
+                               "#endif\n"
+                               "  void *value;\n"
+                               "};\n"
+                               "struct same { int a; };\n");
+  write_text(dir + "/wide.cpp", "#include \"entry.h\"\nentry *w() { return new entry; }\n");
+  write_text(dir + "/narrow.cpp", "#include \"entry.h\"\nentry *n() { return new entry; }\n");
+  auto command = [&](const std::string &file, const std::string &flags) {
+    return "{\"directory\": \"" + build + "\", \"file\": \"" + dir + "/" + file +
+           "\", \"command\": \"/usr/bin/c++ " + flags + " -c " + dir + "/" + file + "\"}";
+  };
+  write_text(build + "/compile_commands.json",
+             "[" + command("wide.cpp", "-DWIDE=1") + ",\n" + command("narrow.cpp", "-O2") + "]\n");
+  auto layouts = [](const json::Object &top) {
+    std::map<int64_t, std::string> by_variant; // variant -> its size and translation units
+    for (const json::Value &v : *top.getArray("records")) {
+      const json::Object &r = *v.getAsObject();
+      if (text(r.getString("name")) != "entry")
+        continue;
+      std::string tus;
+      if (const json::Array *a = r.getArray("translation_units"))
+        for (const json::Value &tu : *a)
+          tus += " [" + text(tu.getAsString()) + "]";
+      by_variant[r.getInteger("variant").getValueOr(0)] =
+          std::to_string(r.getInteger("size").getValueOr(0)) + tus;
+    }
+    return by_variant;
+  };
+  // Whichever file comes first, both layouts are there, each with the files
+  // (and defines) that gave it; the record laid out alike stays one.
+  for (bool wide_first : {true, false}) {
+    std::vector<std::string> files{dir + "/wide.cpp", dir + "/narrow.cpp"};
+    if (!wide_first)
+      std::swap(files[0], files[1]);
+    ToolRun r = structs({files[0], files[1], "-p", build, "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("warning: struct entry (" + dir +
+                     "/entry.h:1) has different layouts in "
+                     "different translation units") != std::string::npos);
+    json::Value doc = parse(r.out);
+    const json::Object &top = *doc.getAsObject();
+    std::map<int64_t, std::string> got = layouts(top);
+    REQUIRE(got.size() == 2);
+    CHECK(got.count(0) == 0);
+    const std::string wide = "16 [" + dir + "/wide.cpp -DWIDE=1]";
+    const std::string narrow = "16 [" + dir + "/narrow.cpp]";
+    // Both are 16 bytes: what differs is the member's size.
+    CHECK((got[1] == (wide_first ? wide : narrow)));
+    CHECK((got[2] == (wide_first ? narrow : wide)));
+    const json::Object *same = find_record(top, "same");
+    REQUIRE(same);
+    CHECK(!same->get("variant"));
+    // Each site allocates its own file's layout.
+    for (const json::Value &v : *top.getArray("sites")) {
+      const json::Object &s = *v.getAsObject();
+      const bool in_wide = text(s.getString("file")) == dir + "/wide.cpp";
+      CHECK(s.getInteger("variant").getValueOr(0) == (in_wide == wide_first ? 1 : 2));
+    }
+    ToolRun t = structs({files[0], files[1], "-p", build});
+    CHECK(t.out.find("/* layout 1 of entry, which translation units lay out differently") !=
+          std::string::npos);
+    CHECK(t.out.find("entry [layout 2]") != std::string::npos);
+  }
+
+  // One file with two commands in the database: both run, both layouts kept.
+  write_text(build + "/compile_commands.json",
+             "[" + command("wide.cpp", "-DWIDE") + ",\n" + command("wide.cpp", "-UWIDE") + "]\n");
+  ToolRun twice = structs({dir + "/wide.cpp", "-p", build, "--format", "json"});
+  INFO(twice.err);
+  REQUIRE(twice.exit_code == 0);
+  json::Value doc = parse(twice.out);
+  std::map<int64_t, std::string> got = layouts(*doc.getAsObject());
+  CHECK(got[1] == "16 [" + dir + "/wide.cpp -DWIDE]");
+  CHECK(got[2] == "16 [" + dir + "/wide.cpp -UWIDE]");
 }
