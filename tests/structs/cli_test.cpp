@@ -374,3 +374,17 @@ TEST_CASE("one header laid out differently by different -D flags: each layout, e
   CHECK(got[1] == "16 [" + dir + "/wide.cpp -DWIDE]");
   CHECK(got[2] == "16 [" + dir + "/wide.cpp -UWIDE]");
 }
+
+TEST_CASE("the lock's line: shared at every start and at some, each member said", "[cli]") {
+  // From +0 'mu' has its line to itself but for 'a'; 'buf' reaches it only
+  // from +16 on.
+  const std::string dir = scratch_dir("lockshare");
+  write_text(dir + "/conn.cpp", "#include <mutex>\n"
+                                "struct Conn { char buf[64]; std::mutex mu; long a; };\n"
+                                "Conn c;\n");
+  ToolRun r = structs({dir + "/conn.cpp", "--line-size", "64", "--", "-std=c++17"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("shares a line with 'a' at every start offset and 'buf' at +16, +32, +48 (3 "
+                   "of 4 start offsets)") != std::string::npos);
+}
