@@ -316,13 +316,15 @@ std::string classes_text(uint64_t from, uint64_t to) {
 // Data members by decreasing alignment (declaration order among equals)
 // after the bases and vptr, which stay where they are.
 void reorder(const RecordLayout &r, std::vector<Suggestion> &out) {
-  if (r.is_union() || r.packed || r.holes.empty())
+  // Bit-fields, zero-width ones included, pack by declaration order: moving
+  // the members around them changes what packs.
+  if (r.is_union() || r.packed || r.holes.empty() || r.zero_width_bitfields)
     return;
   uint64_t end = 0;
   std::vector<const FieldLayout *> members;
   for (const FieldLayout &f : r.fields) {
     if (f.is_bitfield())
-      return; // bit-fields pack by declaration order; moving them changes what packs
+      return;
     if (f.role == FieldRole::kField)
       members.push_back(&f);
     else if (f.role != FieldRole::kVirtualBase)

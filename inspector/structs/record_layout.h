@@ -72,6 +72,9 @@ struct RecordLayout {
   uint64_t bit_holes = 0;          // unused bits in bytes that bit-fields partly use
   uint64_t tail_padding = 0;       // unused bytes after the last member
   bool packed = false;             // __attribute__((packed)) or #pragma pack below natural
+  // `int : 0` members hold nothing and are not in `fields`, but they move
+  // what follows them: no reorder of the fields alone keeps the layout.
+  bool zero_width_bitfields = false;
   // A header compiled with different -D flags can give one record (same
   // name, same definition) different layouts in different translation
   // units: then each distinct layout is reported, numbered from 1, with the

@@ -218,8 +218,10 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
     }
   }
   for (const clang::FieldDecl *fd : rd.fields()) {
-    if (fd->isBitField() && fd->getBitWidthValue(ctx) == 0)
-      continue; // `int : 0` only moves the next bit-field; it holds nothing
+    if (fd->isBitField() && fd->getBitWidthValue(ctx) == 0) {
+      r.zero_width_bitfields = true; // it holds nothing, yet moves what follows
+      continue;
+    }
     r.fields.push_back(data_member(*fd, l.getFieldOffset(fd->getFieldIndex()), ctx));
   }
   if (cxx)

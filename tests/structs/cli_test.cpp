@@ -388,3 +388,20 @@ TEST_CASE("the lock's line: shared at every start and at some, each member said"
   CHECK(r.out.find("shares a line with 'a' at every start offset and 'buf' at +16, +32, +48 (3 "
                    "of 4 start offsets)") != std::string::npos);
 }
+
+TEST_CASE("zero-width bit-fields: no reorder suggested", "[cli]") {
+  const std::string dir = scratch_dir("zero_width");
+  write_text(dir + "/zw.c", "struct zero_w { char c; int :0; char d; long long :0; char e; };\n"
+                            "struct zero_w g;\n");
+  ToolRun r = structs({dir + "/zw.c", "--format", "json", "--line-size", "64", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json::Value doc = parse(r.out);
+  const json::Object *zero = find_record(*doc.getAsObject(), "zero_w");
+  REQUIRE(zero);
+  // Its holes are the zero-width bit-fields' doing: c, d, e in any order
+  // with them still between are 9 bytes.
+  CHECK(zero->getInteger("size").getValueOr(0) == 9);
+  CHECK(zero->getArray("holes")->size() == 2);
+  CHECK(zero->getArray("suggestions")->empty());
+}
