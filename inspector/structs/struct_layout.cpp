@@ -99,7 +99,10 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
     f.type = inner->isUnion() ? "union {...}" : "struct {...}"; // not its source location
   else
     f.type = t.getAsString(member_type_policy(ctx));
-  f.align = static_cast<uint64_t>(ctx.getDeclAlign(&fd).getQuantity());
+  // A bit-field's own alignment is that of where its bits happen to start
+  // (0 off a byte boundary): its storage unit's, its type's, is what packs.
+  f.align = static_cast<uint64_t>(
+      (fd.isBitField() ? ctx.getTypeAlignInChars(t) : ctx.getDeclAlign(&fd)).getQuantity());
   if (fd.isBitField()) {
     const unsigned width = fd.getBitWidthValue(ctx);
     f.bit_offset = static_cast<uint32_t>(bit_offset);

@@ -405,3 +405,20 @@ TEST_CASE("zero-width bit-fields: no reorder suggested", "[cli]") {
   CHECK(zero->getArray("holes")->size() == 2);
   CHECK(zero->getArray("suggestions")->empty());
 }
+
+TEST_CASE("bit-fields off a byte boundary: align is their storage unit's", "[cli]") {
+  const std::string dir = scratch_dir("bitfield_align");
+  write_text(dir + "/flags.c", "struct flags { unsigned char a:1; unsigned char b:3; "
+                               "unsigned short c:12; };\n"
+                               "struct flags h;\n");
+  ToolRun r = structs({dir + "/flags.c", "--format", "json", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json::Value doc = parse(r.out);
+  const json::Object *flags = find_record(*doc.getAsObject(), "flags");
+  REQUIRE(flags);
+  std::vector<int64_t> aligns;
+  for (const json::Value &f : *flags->getArray("fields"))
+    aligns.push_back(f.getAsObject()->getInteger("align").getValueOr(-1));
+  CHECK(aligns == std::vector<int64_t>{1, 1, 2});
+}
