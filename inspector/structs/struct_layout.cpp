@@ -111,8 +111,13 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
     f.size = (bit_offset + width + 7) / 8 - f.offset;
   } else {
     f.offset = bit_offset / 8;
+    // A [[no_unique_address]] member takes only its data size: the members
+    // after it may live in its tail padding, as in a base's.
     if (!t->isIncompleteArrayType() && !fd.isZeroSize(ctx))
-      f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
+      f.size = static_cast<uint64_t>((fd.hasAttr<clang::NoUniqueAddressAttr>()
+                                          ? ctx.getTypeInfoDataSizeInChars(t).Width
+                                          : ctx.getTypeSizeInChars(t))
+                                         .getQuantity());
   }
   if (inner && record_name(*inner, ctx).empty() && inner->getDefinition()) {
     // Unnamed type: its members inline, as pahole shows them.

@@ -422,3 +422,19 @@ TEST_CASE("bit-fields off a byte boundary: align is their storage unit's", "[cli
     aligns.push_back(f.getAsObject()->getInteger("align").getValueOr(-1));
   CHECK(aligns == std::vector<int64_t>{1, 1, 2});
 }
+
+TEST_CASE("a [[no_unique_address]] member takes its data size, as gcc lays it out", "[cli]") {
+  const std::string dir = scratch_dir("nua");
+  write_text(dir + "/nua.cpp", "struct NP { NP() {} int i; char c; };\n"
+                               "struct ViaNua { [[no_unique_address]] NP np; char d; };\n"
+                               "ViaNua b;\n"
+                               "static_assert(sizeof(ViaNua) == 8 && "
+                               "__builtin_offsetof(ViaNua, d) == 5);\n");
+  ToolRun r = structs({dir + "/nua.cpp", "--line-size", "64", "--", "-std=c++20"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("np;                  /*     0     5 */") != std::string::npos);
+  CHECK(r.out.find("d;                   /*     5     1 */") != std::string::npos);
+  CHECK(r.out.find("/* sum members: 6, holes: 0, sum holes: 0 */") != std::string::npos);
+  CHECK(r.out.find("/* padding: 2 */") != std::string::npos);
+}
