@@ -104,6 +104,14 @@ bool is_make_function(const clang::FunctionDecl &fd) {
          n == "make_unique_for_overwrite" || n == "make_shared_for_overwrite";
 }
 
+// A name with "alloc" in it also names bookkeeping (track_allocation,
+// is_allocated): an allocator hands out memory, a pointer (posix_memalign
+// through its first argument).
+bool returns_memory(const clang::FunctionDecl &fd) {
+  clang::QualType r = fd.getReturnType();
+  return r->isPointerType() || r->isDependentType() || fd.getNameAsString() == "posix_memalign";
+}
+
 } // namespace
 
 bool is_allocating_function(const std::string &name) {
@@ -156,7 +164,7 @@ void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
         call += "[]";
     } else {
       call = fd->getNameAsString();
-      if (!is_allocating_function(call))
+      if (!is_allocating_function(call) || !returns_memory(*fd))
         return;
       type = sized_type(c);
       if (!type)
