@@ -8,6 +8,7 @@
 #include <clang/ASTMatchers/ASTMatchFinder.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <clang/Driver/Options.h>
+#include <clang/Driver/Types.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/JSONCompilationDatabase.h>
@@ -15,6 +16,7 @@
 #include <llvm/Option/ArgList.h>
 #include <llvm/Option/OptTable.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
@@ -140,6 +142,25 @@ clang::tooling::ArgumentsAdjuster without_unknown_flags(std::set<std::string> &s
     }
     return out;
   };
+}
+
+// Whether clang compiles the file as C or C++ (Objective-C too): by its
+// name, unless its command says the language with -x. Anything else (a
+// script, an executable) would reach clang's driver as a linker input,
+// which fails with no word about the file.
+bool c_family(const std::string &file,
+              const std::vector<clang::tooling::CompileCommand> &commands) {
+  for (const clang::tooling::CompileCommand &c : commands)
+    for (const std::string &arg : c.CommandLine)
+      if (llvm::StringRef(arg).startswith("-x") || llvm::StringRef(arg).startswith("--language"))
+        return true;
+  llvm::StringRef ext = llvm::sys::path::extension(file);
+  clang::driver::types::ID type =
+      clang::driver::types::lookupTypeForExtension(ext.empty() ? ext : ext.drop_front());
+  return type != clang::driver::types::TY_INVALID &&
+         (clang::driver::types::isCXX(type) || clang::driver::types::isObjC(type) ||
+          type == clang::driver::types::TY_C || type == clang::driver::types::TY_CHeader ||
+          type == clang::driver::types::TY_PP_C || type == clang::driver::types::TY_PP_CHeader);
 }
 
 std::string resource_dir(const ScanOptions &o) {
@@ -341,6 +362,8 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
   TranslationUnits tus(out);
 
   for (const std::string &file : o.files) {
+    llvm::SmallString<256> absolute(file);
+    llvm::sys::fs::make_absolute(absolute);
     if (!llvm::sys::fs::exists(file)) {
       llvm::errs() << "memlayout structs: " << file << ": no such file\n";
       out.failed.push_back(file);
@@ -354,12 +377,18 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
       out.failed.push_back(file);
       continue;
     }
-    llvm::SmallString<256> absolute(file);
-    llvm::sys::fs::make_absolute(absolute);
-    if (db->getCompileCommands(absolute).empty()) {
+    std::vector<clang::tooling::CompileCommand> commands = db->getCompileCommands(absolute);
+    if (commands.empty()) {
       llvm::errs() << "memlayout structs: " << file
                    << ": the compilation database has no command for it (nor for a file like "
                       "it); build it in that project, or give its arguments after --\n";
+      out.failed.push_back(file);
+      continue;
+    }
+    if (!c_family(file, commands)) {
+      llvm::errs() << "memlayout structs: " << file
+                   << ": not a C or C++ source or header (by its name); to compile it as one, "
+                      "give its language after --, e.g. -- -x c++ -std=c++20\n";
       out.failed.push_back(file);
       continue;
     }

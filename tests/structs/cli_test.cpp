@@ -438,3 +438,17 @@ TEST_CASE("a [[no_unique_address]] member takes its data size, as gcc lays it ou
   CHECK(r.out.find("/* sum members: 6, holes: 0, sum holes: 0 */") != std::string::npos);
   CHECK(r.out.find("/* padding: 2 */") != std::string::npos);
 }
+
+TEST_CASE("a file that is not C or C++ says so", "[cli]") {
+  const std::string dir = scratch_dir("not_c");
+  write_text(dir + "/script.py", "print('hello')\n");
+  ToolRun r = structs({dir + "/script.py", "--", "-std=c++17"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("script.py: not a C or C++ source or header (by its name); to compile it as "
+                   "one, give its language after --, e.g. -- -x c++") != std::string::npos);
+  CHECK(r.err.find("expected exactly one compiler job") == std::string::npos);
+  // Given its language, it is compiled as such (and here fails as C++).
+  ToolRun forced = structs({dir + "/script.py", "--", "-x", "c++"});
+  CHECK(forced.exit_code == 1);
+  CHECK(forced.err.find("not a C or C++ source") == std::string::npos);
+}
