@@ -364,9 +364,10 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
   for (const std::string &file : o.files) {
     llvm::SmallString<256> absolute(file);
     llvm::sys::fs::make_absolute(absolute);
+    llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
     if (!llvm::sys::fs::exists(file)) {
       llvm::errs() << "memlayout structs: " << file << ": no such file\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     if (!llvm::sys::fs::is_regular_file(file)) {
@@ -374,7 +375,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
                    << (llvm::sys::fs::is_directory(file) ? ": is a directory"
                                                          : ": not a regular file")
                    << " (FILES are C or C++ sources or headers)\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     std::vector<clang::tooling::CompileCommand> commands = db->getCompileCommands(absolute);
@@ -382,14 +383,14 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
       llvm::errs() << "memlayout structs: " << file
                    << ": the compilation database has no command for it (nor for a file like "
                       "it); build it in that project, or give its arguments after --\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     if (!c_family(file, commands)) {
       llvm::errs() << "memlayout structs: " << file
                    << ": not a C or C++ source or header (by its name); to compile it as one, "
                       "give its language after --, e.g. -- -x c++ -std=c++20\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     clang::tooling::ClangTool tool(*db, {file});
@@ -401,7 +402,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
     tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
     tool.appendArgumentsAdjuster(tus.starting(file));
     if (tool.run(factory.get()) != 0)
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
   }
   tus.close();
   merge(out.records, out.sites, tus);

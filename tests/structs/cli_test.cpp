@@ -452,3 +452,17 @@ TEST_CASE("a file that is not C or C++ says so", "[cli]") {
   CHECK(forced.exit_code == 1);
   CHECK(forced.err.find("not a C or C++ source") == std::string::npos);
 }
+
+TEST_CASE("failed[] holds absolute paths", "[cli]") {
+  const std::string dir = scratch_dir("failed_paths");
+  write_text(dir + "/ok.c", "struct ok { int a; };\nstruct ok o;\n");
+  write_text(dir + "/bad.c", "struct bad { int a; } b = ;\n");
+  ToolRun r =
+      structs({"ok.c", "bad.c", "missing.c", "--keep-going", "--format", "json", "--"}, dir);
+  CHECK(r.exit_code == 1);
+  json::Value doc = parse(r.out);
+  std::vector<std::string> failed;
+  for (const json::Value &f : *doc.getAsObject()->getArray("failed"))
+    failed.push_back(text(f.getAsString()));
+  CHECK(failed == std::vector<std::string>{dir + "/bad.c", dir + "/missing.c"});
+}
