@@ -100,7 +100,11 @@ void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
     name_width = std::max(name_width, std::min<size_t>(layout_name(f).size() + 5, 40));
   }
   size_t next_hole = 0;
-  uint64_t next_boundary = line;
+  // pahole's boundary comments: before a member on a later line than the
+  // last comment, one comment for the line it starts on, however many lines
+  // the members before it crossed ("was n bytes ago": how far into that
+  // line the member starts).
+  uint64_t shown_line = 0;
   for (const in::FieldLayout &f : r.fields) {
     if (!r.is_union()) {
       while (next_hole < r.holes.size() &&
@@ -109,19 +113,16 @@ void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
             << (r.holes[next_hole].size == 1 ? "" : "s") << " hole, try to pack */\n\n";
         ++next_hole;
       }
-      while (f.offset >= next_boundary) {
-        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
-            << " bytes) --- */\n";
-        next_boundary += line;
+      if (f.offset / line > shown_line) {
+        shown_line = f.offset / line;
+        out << "\t/* --- cacheline " << shown_line << " boundary (" << shown_line * line
+            << " bytes)";
+        if (f.offset % line)
+          out << " was " << f.offset % line << " bytes ago";
+        out << " --- */\n";
       }
     }
     member(out, f, type_width, name_width);
-    if (!r.is_union())
-      while (f.size && f.offset + f.size > next_boundary) {
-        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
-            << " bytes) was " << f.offset + f.size - next_boundary << " bytes ago --- */\n";
-        next_boundary += line;
-      }
   }
 }
 

@@ -439,6 +439,28 @@ TEST_CASE("a [[no_unique_address]] member takes its data size, as gcc lays it ou
   CHECK(r.out.find("/* padding: 2 */") != std::string::npos);
 }
 
+TEST_CASE("cache line boundaries: one comment per member, at the line it starts on", "[cli]") {
+  // As pahole prints them: a member after one that crossed many lines gets
+  // one comment, for its own line.
+  const std::string dir = scratch_dir("boundary");
+  write_text(dir + "/big.c", "struct big { char name[100]; double w[17]; char rng[5000]; "
+                             "char tail; };\nstruct big g;\n");
+  ToolRun r = structs({dir + "/big.c", "--line-size", "64", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  size_t comments = 0;
+  for (size_t at = r.out.find("/* --- cacheline"); at != std::string::npos;
+       at = r.out.find("/* --- cacheline", at + 1))
+    ++comments;
+  CHECK(comments == 3);
+  CHECK(r.out.find("/* --- cacheline 1 boundary (64 bytes) was 40 bytes ago --- */\n"
+                   "\tdouble") != std::string::npos);
+  CHECK(r.out.find("/* --- cacheline 3 boundary (192 bytes) was 48 bytes ago --- */\n"
+                   "\tchar") != std::string::npos);
+  CHECK(r.out.find("/* --- cacheline 81 boundary (5184 bytes) was 56 bytes ago --- */\n"
+                   "\tchar") != std::string::npos);
+}
+
 TEST_CASE("a file that is not C or C++ says so", "[cli]") {
   const std::string dir = scratch_dir("not_c");
   write_text(dir + "/script.py", "print('hello')\n");
