@@ -179,7 +179,7 @@ void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
     out << "/* layout " << r.variant << " of " << r.name
         << ", which translation units lay out differently; this one in";
     for (const std::string &tu : r.translation_units)
-      out << " [" << tu << "]";
+      out << " [" << shown_path(tu, o) << "]";
     out << " */\n";
   }
   out << r.kind << " " << r.name << " {\n";

@@ -198,8 +198,8 @@ public:
   std::vector<uint32_t> record_tu, site_tu; // by index in out_.records, out_.sites
 
 private:
-  // The file as given and the macros its command defines: what tells two
-  // layouts of one header apart.
+  // The file's absolute path and the macros its command defines: what tells
+  // two layouts of one header apart.
   static std::string label(const std::string &file, const clang::tooling::CommandLineArguments &a) {
     std::string out = file;
     for (size_t i = 1; i < a.size(); ++i) {
@@ -400,7 +400,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
         {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
     tool.appendArgumentsAdjuster(gcc_pch_as_text());
     tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
-    tool.appendArgumentsAdjuster(tus.starting(file));
+    tool.appendArgumentsAdjuster(tus.starting(absolute.str().str()));
     if (tool.run(factory.get()) != 0)
       out.failed.push_back(absolute.str().str());
   }

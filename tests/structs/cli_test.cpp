@@ -366,7 +366,8 @@ TEST_CASE("one header laid out differently by different -D flags: each layout, e
   // One file with two commands in the database: both run, both layouts kept.
   write_text(build + "/compile_commands.json",
              "[" + command("wide.cpp", "-DWIDE") + ",\n" + command("wide.cpp", "-UWIDE") + "]\n");
-  ToolRun twice = structs({dir + "/wide.cpp", "-p", build, "--format", "json"});
+  // Named relative to the working directory: the JSON's paths are absolute.
+  ToolRun twice = structs({"wide.cpp", "-p", build, "--format", "json"}, dir);
   INFO(twice.err);
   REQUIRE(twice.exit_code == 0);
   json::Value doc = parse(twice.out);
