@@ -56,6 +56,10 @@ Json record(const in::RecordReport &rr) {
             {"line", r.line}, {"size", r.size}, {"align", r.align}};
   if (r.packed)
     j["packed"] = true;
+  if (r.variant) {
+    j["variant"] = r.variant;
+    j["translation_units"] = r.translation_units;
+  }
   j["fields"] = Json::array();
   for (const in::FieldLayout &f : r.fields)
     j["fields"].push_back(field(f));
@@ -99,6 +103,8 @@ void render_structs_json(const inspector::StructsReport &r, std::ostream &out) {
               {"call", s.call}};
     if (s.dependent)
       x["dependent"] = true;
+    if (s.variant)
+      x["variant"] = s.variant;
     j["sites"].push_back(std::move(x));
   }
   j["failed"] = r.failed;

@@ -100,7 +100,11 @@ void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
     name_width = std::max(name_width, std::min<size_t>(layout_name(f).size() + 5, 40));
   }
   size_t next_hole = 0;
-  uint64_t next_boundary = line;
+  // pahole's boundary comments: before a member on a later line than the
+  // last comment, one comment for the line it starts on, however many lines
+  // the members before it crossed ("was n bytes ago": how far into that
+  // line the member starts).
+  uint64_t shown_line = 0;
   for (const in::FieldLayout &f : r.fields) {
     if (!r.is_union()) {
       while (next_hole < r.holes.size() &&
@@ -109,19 +113,16 @@ void members(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
             << (r.holes[next_hole].size == 1 ? "" : "s") << " hole, try to pack */\n\n";
         ++next_hole;
       }
-      while (f.offset >= next_boundary) {
-        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
-            << " bytes) --- */\n";
-        next_boundary += line;
+      if (f.offset / line > shown_line) {
+        shown_line = f.offset / line;
+        out << "\t/* --- cacheline " << shown_line << " boundary (" << shown_line * line
+            << " bytes)";
+        if (f.offset % line)
+          out << " was " << f.offset % line << " bytes ago";
+        out << " --- */\n";
       }
     }
     member(out, f, type_width, name_width);
-    if (!r.is_union())
-      while (f.size && f.offset + f.size > next_boundary) {
-        out << "\t/* --- cacheline " << next_boundary / line << " boundary (" << next_boundary
-            << " bytes) was " << f.offset + f.size - next_boundary << " bytes ago --- */\n";
-        next_boundary += line;
-      }
   }
 }
 
@@ -174,6 +175,13 @@ void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
             const StructsTextOptions &o) {
   const in::RecordLayout &r = rr.layout;
   out << "/* " << shown_path(r.file, o) << ":" << r.line << " */\n";
+  if (r.variant) {
+    out << "/* layout " << r.variant << " of " << r.name
+        << ", which translation units lay out differently; this one in";
+    for (const std::string &tu : r.translation_units)
+      out << " [" << shown_path(tu, o) << "]";
+    out << " */\n";
+  }
   out << r.kind << " " << r.name << " {\n";
   members(out, r, line);
   summary(out, r, line);
@@ -187,6 +195,16 @@ void record(std::ostream &out, const in::RecordReport &rr, uint32_t line,
   out << "\n";
 }
 
+// A type as written in a template nothing instantiates: (T); a record that
+// translation units lay out differently: the layout of the site's own.
+std::string shown_type(const in::AllocSite &s) {
+  if (s.dependent)
+    return "(" + s.type + ")";
+  if (s.variant)
+    return s.type + " [layout " + std::to_string(s.variant) + "]";
+  return s.type;
+}
+
 void sites(std::ostream &out, const std::vector<in::AllocSite> &all, const StructsTextOptions &o) {
   out << "/* allocation sites: " << all.size() << " */\n";
   std::vector<std::string> where;
@@ -196,11 +214,11 @@ void sites(std::ostream &out, const std::vector<in::AllocSite> &all, const Struc
                     std::to_string(s.column));
     where_width = std::max(where_width, where.back().size());
     call_width = std::max(call_width, s.call.size());
-    type_width = std::max(type_width, s.type.size() + (s.dependent ? 2 : 0));
+    type_width = std::max(type_width, shown_type(s).size());
   }
   for (size_t i = 0; i < all.size(); ++i) {
     const in::AllocSite &s = all[i];
-    std::string type = s.dependent ? "(" + s.type + ")" : s.type;
+    std::string type = shown_type(s);
     out << where[i] << std::string(where_width - where[i].size() + 2, ' ') << s.call
         << std::string(call_width - s.call.size() + 2, ' ') << type
         << std::string(type_width - type.size() + 2, ' ')

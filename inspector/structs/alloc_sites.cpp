@@ -104,6 +104,14 @@ bool is_make_function(const clang::FunctionDecl &fd) {
          n == "make_unique_for_overwrite" || n == "make_shared_for_overwrite";
 }
 
+// A name with "alloc" in it also names bookkeeping (track_allocation,
+// is_allocated): an allocator hands out memory, a pointer (posix_memalign
+// through its first argument).
+bool returns_memory(const clang::FunctionDecl &fd) {
+  clang::QualType r = fd.getReturnType();
+  return r->isPointerType() || r->isDependentType() || fd.getNameAsString() == "posix_memalign";
+}
+
 } // namespace
 
 bool is_allocating_function(const std::string &name) {
@@ -122,6 +130,12 @@ void AllocSiteCollector::add_matchers(MatchFinder &finder) {
       callExpr(unless(isExpansionInSystemHeader()), callee(functionDecl().bind("callee")))
           .bind("call"),
       this);
+  // std::make_shared<T>() in a template nothing instantiates names no
+  // function yet: only the templates it may call.
+  finder.addMatcher(callExpr(unless(isExpansionInSystemHeader()),
+                             callee(unresolvedLookupExpr().bind("unresolved")))
+                        .bind("call"),
+                    this);
 }
 
 void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
@@ -143,10 +157,20 @@ void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
     call = n->isArray() ? "new[]" : "new";
   } else if (const auto *c = result.Nodes.getNodeAs<clang::CallExpr>("call")) {
     const auto *fd = result.Nodes.getNodeAs<clang::FunctionDecl>("callee");
-    if (!fd)
-      return;
     e = c;
-    if (is_make_function(*fd)) {
+    if (const auto *u = result.Nodes.getNodeAs<clang::UnresolvedLookupExpr>("unresolved")) {
+      const clang::NamedDecl *first = u->getNumDecls() ? *u->decls_begin() : nullptr;
+      const clang::FunctionDecl *candidate = first ? first->getAsFunction() : nullptr;
+      if (!candidate || !is_make_function(*candidate) || u->getNumTemplateArgs() == 0 ||
+          u->getTemplateArgs()[0].getArgument().getKind() != clang::TemplateArgument::Type)
+        return;
+      type = u->getTemplateArgs()[0].getArgument().getAsType();
+      call = candidate->getNameAsString();
+      if ((*type)->isArrayType())
+        call += "[]";
+    } else if (!fd) {
+      return;
+    } else if (is_make_function(*fd)) {
       const clang::TemplateArgumentList *args = fd->getTemplateSpecializationArgs();
       if (!args || args->size() == 0 || args->get(0).getKind() != clang::TemplateArgument::Type)
         return;
@@ -156,7 +180,7 @@ void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
         call += "[]";
     } else {
       call = fd->getNameAsString();
-      if (!is_allocating_function(call))
+      if (!is_allocating_function(call) || !returns_memory(*fd))
         return;
       type = sized_type(c);
       if (!type)

@@ -52,31 +52,64 @@ std::string share_text(size_t some, size_t all) {
                      : std::to_string(some) + " of " + std::to_string(all) + " start offsets";
 }
 
-// Members that share a line with one of `culprits` at some start, and at
-// how many starts any does. Atomics next to atomics are the design of
-// lock-free records: for atomics only plain members count (read without a
-// write, yet invalidated by one); padding is read by nobody.
+// Members that share a line with one of `culprits`, each with the starts at
+// which it does, and at how many starts any does. Atomics next to atomics
+// are the design of lock-free records: for atomics only plain members count
+// (read without a write, yet invalidated by one); padding is read by nobody.
 struct Sharing {
-  std::vector<bool> members;
+  std::vector<std::vector<uint32_t>> members; // by field: the starts it shares a line at
   size_t starts = 0;
 };
 
 Sharing line_sharing(const RecordLayout &r, const std::vector<size_t> &culprits, bool lock,
                      const std::vector<uint32_t> &starts, uint32_t line) {
   Sharing s;
-  s.members.assign(r.fields.size(), false);
+  s.members.assign(r.fields.size(), {});
   for (uint32_t start : starts) {
     bool any = false;
-    for (size_t i : culprits)
-      for (size_t j = 0; j < r.fields.size(); ++j) {
-        const FieldLayout &g = r.fields[j];
-        if (j == i || g.size == 0 || is_padding_member(g) || (!lock && g.sync != SyncKind::kNone) ||
-            std::find(culprits.begin(), culprits.end(), j) != culprits.end())
-          continue;
-        if (share_line(r.fields[i], g, start, line))
-          s.members[j] = any = true;
+    for (size_t j = 0; j < r.fields.size(); ++j) {
+      const FieldLayout &g = r.fields[j];
+      if (g.size == 0 || is_padding_member(g) || (!lock && g.sync != SyncKind::kNone) ||
+          std::find(culprits.begin(), culprits.end(), j) != culprits.end())
+        continue;
+      if (std::any_of(culprits.begin(), culprits.end(),
+                      [&](size_t i) { return share_line(r.fields[i], g, start, line); })) {
+        s.members[j].push_back(start);
+        any = true;
       }
+    }
     s.starts += any;
+  }
+  return s;
+}
+
+// "'a' at every start offset and 'buf' at +16, +32, +48 (3 of 4 start
+// offsets)": members sharing at the same starts together, so that the
+// message holds for each member it names.
+std::string sharing_text(const RecordLayout &r, const Sharing &sharing, size_t all) {
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> by_starts;
+  for (size_t j = 0; j < sharing.members.size(); ++j) {
+    const std::vector<uint32_t> &at = sharing.members[j];
+    if (at.empty())
+      continue;
+    auto same = std::find_if(by_starts.begin(), by_starts.end(),
+                             [&](const auto &g) { return g.first == at; });
+    if (same == by_starts.end())
+      same = by_starts.insert(by_starts.end(), {at, {}});
+    same->second.push_back(quoted(r.fields[j]));
+  }
+  // Those sharing at every start first: the plain case.
+  std::stable_partition(by_starts.begin(), by_starts.end(),
+                        [&](const auto &g) { return g.first.size() == all; });
+  std::string s;
+  for (size_t i = 0; i < by_starts.size(); ++i) {
+    const auto &[at, names] = by_starts[i];
+    s += (i == 0                      ? ""
+          : i + 1 == by_starts.size() ? " and "
+                                      : ", ") +
+         joined(names) + " at " +
+         (at.size() == all ? "every start offset"
+                           : offsets_text(at) + " (" + share_text(at.size(), all) + ")");
   }
   return s;
 }
@@ -105,25 +138,22 @@ void sync_sharing(const RecordLayout &r, const std::vector<Placement> &placement
     Risk k;
     k.kind = lock ? "lock_shares_line" : "atomic_shares_line";
     k.severity = lock ? "medium" : "low";
-    std::vector<std::string> named, others;
+    std::vector<std::string> named;
     for (size_t i : culprits) {
       k.fields.push_back(member_name(r.fields[i]));
       named.push_back(quoted(r.fields[i]));
     }
     for (size_t j = 0; j < sharing.members.size(); ++j)
-      if (sharing.members[j]) {
+      if (!sharing.members[j].empty())
         k.fields.push_back(member_name(r.fields[j]));
-        others.push_back(quoted(r.fields[j]));
-      }
     const FieldLayout &first = r.fields[culprits[0]];
+    const std::string with = sharing_text(r, sharing, starts.size());
     k.message = lock ? "lock " + quoted(first) + " (" + first.type + ", +" +
-                           std::to_string(first.offset) + ") shares a line with " + joined(others) +
-                           " at " + share_text(sharing.starts, starts.size()) +
+                           std::to_string(first.offset) + ") shares a line with " + with +
                            ": threads taking or spinning on the lock take the line from readers of "
                            "those members"
                      : std::string(culprits.size() > 1 ? "atomics " : "atomic ") + joined(named) +
-                           (culprits.size() > 1 ? " share" : " shares") + " a line with " +
-                           joined(others) + " at " + share_text(sharing.starts, starts.size()) +
+                           (culprits.size() > 1 ? " share" : " shares") + " a line with " + with +
                            ": every write to them takes the line from readers of those members";
     out.push_back(std::move(k));
   }
@@ -262,7 +292,7 @@ void malloc_alignment(const RecordLayout &r, std::span<const AllocSite> sites,
     return;
   std::vector<const AllocSite *> bad;
   for (const AllocSite &s : sites)
-    if (s.type == r.name && ignores_alignment(s.call))
+    if (s.type == r.name && s.variant == r.variant && ignores_alignment(s.call))
       bad.push_back(&s);
   if (bad.empty())
     return;
@@ -286,13 +316,15 @@ std::string classes_text(uint64_t from, uint64_t to) {
 // Data members by decreasing alignment (declaration order among equals)
 // after the bases and vptr, which stay where they are.
 void reorder(const RecordLayout &r, std::vector<Suggestion> &out) {
-  if (r.is_union() || r.packed || r.holes.empty())
+  // Bit-fields, zero-width ones included, pack by declaration order: moving
+  // the members around them changes what packs.
+  if (r.is_union() || r.packed || r.holes.empty() || r.zero_width_bitfields)
     return;
   uint64_t end = 0;
   std::vector<const FieldLayout *> members;
   for (const FieldLayout &f : r.fields) {
     if (f.is_bitfield())
-      return; // bit-fields pack by declaration order; moving them changes what packs
+      return;
     if (f.role == FieldRole::kField)
       members.push_back(&f);
     else if (f.role != FieldRole::kVirtualBase)

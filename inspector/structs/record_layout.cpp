@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 #include <utility>
 
 namespace memlayout::inspector {
@@ -83,6 +84,27 @@ const FieldLayout *member_named(const std::vector<FieldLayout> &fields, std::str
 
 const FieldLayout *RecordLayout::field(std::string_view wanted) const {
   return member_named(fields, wanted);
+}
+
+namespace {
+
+bool same_members(const std::vector<FieldLayout> &a, const std::vector<FieldLayout> &b) {
+  auto same = [](const FieldLayout &x, const FieldLayout &y) {
+    return std::tie(x.name, x.type, x.offset, x.size, x.align, x.bit_offset, x.bit_size, x.role,
+                    x.sync, x.nested) == std::tie(y.name, y.type, y.offset, y.size, y.align,
+                                                  y.bit_offset, y.bit_size, y.role, y.sync,
+                                                  y.nested) &&
+           same_members(x.members, y.members);
+  };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same);
+}
+
+} // namespace
+
+bool same_layout(const RecordLayout &a, const RecordLayout &b) {
+  return std::tie(a.kind, a.size, a.align, a.packed) ==
+             std::tie(b.kind, b.size, b.align, b.packed) &&
+         same_members(a.fields, b.fields);
 }
 
 void compute_holes(RecordLayout &r) {

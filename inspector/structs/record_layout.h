@@ -72,6 +72,15 @@ struct RecordLayout {
   uint64_t bit_holes = 0;          // unused bits in bytes that bit-fields partly use
   uint64_t tail_padding = 0;       // unused bytes after the last member
   bool packed = false;             // __attribute__((packed)) or #pragma pack below natural
+  // `int : 0` members hold nothing and are not in `fields`, but they move
+  // what follows them: no reorder of the fields alone keeps the layout.
+  bool zero_width_bitfields = false;
+  // A header compiled with different -D flags can give one record (same
+  // name, same definition) different layouts in different translation
+  // units: then each distinct layout is reported, numbered from 1, with the
+  // translation units that gave it ("src/a.c -DBIG_MODE"). 0: one layout.
+  uint32_t variant = 0;
+  std::vector<std::string> translation_units;
 
   bool is_union() const { return kind == "union"; }
   // A member by name; inside an unnamed struct or union as C names it:
@@ -110,6 +119,11 @@ struct AllocSite {
   std::string type;       // the allocated type, named like RecordLayout::name when a record
   std::string call;       // new, new[], malloc, calloc, realloc, make_unique, ..., or the callee
   bool dependent = false; // in a template not instantiated here: `type` is as written (T, Node<K>)
+  uint32_t variant = 0;   // the type's RecordLayout::variant in the site's translation unit
 };
+
+// Whether two layouts of a record are the same: size, alignment and every
+// member's place, size and type (where and from what they came aside).
+bool same_layout(const RecordLayout &a, const RecordLayout &b);
 
 } // namespace memlayout::inspector

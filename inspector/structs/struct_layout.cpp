@@ -99,7 +99,10 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
     f.type = inner->isUnion() ? "union {...}" : "struct {...}"; // not its source location
   else
     f.type = t.getAsString(member_type_policy(ctx));
-  f.align = static_cast<uint64_t>(ctx.getDeclAlign(&fd).getQuantity());
+  // A bit-field's own alignment is that of where its bits happen to start
+  // (0 off a byte boundary): its storage unit's, its type's, is what packs.
+  f.align = static_cast<uint64_t>(
+      (fd.isBitField() ? ctx.getTypeAlignInChars(t) : ctx.getDeclAlign(&fd)).getQuantity());
   if (fd.isBitField()) {
     const unsigned width = fd.getBitWidthValue(ctx);
     f.bit_offset = static_cast<uint32_t>(bit_offset);
@@ -108,8 +111,13 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
     f.size = (bit_offset + width + 7) / 8 - f.offset;
   } else {
     f.offset = bit_offset / 8;
+    // A [[no_unique_address]] member takes only its data size: the members
+    // after it may live in its tail padding, as in a base's.
     if (!t->isIncompleteArrayType() && !fd.isZeroSize(ctx))
-      f.size = static_cast<uint64_t>(ctx.getTypeSizeInChars(t).getQuantity());
+      f.size = static_cast<uint64_t>((fd.hasAttr<clang::NoUniqueAddressAttr>()
+                                          ? ctx.getTypeInfoDataSizeInChars(t).Width
+                                          : ctx.getTypeSizeInChars(t))
+                                         .getQuantity());
   }
   if (inner && record_name(*inner, ctx).empty() && inner->getDefinition()) {
     // Unnamed type: its members inline, as pahole shows them.
@@ -218,8 +226,10 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
     }
   }
   for (const clang::FieldDecl *fd : rd.fields()) {
-    if (fd->isBitField() && fd->getBitWidthValue(ctx) == 0)
-      continue; // `int : 0` only moves the next bit-field; it holds nothing
+    if (fd->isBitField() && fd->getBitWidthValue(ctx) == 0) {
+      r.zero_width_bitfields = true; // it holds nothing, yet moves what follows
+      continue;
+    }
     r.fields.push_back(data_member(*fd, l.getFieldOffset(fd->getFieldIndex()), ctx));
   }
   if (cxx)

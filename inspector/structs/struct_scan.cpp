@@ -8,6 +8,7 @@
 #include <clang/ASTMatchers/ASTMatchFinder.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <clang/Driver/Options.h>
+#include <clang/Driver/Types.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/JSONCompilationDatabase.h>
@@ -15,10 +16,12 @@
 #include <llvm/Option/ArgList.h>
 #include <llvm/Option/OptTable.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -141,6 +144,25 @@ clang::tooling::ArgumentsAdjuster without_unknown_flags(std::set<std::string> &s
   };
 }
 
+// Whether clang compiles the file as C or C++ (Objective-C too): by its
+// name, unless its command says the language with -x. Anything else (a
+// script, an executable) would reach clang's driver as a linker input,
+// which fails with no word about the file.
+bool c_family(const std::string &file,
+              const std::vector<clang::tooling::CompileCommand> &commands) {
+  for (const clang::tooling::CompileCommand &c : commands)
+    for (const std::string &arg : c.CommandLine)
+      if (llvm::StringRef(arg).startswith("-x") || llvm::StringRef(arg).startswith("--language"))
+        return true;
+  llvm::StringRef ext = llvm::sys::path::extension(file);
+  clang::driver::types::ID type =
+      clang::driver::types::lookupTypeForExtension(ext.empty() ? ext : ext.drop_front());
+  return type != clang::driver::types::TY_INVALID &&
+         (clang::driver::types::isCXX(type) || clang::driver::types::isObjC(type) ||
+          type == clang::driver::types::TY_C || type == clang::driver::types::TY_CHeader ||
+          type == clang::driver::types::TY_PP_C || type == clang::driver::types::TY_PP_CHeader);
+}
+
 std::string resource_dir(const ScanOptions &o) {
   if (!o.resource_dir.empty())
     return o.resource_dir;
@@ -149,10 +171,59 @@ std::string resource_dir(const ScanOptions &o) {
   return default_resource_dir();
 }
 
+// Which translation unit (a file and one of its commands) each collected
+// record and site came from: ClangTool runs a file's commands one after
+// another and adjusts each command's arguments just before running it, so
+// what was collected since the last adjustment belongs to the previous one.
+class TranslationUnits {
+public:
+  explicit TranslationUnits(const ScanResult &out) : out_(out) {}
+
+  // Called before each command runs, with its arguments.
+  clang::tooling::ArgumentsAdjuster starting(const std::string &file) {
+    return [this, file](const clang::tooling::CommandLineArguments &args, llvm::StringRef) {
+      close();
+      labels_.push_back(label(file, args));
+      return args;
+    };
+  }
+  // Called after the last command: what was collected since is its own.
+  void close() {
+    const uint32_t current = labels_.empty() ? 0 : static_cast<uint32_t>(labels_.size() - 1);
+    record_tu.resize(out_.records.size(), current);
+    site_tu.resize(out_.sites.size(), current);
+  }
+  const std::string &operator[](uint32_t i) const { return labels_[i]; }
+
+  std::vector<uint32_t> record_tu, site_tu; // by index in out_.records, out_.sites
+
+private:
+  // The file's absolute path and the macros its command defines: what tells
+  // two layouts of one header apart.
+  static std::string label(const std::string &file, const clang::tooling::CommandLineArguments &a) {
+    std::string out = file;
+    for (size_t i = 1; i < a.size(); ++i) {
+      llvm::StringRef arg = a[i];
+      if ((arg == "-D" || arg == "-U") && i + 1 < a.size())
+        out += " " + arg.str() + a[++i];
+      else if (arg.startswith("-D") || arg.startswith("-U"))
+        out += " " + arg.str();
+    }
+    return out;
+  }
+
+  const ScanResult &out_;
+  std::vector<std::string> labels_;
+};
+
 // The same header seen by several files gives the same records and sites:
-// one of each. A site inside a template is kept with its instantiated types;
-// as written (T, Node<K>) only where no instantiation was seen.
-void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites) {
+// one of each, unless the files lay a record out differently (other -D
+// flags): then one per layout, each with the translation units that gave it,
+// and each site tied to the layout of its own translation unit. A site
+// inside a template is kept with its instantiated types; as written (T,
+// Node<K>) only where no instantiation was seen.
+void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites,
+           const TranslationUnits &tus) {
   // An instantiation spelled two ways (Tree<int, std::string> where it was
   // instantiated explicitly, Tree<int, std::basic_string<char>> elsewhere)
   // is one record.
@@ -165,18 +236,43 @@ void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites) {
   };
   std::stable_sort(keyed.begin(), keyed.end(),
                    [&](const auto &a, const auto &b) { return record_key(a) < record_key(b); });
-  keyed.erase(
-      std::unique(keyed.begin(), keyed.end(),
-                  [&](const auto &a, const auto &b) { return record_key(a) == record_key(b); }),
-      keyed.end());
   std::vector<RecordLayout> kept;
-  kept.reserve(keyed.size());
-  for (const auto &k : keyed)
-    kept.push_back(std::move(records[k.second]));
+  // (canonical name, translation unit) -> the variant it laid the record out as.
+  std::map<std::pair<std::string, std::string>, uint32_t> variant_in;
+  for (size_t group = 0; group < keyed.size();) {
+    size_t end = group + 1;
+    while (end < keyed.size() && record_key(keyed[end]) == record_key(keyed[group]))
+      ++end;
+    const size_t first = kept.size();
+    for (size_t k = group; k < end; ++k) {
+      RecordLayout &r = records[keyed[k].second];
+      const std::string &tu = tus[tus.record_tu[keyed[k].second]];
+      auto same = std::find_if(kept.begin() + static_cast<std::ptrdiff_t>(first), kept.end(),
+                               [&](const RecordLayout &o) { return same_layout(o, r); });
+      if (same == kept.end()) {
+        kept.push_back(std::move(r));
+        same = kept.end() - 1;
+      }
+      if (std::find(same->translation_units.begin(), same->translation_units.end(), tu) ==
+          same->translation_units.end())
+        same->translation_units.push_back(tu);
+    }
+    if (kept.size() - first > 1)
+      for (size_t v = first; v < kept.size(); ++v) {
+        kept[v].variant = static_cast<uint32_t>(v - first + 1);
+        for (const std::string &tu : kept[v].translation_units)
+          variant_in[{keyed[group].first, tu}] = kept[v].variant;
+      }
+    group = end;
+  }
   records = std::move(kept);
 
+  for (size_t i = 0; i < sites.size(); ++i)
+    if (auto v = variant_in.find({canonical_cxx_name(sites[i].type), tus[tus.site_tu[i]]});
+        v != variant_in.end())
+      sites[i].variant = v->second;
   auto key = [](const AllocSite &s) {
-    return std::tie(s.file, s.line, s.column, s.dependent, s.type, s.call, s.function);
+    return std::tie(s.file, s.line, s.column, s.dependent, s.type, s.variant, s.call, s.function);
   };
   std::sort(sites.begin(), sites.end(),
             [&](const auto &a, const auto &b) { return key(a) < key(b); });
@@ -190,6 +286,28 @@ void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites) {
   std::erase_if(sites, [&](const AllocSite &s) {
     return s.dependent && concrete.count({s.file, s.line, s.column});
   });
+}
+
+// Said on stderr as well as in the report: a reader of one layout would
+// otherwise not know that another translation unit sees a different one.
+void warn_of_variants(const std::vector<RecordLayout> &records) {
+  for (const RecordLayout &r : records) {
+    if (r.variant != 1)
+      continue;
+    llvm::errs() << "memlayout structs: warning: " << r.kind << " " << r.name << " (" << r.file
+                 << ":" << r.line
+                 << ") has different layouts in different translation units; each is "
+                    "reported:\n";
+    for (const RecordLayout *v = &r; v != records.data() + records.size() && v->name == r.name &&
+                                     v->file == r.file && v->line == r.line && v->variant;
+         ++v) {
+      llvm::errs() << "  layout " << v->variant << ": size " << v->size << ", align " << v->align
+                   << ", in";
+      for (const std::string &tu : v->translation_units)
+        llvm::errs() << " [" << tu << "]";
+      llvm::errs() << "\n";
+    }
+  }
 }
 
 } // namespace
@@ -241,11 +359,15 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
   sites.add_matchers(finder);
   std::unique_ptr<clang::tooling::FrontendActionFactory> factory =
       clang::tooling::newFrontendActionFactory(&finder);
+  TranslationUnits tus(out);
 
   for (const std::string &file : o.files) {
+    llvm::SmallString<256> absolute(file);
+    llvm::sys::fs::make_absolute(absolute);
+    llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
     if (!llvm::sys::fs::exists(file)) {
       llvm::errs() << "memlayout structs: " << file << ": no such file\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     if (!llvm::sys::fs::is_regular_file(file)) {
@@ -253,16 +375,22 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
                    << (llvm::sys::fs::is_directory(file) ? ": is a directory"
                                                          : ": not a regular file")
                    << " (FILES are C or C++ sources or headers)\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
       continue;
     }
-    llvm::SmallString<256> absolute(file);
-    llvm::sys::fs::make_absolute(absolute);
-    if (db->getCompileCommands(absolute).empty()) {
+    std::vector<clang::tooling::CompileCommand> commands = db->getCompileCommands(absolute);
+    if (commands.empty()) {
       llvm::errs() << "memlayout structs: " << file
                    << ": the compilation database has no command for it (nor for a file like "
                       "it); build it in that project, or give its arguments after --\n";
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
+      continue;
+    }
+    if (!c_family(file, commands)) {
+      llvm::errs() << "memlayout structs: " << file
+                   << ": not a C or C++ source or header (by its name); to compile it as one, "
+                      "give its language after --, e.g. -- -x c++ -std=c++20\n";
+      out.failed.push_back(absolute.str().str());
       continue;
     }
     clang::tooling::ClangTool tool(*db, {file});
@@ -272,10 +400,13 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
         {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
     tool.appendArgumentsAdjuster(gcc_pch_as_text());
     tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
+    tool.appendArgumentsAdjuster(tus.starting(absolute.str().str()));
     if (tool.run(factory.get()) != 0)
-      out.failed.push_back(file);
+      out.failed.push_back(absolute.str().str());
   }
-  merge(out.records, out.sites);
+  tus.close();
+  merge(out.records, out.sites, tus);
+  warn_of_variants(out.records);
   return true;
 }
 

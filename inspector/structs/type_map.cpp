@@ -79,7 +79,10 @@ bool read_record(const json::Value &v, RecordLayout &r, json::Path p) {
     return false;
   const json::Object &o = *v.getAsObject();
   if (!optional_key(o, "line", p,
-                    [&](const json::Value &x, json::Path q) { return narrow(x, r.line, q); }))
+                    [&](const json::Value &x, json::Path q) { return narrow(x, r.line, q); }) ||
+      !optional_key(o, "variant", p,
+                    [&](const json::Value &x, json::Path q) { return narrow(x, r.variant, q); }) ||
+      !m.mapOptional("translation_units", r.translation_units))
     return false;
   const json::Array *fields = o.getArray("fields");
   if (!fields) {
@@ -108,7 +111,8 @@ bool read_site(const json::Value &v, AllocSite &s, json::Path p) {
     return false;
   }
   return optional_key(o, "line", p, u32(s.line)) && optional_key(o, "column", p, u32(s.column)) &&
-         optional_key(o, "end_line", p, u32(s.end_line));
+         optional_key(o, "end_line", p, u32(s.end_line)) &&
+         optional_key(o, "variant", p, u32(s.variant));
 }
 
 std::string basename(std::string_view path) {

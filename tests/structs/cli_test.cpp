@@ -7,6 +7,7 @@
 #include <llvm/Support/JSON.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unistd.h>
@@ -286,4 +287,205 @@ TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   ToolRun directory = structs({"/tmp", "--", "-std=c++20"});
   CHECK(directory.exit_code == 1);
   CHECK(directory.err.find("/tmp: is a directory") != std::string::npos);
+}
+
+TEST_CASE("one header laid out differently by different -D flags: each layout, each site's own",
+          "[cli]") {
+  const std::string dir = scratch_dir("defines");
+  const std::string build = dir + "/build";
+  std::filesystem::create_directories(build);
+  write_text(dir + "/entry.h", "struct entry {\n"
+                               "#ifdef WIDE\n"
+                               "  long tag;\n"
+                               "#else\n"
+                               "  short tag;\n"
+                               "#endif\n"
+                               "  void *value;\n"
+                               "};\n"
+                               "struct same { int a; };\n");
+  write_text(dir + "/wide.cpp", "#include \"entry.h\"\nentry *w() { return new entry; }\n");
+  write_text(dir + "/narrow.cpp", "#include \"entry.h\"\nentry *n() { return new entry; }\n");
+  auto command = [&](const std::string &file, const std::string &flags) {
+    return "{\"directory\": \"" + build + "\", \"file\": \"" + dir + "/" + file +
+           "\", \"command\": \"/usr/bin/c++ " + flags + " -c " + dir + "/" + file + "\"}";
+  };
+  write_text(build + "/compile_commands.json",
+             "[" + command("wide.cpp", "-DWIDE=1") + ",\n" + command("narrow.cpp", "-O2") + "]\n");
+  auto layouts = [](const json::Object &top) {
+    std::map<int64_t, std::string> by_variant; // variant -> its size and translation units
+    for (const json::Value &v : *top.getArray("records")) {
+      const json::Object &r = *v.getAsObject();
+      if (text(r.getString("name")) != "entry")
+        continue;
+      std::string tus;
+      if (const json::Array *a = r.getArray("translation_units"))
+        for (const json::Value &tu : *a)
+          tus += " [" + text(tu.getAsString()) + "]";
+      by_variant[r.getInteger("variant").getValueOr(0)] =
+          std::to_string(r.getInteger("size").getValueOr(0)) + tus;
+    }
+    return by_variant;
+  };
+  // Whichever file comes first, both layouts are there, each with the files
+  // (and defines) that gave it; the record laid out alike stays one.
+  for (bool wide_first : {true, false}) {
+    std::vector<std::string> files{dir + "/wide.cpp", dir + "/narrow.cpp"};
+    if (!wide_first)
+      std::swap(files[0], files[1]);
+    ToolRun r = structs({files[0], files[1], "-p", build, "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("warning: struct entry (" + dir +
+                     "/entry.h:1) has different layouts in "
+                     "different translation units") != std::string::npos);
+    json::Value doc = parse(r.out);
+    const json::Object &top = *doc.getAsObject();
+    std::map<int64_t, std::string> got = layouts(top);
+    REQUIRE(got.size() == 2);
+    CHECK(got.count(0) == 0);
+    const std::string wide = "16 [" + dir + "/wide.cpp -DWIDE=1]";
+    const std::string narrow = "16 [" + dir + "/narrow.cpp]";
+    // Both are 16 bytes: what differs is the member's size.
+    CHECK((got[1] == (wide_first ? wide : narrow)));
+    CHECK((got[2] == (wide_first ? narrow : wide)));
+    const json::Object *same = find_record(top, "same");
+    REQUIRE(same);
+    CHECK(!same->get("variant"));
+    // Each site allocates its own file's layout.
+    for (const json::Value &v : *top.getArray("sites")) {
+      const json::Object &s = *v.getAsObject();
+      const bool in_wide = text(s.getString("file")) == dir + "/wide.cpp";
+      CHECK(s.getInteger("variant").getValueOr(0) == (in_wide == wide_first ? 1 : 2));
+    }
+    ToolRun t = structs({files[0], files[1], "-p", build});
+    CHECK(t.out.find("/* layout 1 of entry, which translation units lay out differently") !=
+          std::string::npos);
+    CHECK(t.out.find("entry [layout 2]") != std::string::npos);
+  }
+
+  // One file with two commands in the database: both run, both layouts kept.
+  write_text(build + "/compile_commands.json",
+             "[" + command("wide.cpp", "-DWIDE") + ",\n" + command("wide.cpp", "-UWIDE") + "]\n");
+  // Named relative to the working directory: the JSON's paths are absolute.
+  ToolRun twice = structs({"wide.cpp", "-p", build, "--format", "json"}, dir);
+  INFO(twice.err);
+  REQUIRE(twice.exit_code == 0);
+  json::Value doc = parse(twice.out);
+  std::map<int64_t, std::string> got = layouts(*doc.getAsObject());
+  CHECK(got[1] == "16 [" + dir + "/wide.cpp -DWIDE]");
+  CHECK(got[2] == "16 [" + dir + "/wide.cpp -UWIDE]");
+}
+
+TEST_CASE("the lock's line: shared at every start and at some, each member said", "[cli]") {
+  // From +0 'mu' has its line to itself but for 'a'; 'buf' reaches it only
+  // from +16 on.
+  const std::string dir = scratch_dir("lockshare");
+  write_text(dir + "/conn.cpp", "#include <mutex>\n"
+                                "struct Conn { char buf[64]; std::mutex mu; long a; };\n"
+                                "Conn c;\n");
+  ToolRun r = structs({dir + "/conn.cpp", "--line-size", "64", "--", "-std=c++17"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("shares a line with 'a' at every start offset and 'buf' at +16, +32, +48 (3 "
+                   "of 4 start offsets)") != std::string::npos);
+}
+
+TEST_CASE("zero-width bit-fields: no reorder suggested", "[cli]") {
+  const std::string dir = scratch_dir("zero_width");
+  write_text(dir + "/zw.c", "struct zero_w { char c; int :0; char d; long long :0; char e; };\n"
+                            "struct zero_w g;\n");
+  ToolRun r = structs({dir + "/zw.c", "--format", "json", "--line-size", "64", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json::Value doc = parse(r.out);
+  const json::Object *zero = find_record(*doc.getAsObject(), "zero_w");
+  REQUIRE(zero);
+  // Its holes are the zero-width bit-fields' doing: c, d, e in any order
+  // with them still between are 9 bytes.
+  CHECK(zero->getInteger("size").getValueOr(0) == 9);
+  CHECK(zero->getArray("holes")->size() == 2);
+  CHECK(zero->getArray("suggestions")->empty());
+}
+
+TEST_CASE("bit-fields off a byte boundary: align is their storage unit's", "[cli]") {
+  const std::string dir = scratch_dir("bitfield_align");
+  write_text(dir + "/flags.c", "struct flags { unsigned char a:1; unsigned char b:3; "
+                               "unsigned short c:12; };\n"
+                               "struct flags h;\n");
+  ToolRun r = structs({dir + "/flags.c", "--format", "json", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json::Value doc = parse(r.out);
+  const json::Object *flags = find_record(*doc.getAsObject(), "flags");
+  REQUIRE(flags);
+  std::vector<int64_t> aligns;
+  for (const json::Value &f : *flags->getArray("fields"))
+    aligns.push_back(f.getAsObject()->getInteger("align").getValueOr(-1));
+  CHECK(aligns == std::vector<int64_t>{1, 1, 2});
+}
+
+TEST_CASE("a [[no_unique_address]] member takes its data size, as gcc lays it out", "[cli]") {
+  const std::string dir = scratch_dir("nua");
+  write_text(dir + "/nua.cpp", "struct NP { NP() {} int i; char c; };\n"
+                               "struct ViaNua { [[no_unique_address]] NP np; char d; };\n"
+                               "ViaNua b;\n"
+                               "static_assert(sizeof(ViaNua) == 8 && "
+                               "__builtin_offsetof(ViaNua, d) == 5);\n");
+  ToolRun r = structs({dir + "/nua.cpp", "--line-size", "64", "--", "-std=c++20"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("np;                  /*     0     5 */") != std::string::npos);
+  CHECK(r.out.find("d;                   /*     5     1 */") != std::string::npos);
+  CHECK(r.out.find("/* sum members: 6, holes: 0, sum holes: 0 */") != std::string::npos);
+  CHECK(r.out.find("/* padding: 2 */") != std::string::npos);
+}
+
+TEST_CASE("cache line boundaries: one comment per member, at the line it starts on", "[cli]") {
+  // As pahole prints them: a member after one that crossed many lines gets
+  // one comment, for its own line.
+  const std::string dir = scratch_dir("boundary");
+  write_text(dir + "/big.c", "struct big { char name[100]; double w[17]; char rng[5000]; "
+                             "char tail; };\nstruct big g;\n");
+  ToolRun r = structs({dir + "/big.c", "--line-size", "64", "--"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  size_t comments = 0;
+  for (size_t at = r.out.find("/* --- cacheline"); at != std::string::npos;
+       at = r.out.find("/* --- cacheline", at + 1))
+    ++comments;
+  CHECK(comments == 3);
+  CHECK(r.out.find("/* --- cacheline 1 boundary (64 bytes) was 40 bytes ago --- */\n"
+                   "\tdouble") != std::string::npos);
+  CHECK(r.out.find("/* --- cacheline 3 boundary (192 bytes) was 48 bytes ago --- */\n"
+                   "\tchar") != std::string::npos);
+  CHECK(r.out.find("/* --- cacheline 81 boundary (5184 bytes) was 56 bytes ago --- */\n"
+                   "\tchar") != std::string::npos);
+}
+
+TEST_CASE("a file that is not C or C++ says so", "[cli]") {
+  const std::string dir = scratch_dir("not_c");
+  write_text(dir + "/script.py", "print('hello')\n");
+  ToolRun r = structs({dir + "/script.py", "--", "-std=c++17"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("script.py: not a C or C++ source or header (by its name); to compile it as "
+                   "one, give its language after --, e.g. -- -x c++") != std::string::npos);
+  CHECK(r.err.find("expected exactly one compiler job") == std::string::npos);
+  // Given its language, it is compiled as such (and here fails as C++).
+  ToolRun forced = structs({dir + "/script.py", "--", "-x", "c++"});
+  CHECK(forced.exit_code == 1);
+  CHECK(forced.err.find("not a C or C++ source") == std::string::npos);
+}
+
+TEST_CASE("failed[] holds absolute paths", "[cli]") {
+  const std::string dir = scratch_dir("failed_paths");
+  write_text(dir + "/ok.c", "struct ok { int a; };\nstruct ok o;\n");
+  write_text(dir + "/bad.c", "struct bad { int a; } b = ;\n");
+  ToolRun r =
+      structs({"ok.c", "bad.c", "missing.c", "--keep-going", "--format", "json", "--"}, dir);
+  CHECK(r.exit_code == 1);
+  json::Value doc = parse(r.out);
+  std::vector<std::string> failed;
+  for (const json::Value &f : *doc.getAsObject()->getArray("failed"))
+    failed.push_back(text(f.getAsString()));
+  CHECK(failed == std::vector<std::string>{dir + "/bad.c", dir + "/missing.c"});
 }

@@ -208,6 +208,22 @@ TEST_CASE("risks: a lock in a 48-byte record shares lines with neighbours", "[ad
   CHECK(align->size == 64);
 }
 
+TEST_CASE("risks: a lock's line shared at every start and at some, each said", "[advice]") {
+  // From +0 the lock has line 1 to itself but for 'a'; from +16 on, the
+  // end of 'buf' reaches its line too.
+  RecordLayout r =
+      record("conn", 112, 8,
+             {member("buf", 0, 64, 1, SyncKind::kNone, "char[64]"),
+              member("mu", 64, 40, 8, SyncKind::kLock, "std::mutex"), member("a", 104, 8)});
+  const RecordAdvice a = advice_for(r);
+  const Risk *l = risk(a, "lock_shares_line");
+  REQUIRE(l);
+  CHECK(l->fields == std::vector<std::string>{"mu", "buf", "a"});
+  CHECK(l->message.rfind("lock 'mu' (std::mutex, +64) shares a line with 'a' at every start "
+                         "offset and 'buf' at +16, +32, +48 (3 of 4 start offsets): ",
+                         0) == 0);
+}
+
 TEST_CASE("risks: atomics next to plain members, not next to each other", "[advice]") {
   RecordLayout lockfree =
       record("lf", 24, 8,
