@@ -170,8 +170,8 @@ int main(int argc, char **argv) {
     return fail("cannot read the ops file", argv[1]);
   g_header = reinterpret_cast<const OpsHeader *>(base);
   if (std::memcmp(g_header->magic, kOpsMagic, sizeof kOpsMagic) || g_header->routes > 64 ||
-      g_header->main_first_page_offset > 4096 ||
-      g_header->threads == 0 || g_header->threads > 65535 ||
+      g_header->main_first_page_offset > 4096 || g_header->threads == 0 ||
+      g_header->threads > 65535 ||
       ops_size !=
           sizeof(OpsHeader) + g_header->routes * sizeof(OpsRoute) + g_header->ops * sizeof(Op))
     return fail("not a replay ops file", argv[1]);

@@ -139,8 +139,8 @@ PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
   return out;
 }
 
-ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group,
-                   const PageSpreadOptions &opts, size_t max_regions) {
+ChunkMap chunk_map(const HeapSnapshot &snapshot, const Group &group, const PageSpreadOptions &opts,
+                   size_t max_regions) {
   ChunkMap out;
   const auto [ps, rs] = page_and_region(opts);
   out.page_size = ps;

@@ -75,8 +75,8 @@ SetOccupancy occupancy(size_t count, ExtentAt extent_at, const CacheLevel &level
       const size_t domain = r.histogram.size();
       for (size_t set = 0; set < domain; ++set) {
         uint64_t add = rest / domain + (set < rest % domain ? 1 : 0);
-        r.histogram[set] = static_cast<uint32_t>(
-            std::min<uint64_t>(uint64_t{r.histogram[set]} + add, UINT32_MAX));
+        r.histogram[set] =
+            static_cast<uint32_t>(std::min<uint64_t>(uint64_t{r.histogram[set]} + add, UINT32_MAX));
       }
       r.lines += rest;
       if (physical)

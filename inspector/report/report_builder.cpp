@@ -420,8 +420,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     }
     PageSpread ps = analyse_page_spread(snap, g);
     if (plotted)
-      out.plots->chunks.push_back(first_chunks(
-          g.id, chunk_map(snap, g, {}, o.plots.regions), o.plots.regions, ps.regions));
+      out.plots->chunks.push_back(
+          first_chunks(g.id, chunk_map(snap, g, {}, o.plots.regions), o.plots.regions, ps.regions));
     gr.pages_4k = ps.pages;
     gr.pages_min = ps.pages_min;
     gr.regions_2m = ps.regions;

@@ -252,8 +252,7 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
   if (a.at != b.at)
     out.notes.push_back("A is analysed at " + a.at + ", B at " + b.at);
   if (!a.executable.empty() && !b.executable.empty() && a.executable != b.executable)
-    out.notes.push_back("A and B record different programs (" + a.executable + ", " +
-                        b.executable +
+    out.notes.push_back("A and B record different programs (" + a.executable + ", " + b.executable +
                         "): groups are matched by their names and sites, which two programs "
                         "may share by chance");
   size_t n = std::max(a.levels.size(), b.levels.size());

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unordered_set>
 #include <unistd.h>
+#include <unordered_set>
 
 namespace memlayout::inspector {
 

@@ -221,8 +221,8 @@ TEST_CASE("report_diff.a_pool_takes_two_of_a_lines_records", "[report_diff]") {
   Report a = report({group(1, "mk (t.c:7)", "mk", 48, 0.5), group(2, "mk (t.c:7)", "mk", 64, 1.0),
                      group(3, "mk (t.c:7)", "mk", 128, 1.0)},
                     {});
-  Report b = report({group(7, "pool.mk", "mk", 64, 1.0), group(8, "mk (t.c:7)", "mk", 128, 1.0)},
-                    {});
+  Report b =
+      report({group(7, "pool.mk", "mk", 64, 1.0), group(8, "mk (t.c:7)", "mk", 128, 1.0)}, {});
   for (Report *r : {&a, &b})
     for (GroupReport &g : r->groups)
       g.group.site.line = 7;

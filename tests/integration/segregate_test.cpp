@@ -109,8 +109,7 @@ TEST_CASE("segregate.replay_of_threads_keeps_the_main_heap", "[segregate]") {
     REQUIRE(a);
     REQUIRE(b);
     CHECK(a->getInteger("objects") == b->getInteger("objects"));
-    CHECK(std::abs(*a->getNumber("straddle_fraction") - *b->getNumber("straddle_fraction")) <
-          0.02);
+    CHECK(std::abs(*a->getNumber("straddle_fraction") - *b->getNumber("straddle_fraction")) < 0.02);
     CHECK(std::abs(*a->getNumber("lines_per_object") - *b->getNumber("lines_per_object")) < 0.02);
   }
 }

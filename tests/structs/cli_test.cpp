@@ -56,8 +56,8 @@ TEST_CASE("text output: pahole's columns and comments, the allocators' lines", "
   CHECK(r.out.find("/*     8     8 */") != std::string::npos);
   CHECK(r.out.find("/* size: 32, cachelines: 1, members: 5") != std::string::npos);
   // Asked for a record none of the files has: said, and exit 1 (as grep).
-  ToolRun none = structs({kFixtures + "/layouts.hpp", "-C", "NoSuchRecord", "--", "-x", "c++",
-                          "-std=c++20"});
+  ToolRun none =
+      structs({kFixtures + "/layouts.hpp", "-C", "NoSuchRecord", "--", "-x", "c++", "-std=c++20"});
   CHECK(none.exit_code == 1);
   CHECK(none.err.find("no record named 'NoSuchRecord'") != std::string::npos);
   CHECK(r.out.find("/* padding: 6 */") != std::string::npos);
