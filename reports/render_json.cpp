@@ -158,6 +158,8 @@ void render_json(const inspector::Report &r, std::ostream &out) {
     j["htm"] = htm(*r.htm);
   if (!r.rules.empty()) {
     j["rules"] = Json::array();
+    if (r.rules_replayed)
+      j["rules_from"] = "replay";
     for (const auto &rule : r.rules)
       j["rules"].push_back(
           {{"rule", rule.rule}, {"allocations", rule.allocations}, {"bytes", rule.bytes}});

@@ -163,7 +163,9 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (r.htm)
     htm_section(r, out, paint, o.top);
   if (!r.rules.empty()) {
-    out << paint("Rules in force when recorded", "1") << "\n";
+    out << paint(r.rules_replayed ? "Rules the replay applied" : "Rules in force when recorded",
+                 "1")
+        << "\n";
     for (const auto &rule : r.rules)
       out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
           << human_bytes(static_cast<double>(rule.bytes))

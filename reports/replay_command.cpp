@@ -10,6 +10,7 @@
 #include "render.h"
 #include "replay_ops.h"
 #include "report_builder.h"
+#include "report_input.h"
 #include "rule_args.h"
 #include "rule_match.h"
 #include "symbolizer.h"
@@ -43,7 +44,8 @@ struct Sequence {
   std::vector<uint64_t> alloc_seq; // per op: the event's seq (allocs and reallocs), else 0
   std::vector<uint64_t> stack;     // per op: its stack id
   uint32_t threads = 0;
-  uint32_t main_first_page_offset = 0; // OpsHeader's
+  uint32_t main_first_page_offset = 0;    // OpsHeader's
+  std::vector<inspector::RuleStat> rules; // what each rule routed, as record reports it
 };
 
 // The rule each recorded allocation falls under: the site as reports and
@@ -211,7 +213,14 @@ int replay_main(int argc, char **argv) {
   // 1. The sequence up to the analysed moment, in the merged order.
   inspector::TraceReader r;
   if (!r.open(trace)) {
-    std::fprintf(stderr, "memlayout replay: %s\n", r.error().message.c_str());
+    std::string ignored;
+    if (sniff_input(trace, ignored) == InputKind::kReport)
+      std::fprintf(stderr,
+                   "memlayout replay: %s is a report (JSON), not a trace: replay re-runs a "
+                   "trace's allocations, so give it the trace the report was made from\n",
+                   trace.c_str());
+    else
+      std::fprintf(stderr, "memlayout replay: %s\n", r.error().message.c_str());
     return 2;
   }
   Sequence seq;
@@ -270,7 +279,7 @@ int replay_main(int argc, char **argv) {
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
   std::unordered_map<uint64_t, uint64_t> placed_by; // live address -> op
-  std::vector<uint64_t> routed_count(rules.set->count);
+  std::vector<uint64_t> routed_count(rules.set->count), routed_bytes(rules.set->count);
   // A file= or type= rule routes the functions it resolved to, all of
   // their allocations: those from other lines or of other types, by rule,
   // with their sites (a few named).
@@ -343,12 +352,15 @@ int replay_main(int argc, char **argv) {
     }
     if (op.route != replay::kNoRoute) {
       ++routed_count[op.route];
+      routed_bytes[op.route] += e.size;
       note_stray(op.route, e.stack_id, e.size);
     }
     seq.ops.push_back(op);
     seq.alloc_seq.push_back(op.kind == OpKind::kFree ? UINT64_MAX : e.seq);
   }
   seq.threads = static_cast<uint32_t>(std::max<size_t>(thread_index.size(), 1));
+  for (unsigned i = 0; i < rules.set->count; ++i)
+    seq.rules.push_back({inspector::rule_text(rules.written[i]), routed_count[i], routed_bytes[i]});
   for (unsigned i = 0; i < rules.set->count; ++i) {
     if (!routed_count[i])
       std::fprintf(stderr, "memlayout replay: warning: %s: the rule matched no allocation\n",
@@ -416,6 +428,10 @@ int replay_main(int argc, char **argv) {
     std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
     return 2;
   }
+  // What the replay's rules routed, where a report of a trace recorded under
+  // rules lists those (the layout shown is the replay's).
+  report.rules = seq.rules;
+  report.rules_replayed = true;
   report.notes.insert(report.notes.begin(),
                       "replayed under " + std::to_string(rules.set->count) + " rule" +
                           (rules.set->count == 1 ? "" : "s") + " against " +

@@ -9,12 +9,8 @@
 #include <sys/stat.h>
 
 namespace memlayout::cli {
-namespace {
 
-enum class InputKind { kTrace, kReport, kUnknown };
-
-// By content, not by name: a trace may be called anything.
-InputKind sniff(const std::string &path, std::string &error) {
+InputKind sniff_input(const std::string &path, std::string &error) {
   // Before opening: opening a FIFO waits for a writer, and a report needs a
   // file it can read twice anyway.
   struct stat st;
@@ -41,11 +37,9 @@ InputKind sniff(const std::string &path, std::string &error) {
   return InputKind::kUnknown;
 }
 
-} // namespace
-
 bool load_report_input(const std::string &path, const inspector::ReportOptions &o,
                        inspector::Report &out, std::string &kind, std::string &error) {
-  switch (sniff(path, error)) {
+  switch (sniff_input(path, error)) {
   case InputKind::kTrace:
     kind = "trace";
     if (!inspector::build_report(path, o, out, error))

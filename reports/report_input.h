@@ -9,6 +9,12 @@
 
 namespace memlayout::cli {
 
+enum class InputKind { kTrace, kReport, kUnknown };
+
+// By content, not by name: a trace may be called anything. kUnknown with
+// error set.
+InputKind sniff_input(const std::string &path, std::string &error);
+
 // kind is set to "trace" or "report". False with error on failure.
 bool load_report_input(const std::string &path, const inspector::ReportOptions &o,
                        inspector::Report &out, std::string &kind, std::string &error);

@@ -176,7 +176,8 @@ struct Report {
   std::vector<GroupReport> groups;   // by descending bytes
   std::vector<Finding> findings;     // by descending severity, then groups
   std::vector<std::string> notes;    // caveats the reader must know
-  std::vector<RuleStat> rules;       // when recorded under rules
+  std::vector<RuleStat> rules;       // when recorded under rules, or those a replay applied
+  bool rules_replayed = false;       // `rules` are a replay's
   std::optional<HtmAbortReport> htm; // when the trace records aborted transactions
   std::optional<ReportPlots> plots;  // only when asked for (HTML)
 };

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
 
 using namespace mlt;
@@ -77,6 +78,20 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   const auto *desc_replayed = group_by_site(*p.getAsObject(), "mlr_new_descriptor");
   REQUIRE(desc_replayed);
   CHECK(p.getAsObject()->getString("allocator").getValueOr("") == "jemalloc");
+  // What each rule routed, as a recording under the rules lists it.
+  CHECK(p.getAsObject()->getString("rules_from").getValueOr("") == "replay");
+  const llvm::json::Array *replayed_rules = p.getAsObject()->getArray("rules");
+  REQUIRE(replayed_rules);
+  uint64_t routed = 0;
+  for (const auto &rule : *replayed_rules)
+    routed += static_cast<uint64_t>(rule.getAsObject()->getInteger("allocations").getValueOr(0));
+  CHECK(routed >= 40000); // the nodes, at least
+  // A report given where the trace belongs says what to give instead.
+  std::string saved = dir + "/before.json";
+  std::ofstream(saved) << llvm::formatv("{0}", b).str();
+  RunResult wrong = run({memlayout_bin(), "replay", saved, "--rules", rules});
+  CHECK(wrong.exit_code() == 2);
+  CHECK(wrong.err.find("is a report (JSON), not a trace") != std::string::npos);
   // Against another allocator than the trace's, the report names that one.
   llvm::json::Value glibc = json_of({memlayout_bin(), "replay", before, "--rules", rules,
                                      "--allocator", "native", "--format", "json"});
