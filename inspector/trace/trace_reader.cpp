@@ -621,7 +621,7 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
     event_index_ = 0;
     ev_.tid = h.tid;
     in_block_ = true;
-    return true;
+    return (h.flags & trace::kRecordCompressed) || check_raw_block();
   }
   case RecordType::kStacks:
     item = Item::kStacks;
@@ -785,6 +785,25 @@ bool TraceReader::end_block() {
        "events record: its header counts " + std::to_string(block_count_) +
            " events, its payload holds " + std::to_string(event_index_) + " (damaged)");
   return false;
+}
+
+// A block stored raw has no checksum (zstd checks the others before any of
+// their events is read): it is walked once before its first event is
+// yielded, so that damage its end reveals (a count that does not match, an
+// event overrunning the payload) stops the reader before any of its events,
+// not after it has handed them on as if they were sound.
+bool TraceReader::check_raw_block() {
+  const Cursor cur = cur_;
+  const uint64_t prev = prev_ptr_, tsc = tsc_;
+  BlockSkim ignored;
+  if (!skim_block(ignored))
+    return false; // stopped, with the error at the record
+  cur_ = cur;
+  prev_ptr_ = prev;
+  tsc_ = tsc;
+  event_index_ = 0;
+  in_block_ = true;
+  return true;
 }
 
 bool TraceReader::skim_block(BlockSkim &s) {

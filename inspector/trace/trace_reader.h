@@ -203,6 +203,7 @@ private:
   void warn(uint64_t offset, std::string what);
   bool event_error(std::string what);
   bool end_block();
+  bool check_raw_block();
 
   // Source: a file read with pread, or a caller's buffer.
   int fd_ = -1;
