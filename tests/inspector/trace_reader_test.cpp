@@ -677,21 +677,25 @@ TEST_CASE("header fields the figures rest on are checked", "[reader]") {
       warned |= contains(d.message, "no usable_model field");
     CHECK(warned);
   }
-  for (uint32_t page : {0u, 3u, 4095u, 6000u}) {
-    INFO(page);
+  struct Nonsense {
+    trace::HeaderTag tag;
+    const char *name;
+    uint32_t value;
+  };
+  for (Nonsense n : {Nonsense{trace::HeaderTag::kPageSize, "page_size", 0},
+                     {trace::HeaderTag::kPageSize, "page_size", 3},
+                     {trace::HeaderTag::kPageSize, "page_size", 4095},
+                     {trace::HeaderTag::kPageSize, "page_size", 6000},
+                     {trace::HeaderTag::kPointerBits, "pointer_bits", 0},
+                     {trace::HeaderTag::kPointerBits, "pointer_bits", 16},
+                     {trace::HeaderTag::kPointerBits, "pointer_bits", 200}}) {
+    std::string expected = std::string(n.name) + " holds " + std::to_string(n.value);
+    INFO(expected);
     TraceBuilder t;
-    t.u32(trace::HeaderTag::kPageSize, page);
+    t.u32(n.tag, n.value);
     TraceReader r;
     CHECK_FALSE(open(t, r));
-    CHECK(contains(r.error().message, "page_size holds " + std::to_string(page)));
-  }
-  for (uint32_t bits : {0u, 16u, 200u}) {
-    INFO(bits);
-    TraceBuilder t;
-    t.u32(trace::HeaderTag::kPointerBits, bits);
-    TraceReader r;
-    CHECK_FALSE(open(t, r));
-    CHECK(contains(r.error().message, "pointer_bits holds " + std::to_string(bits)));
+    CHECK(contains(r.error().message, expected));
   }
 }
 
