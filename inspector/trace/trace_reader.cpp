@@ -1176,7 +1176,10 @@ void TraceReader::prescan() {
       break;
     uint64_t at = off;
     off += sizeof h + h.payload_bytes;
-    if (saw_end && after_end++ == 0)
+    // After an exec's end a failed exec goes on recording; a thread's exit
+    // record may follow the end (its TLS destructors ran after it).
+    if (saw_end && final_end_->reason != trace::EndReason::kExec &&
+        h.type != static_cast<uint8_t>(RecordType::kThread) && after_end++ == 0)
       first_after_end = at;
     if (h.type == static_cast<uint8_t>(RecordType::kEvents)) {
       block_events_ += h.count;
@@ -1211,6 +1214,10 @@ void TraceReader::prescan() {
     }
     tables_until_ = off;
   }
+  // A forked child's recording goes on in the thread that forked, now the
+  // child's main thread (its tid the child's pid), with no start record.
+  if (header_.pid)
+    started.insert(*header_.pid);
   std::vector<std::pair<uint64_t, uint64_t>> strays; // offset, tid
   for (const auto &[tid, at] : first_events_of)
     if (!started.count(tid))

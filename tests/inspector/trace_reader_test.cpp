@@ -746,6 +746,27 @@ TEST_CASE("records out of place are read with a warning", "[reader]") {
         .end(3000, 7000);
     CHECK_FALSE(out_of_place(warnings_of(t)));
   }
+  { // ... and may then be killed: no second end at all
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0)
+        .events(7, blk)
+        .end(2000, 6000, 0, 0, trace::EndReason::kExec)
+        .events(7, blk);
+    CHECK_FALSE(out_of_place(warnings_of(t)));
+  }
+  { // a thread's exit record after the end (its TLS destructors ran late)
+    TraceBuilder t;
+    t.thread(trace::ThreadEvent::kStart, 1000, 7, 0)
+        .events(7, blk)
+        .end(2000, 6000)
+        .thread(trace::ThreadEvent::kExit, 2100, 8, 0);
+    CHECK_FALSE(out_of_place(warnings_of(t)));
+  }
+  { // a forked child: events of its main thread (tid = pid), no start record
+    TraceBuilder t;
+    t.events(4242, blk).end(2000, 6000);
+    CHECK_FALSE(out_of_place(warnings_of(t)));
+  }
 }
 
 TEST_CASE("unknown record types are skipped with a warning", "[reader]") {
