@@ -279,6 +279,7 @@ int replay_main(int argc, char **argv) {
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
   std::unordered_map<uint64_t, uint64_t> placed_by; // live address -> op
+  bool main_first_seen = false; // the main thread's first allocating op
   std::vector<uint64_t> routed_count(rules.set->count), routed_bytes(rules.set->count);
   // A file= or type= rule routes the functions it resolved to, all of
   // their allocations: those from other lines or of other types, by rule,
@@ -336,9 +337,14 @@ int replay_main(int argc, char **argv) {
         op.align = e.alignment; // what the program asked for, not what its address happens to be
       op.route = decider.route(e.stack_id, e.size);
       placed_by[e.ptr] = index;
-      if (!seq.main_first_page_offset && op.thread == 0 && op.route == replay::kNoRoute &&
-          op.align <= 16 && e.size < 64 * 1024)
-        seq.main_first_page_offset = static_cast<uint32_t>(e.ptr & 4095) + 1;
+      // The pad lines up the main thread's first op: only where that one is
+      // a small allocation from the heap's top (not mmap'd, not aligned, not
+      // a pool's) is there an offset to line it up to.
+      if (!main_first_seen && op.thread == 0) {
+        main_first_seen = true;
+        if (op.route == replay::kNoRoute && op.align <= 16 && e.size < 64 * 1024)
+          seq.main_first_page_offset = static_cast<uint32_t>(e.ptr & 4095) + 1;
+      }
     } else {
       if (e.ptr == 0 && e.size != 0)
         continue; // failed: the old block stays
@@ -347,6 +353,7 @@ int replay_main(int argc, char **argv) {
       op.ref = e.old_ptr ? take_ref(e.old_ptr) : replay::kNoRef;
       if (op.ref == replay::kNoRef)
         op.route = decider.route(e.stack_id, e.size);
+      main_first_seen |= op.thread == 0;
       if (e.ptr)
         placed_by[e.ptr] = index;
     }

@@ -31,6 +31,7 @@ const Op *g_ops;
 OpResult *g_results;
 seg::Pool *g_pools[256];
 std::atomic<uint64_t> g_next{0};
+std::atomic<bool> g_go{false}; // the other threads wait while main pads its heap
 bool g_jemalloc;
 
 void *real_alloc(size_t size, size_t align) {
@@ -96,8 +97,8 @@ void execute(uint64_t i) {
 // heap (OpsHeader::main_first_page_offset says why that matters). Nothing
 // has been freed yet, so both allocations here come from the heap's top: a
 // probe shows where the top is, and a pad puts the next chunk's user address
-// at the recorded page offset. Both stay allocated; the pad is at most a
-// page.
+// at the recorded page offset. Both stay allocated; the pad is less than a
+// page and a chunk.
 void *volatile g_pads[2]; // kept, so the allocations are not elided
 void pad_main_heap(uint32_t page_offset) {
   constexpr uintptr_t kHeader = 16, kProbeChunk = 32; // malloc(24): a 32-byte chunk
@@ -119,6 +120,8 @@ void pad_main_heap(uint32_t page_offset) {
 void *run_thread(void *arg) {
   auto thread = static_cast<uint16_t>(reinterpret_cast<uintptr_t>(arg));
   uint64_t n = g_header->ops;
+  while (!g_go.load(std::memory_order_acquire))
+    sched_yield();
   unsigned spins = 0;
   for (;;) {
     uint64_t i = g_next.load(std::memory_order_acquire);
@@ -219,6 +222,7 @@ int main(int argc, char **argv) {
       return fail("cannot start a thread", std::strerror(errno));
   if (!g_jemalloc && threads > 1 && g_header->main_first_page_offset)
     pad_main_heap(g_header->main_first_page_offset - 1);
+  g_go.store(true, std::memory_order_release);
   run_thread(nullptr);
   for (uint32_t t = 1; t < threads; ++t)
     pthread_join(ids[t], nullptr);
