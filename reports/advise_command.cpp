@@ -21,6 +21,16 @@
 namespace memlayout::cli {
 namespace {
 
+// Text from the report (a message, a name, the damage) on one line of the
+// rules file: a newline in a crafted or damaged report would otherwise start
+// a line that reads back as a rule or a wrapper declaration.
+std::string one_line(std::string s) {
+  for (char &c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = ' ';
+  return s;
+}
+
 struct MergedRule {
   rules::Rule rule;
   std::vector<const inspector::Finding *> because;
@@ -175,12 +185,12 @@ int advise_main(int argc, char **argv) {
           wrappers.push_back(w);
   }
 
-  std::string text = "# memlayout rules from " + input + " (memlayout advise)\n";
+  std::string text = "# memlayout rules from " + one_line(input) + " (memlayout advise)\n";
   text += "# apply: memlayout run --rules FILE -- PROGRAM   check: memlayout replay TRACE "
           "--rules FILE\n";
   // A rules file read without the terminal's messages still says so.
   if (!report.damage.empty())
-    text += "# the trace is damaged (" + report.damage +
+    text += "# the trace is damaged (" + one_line(report.damage) +
             "): these rules come from the records before the damage\n";
   else if (report.partial)
     text += "# the trace is incomplete (the program did not finish writing it): these rules "
@@ -188,9 +198,14 @@ int advise_main(int argc, char **argv) {
   if (!wrappers.empty()) {
     text += "\n# the sites below were found through these wrappers; the rules route their\n"
             "# callers' allocations only while they are looked through\n";
-    for (const auto &w : wrappers)
+    for (const auto &w : wrappers) {
+      // A wrapper's name is a declaration's value: one with a control
+      // character in it is not one the rules file can say.
+      if (one_line(w.function) != w.function)
+        continue;
       text += "wrapper=" + w.function + "   # " + inspector::wrapper_reason_name(w.reason) +
-              (w.evidence.empty() ? "" : ": " + w.evidence) + "\n";
+              (w.evidence.empty() ? "" : ": " + one_line(w.evidence)) + "\n";
+    }
   }
   // New rules first: a narrower one must come before the rule in force it
   // narrows, which would match first otherwise.
@@ -207,27 +222,30 @@ int advise_main(int argc, char **argv) {
     return !mine.empty() && std::all_of(mine.begin(), mine.end(),
                                         [&](uint32_t id) { return routed_by_new.count(id); });
   };
+  const std::string in_force_words =
+      report.rules_replayed ? "applied by the replay" : "in force when the trace was recorded";
   size_t written = 0;
   for (const auto *m : kept) {
     text += "\n";
     if (m->in_force && replaced(m)) {
-      text += "# in force when the trace was recorded, replaced by the rules above: " +
-              inspector::rule_text(m->rule) + "\n";
+      text += "# " + in_force_words +
+              ", replaced by the rules above: " + inspector::rule_text(m->rule) + "\n";
       continue;
     }
     if (m->in_force)
-      text += "# in force when the trace was recorded: routed " +
-              std::to_string(m->in_force->allocations) + " allocations" +
+      text += "# " + in_force_words + ": routed " + std::to_string(m->in_force->allocations) +
+              " allocations" +
               (m->because.empty() ? "" : "; with the actions of the findings below") + "\n";
     for (const auto *f : m->because)
-      text += "# " + f->severity + " " + f->kind + ": " + f->message + "\n";
+      text += "# " + one_line(f->severity) + " " + one_line(f->kind) + ": " + one_line(f->message) +
+              "\n";
     char buf[4096];
     size_t n = rules::format_rule(m->rule, buf, sizeof buf);
     text.append(buf, n).push_back('\n');
     ++written;
   }
   for (const auto &why : refused) {
-    text += "\n# not written: " + why + "\n";
+    text += "\n# not written: " + one_line(why) + "\n";
     std::fprintf(stderr, "memlayout advise: not written: %s\n", why.c_str());
   }
   bool new_actions = std::any_of(merged.begin(), merged.end(),

@@ -240,7 +240,8 @@ void htm_aborts(const Report &r, std::ostream &h) {
 void rules_in_force(const Report &r, std::ostream &h) {
   if (r.rules.empty())
     return;
-  h << "<h2>Rules in force when recorded</h2>\n<table>\n<tr><th class=\"name\">rule</th>"
+  h << "<h2>" << (r.rules_replayed ? "Rules the replay applied" : "Rules in force when recorded")
+    << "</h2>\n<table>\n<tr><th class=\"name\">rule</th>"
        "<th>allocations</th><th>bytes</th></tr>\n";
   for (const auto &rule : r.rules)
     h << "<tr><td class=\"name\"><code>" << esc(rule.rule) << "</code></td><td>" << rule.allocations

@@ -279,7 +279,7 @@ int replay_main(int argc, char **argv) {
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
   std::unordered_map<uint64_t, uint64_t> placed_by; // live address -> op
-  bool main_first_seen = false; // the main thread's first allocating op
+  bool main_first_seen = false;                     // the main thread's first allocating op
   std::vector<uint64_t> routed_count(rules.set->count), routed_bytes(rules.set->count);
   // A file= or type= rule routes the functions it resolved to, all of
   // their allocations: those from other lines or of other types, by rule,

@@ -97,7 +97,8 @@ SetOccupancy occupancy(size_t count, ExtentAt extent_at, const CacheLevel &level
         t.pa += va % kPage;
         ++r.lines_known[static_cast<int>(t.known)];
       }
-      ++r.histogram[indexer.index(va, t)];
+      uint32_t &count = r.histogram[indexer.index(va, t)];
+      count += count != UINT32_MAX; // saturates, as the spread of a huge object does
       ++r.lines;
     }
   }

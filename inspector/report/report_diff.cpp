@@ -251,7 +251,10 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
                         ": counts compare prefixes of the runs");
   if (a.at != b.at)
     out.notes.push_back("A is analysed at " + a.at + ", B at " + b.at);
-  if (!a.executable.empty() && !b.executable.empty() && a.executable != b.executable)
+  // By name: one program built in two directories, before and after a fix,
+  // is the usual pair.
+  auto base = [](const std::string &path) { return path.substr(path.rfind('/') + 1); };
+  if (!a.executable.empty() && !b.executable.empty() && base(a.executable) != base(b.executable))
     out.notes.push_back("A and B record different programs (" + a.executable + ", " + b.executable +
                         "): groups are matched by their names and sites, which two programs "
                         "may share by chance");
@@ -326,8 +329,9 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       to = it->second.front();
     } else {
       int fits = 0;
+      const double n = static_cast<double>(left.objects);
       for (size_t j : it->second)
-        if (surplus[j] >= 0.9 * static_cast<double>(left.objects) &&
+        if (surplus[j] >= 0.9 * n && surplus[j] <= 1.1 * n &&
             b.groups[j].group.size_class >= left.group.requested_size)
           ++fits, to = j;
       if (fits != 1)

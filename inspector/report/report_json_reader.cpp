@@ -427,6 +427,8 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
       Fields hf(h, "htm", error);
       read_htm(hf, error, r.htm.emplace());
     }
+  if (auto from = root->getString("rules_from"))
+    r.rules_replayed = *from == "replay";
   if (f.ok() && f.has("rules"))
     objects(f, "rules", error, [&](Fields &ru) {
       RuleStat rule;

@@ -240,8 +240,10 @@ TEST_CASE("report_diff.a_pool_takes_two_of_a_lines_records", "[report_diff]") {
   CHECK(pool->merged_a.size() == 2);
   CHECK(*metric(*pool, "objects").a == 2000);
 
-  // A B group with no room for them (as many objects as its match): the list
-  // nodes stay A's alone.
+  // A B group with no room for them (as many objects as its match), or with
+  // far more room than they fill: the list nodes stay A's alone.
+  b.groups[0].objects = 5000;
+  REQUIRE(diff_reports(a, b).only_a.size() == 1);
   b.groups[0].objects = 1000;
   ReportDiff none = diff_reports(a, b);
   REQUIRE(none.only_a.size() == 1);
@@ -256,7 +258,7 @@ TEST_CASE("report_diff.different_programs_are_noted", "[report_diff]") {
   ReportDiff d = diff_reports(a, b);
   REQUIRE(d.notes.size() == 1);
   CHECK(d.notes[0].find("different programs (/usr/bin/kv, /usr/bin/tree)") != std::string::npos);
-  b.executable = a.executable;
+  b.executable = "/home/me/fixed-build/kv"; // the same program, built elsewhere
   CHECK(diff_reports(a, b).notes.empty());
 }
 

@@ -441,6 +441,9 @@ TEST_CASE("set occupancy of objects far larger than the caches", "[set_occupancy
       CHECK(fraction(o) == Approx(1.0));
       uint64_t expected = std::min(bytes, UINT64_MAX - kBase + 1) / kLine;
       CHECK(o.lines == expected);
+      // Saturated, not wrapped: every set holds the most a count can say.
+      CHECK(*std::min_element(o.histogram.begin(), o.histogram.end()) >=
+            std::min<uint64_t>(expected / o.histogram.size(), UINT32_MAX));
     }
   }
 }

@@ -86,12 +86,30 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   for (const auto &rule : *replayed_rules)
     routed += static_cast<uint64_t>(rule.getAsObject()->getInteger("allocations").getValueOr(0));
   CHECK(routed >= 40000); // the nodes, at least
+  // advise of the prediction keeps them, as the replay's, not the recording's.
+  std::string predicted = dir + "/predicted.json", kept_rules = dir + "/kept.rules";
+  std::ofstream(predicted) << llvm::formatv("{0}", p).str();
+  RunResult kept = run({memlayout_bin(), "advise", predicted, "-o", kept_rules});
+  CHECK(kept.exit_code() == 0);
+  CHECK(read_file(kept_rules).find("# applied by the replay: routed") != std::string::npos);
   // A report given where the trace belongs says what to give instead.
   std::string saved = dir + "/before.json";
   std::ofstream(saved) << llvm::formatv("{0}", b).str();
   RunResult wrong = run({memlayout_bin(), "replay", saved, "--rules", rules});
   CHECK(wrong.exit_code() == 2);
   CHECK(wrong.err.find("is a report (JSON), not a trace") != std::string::npos);
+  // A report whose words hold a newline (crafted, or damaged) must not put
+  // a line into the rules file that reads back as a rule.
+  llvm::json::Value crafted = b;
+  auto *first = (*crafted.getAsObject()->getArray("findings"))[0].getAsObject();
+  (*first)["message"] = "fine\nfunction=evil,pool=evil";
+  std::string crafted_path = dir + "/crafted.json", crafted_rules = dir + "/crafted.rules";
+  std::ofstream(crafted_path) << llvm::formatv("{0}", crafted).str();
+  RunResult adv_crafted = run({memlayout_bin(), "advise", crafted_path, "-o", crafted_rules});
+  CHECK(adv_crafted.exit_code() == 0);
+  std::string written = read_file(crafted_rules);
+  CHECK(written.find("\nfunction=evil") == std::string::npos);
+  CHECK(written.find("fine function=evil,pool=evil") != std::string::npos); // kept, as a comment
   // Against another allocator than the trace's, the report names that one.
   llvm::json::Value glibc = json_of({memlayout_bin(), "replay", before, "--rules", rules,
                                      "--allocator", "native", "--format", "json"});
