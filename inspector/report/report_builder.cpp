@@ -396,10 +396,23 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.hot_bytes = hot.bytes;
     gr.hot_offset = hot.offset;
     if (types && !g.type.empty())
-      if (const RecordLayout *rec = types->record(g.type, g.site.file))
+      if (const RecordLayout *rec = types->record(g.type, g.site.file)) {
         for (const FieldLayout &f : rec->fields)
           if (f.sync == SyncKind::kLock)
             gr.lock_fields.push_back(member_name(f));
+        // Which translation unit's layout a site allocates is in the type
+        // map's sites, not yet in its groups: say which one the figures use.
+        if (uint32_t n = types->layouts_of(*rec); n > 1) {
+          std::string note = "type " + rec->name + " has " + std::to_string(n) +
+                             " layouts in the type map (translation units built with other "
+                             "flags); its fields here are layout 1's (" +
+                             (rec->translation_units.empty() ? std::string("?")
+                                                             : rec->translation_units.front()) +
+                             ")";
+          if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end())
+            out.notes.push_back(std::move(note));
+        }
+      }
     LineLayoutOptions lo;
     lo.hot = hot;
     LineLayout ll = analyse_line_layout(snap, g, lo);

@@ -247,6 +247,13 @@ const RecordLayout *TypeMap::record(const std::string &name, const std::string &
   return best;
 }
 
+uint32_t TypeMap::layouts_of(const RecordLayout &r) const {
+  uint32_t n = 0;
+  for (const RecordLayout &other : records_)
+    n += other.name == r.name && other.file == r.file && other.line == r.line;
+  return n;
+}
+
 const RecordLayout *TypeMap::record(const std::string &name) const {
   const RecordLayout *found = nullptr;
   for (const RecordLayout &r : records_) {

@@ -32,6 +32,9 @@ public:
   // define different records of one name (C's file-private struct entry),
   // the one defined in the file whose path shares most with it.
   const RecordLayout *record(const std::string &name, const std::string &site_file) const;
+  // How many layouts translation units gave that record (RecordLayout::
+  // variant): the lookups above return the first.
+  uint32_t layouts_of(const RecordLayout &r) const;
 
   // The type allocated at a recorded call site, "" when the map cannot say.
   // A site matches on the file (the longest common path suffix wins, so
