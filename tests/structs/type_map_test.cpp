@@ -202,6 +202,39 @@ TEST_CASE("records of one name in two files: each site's own", "[types]") {
   CHECK(map.record("entry", "")->size == 16); // no file: the first, as before
 }
 
+TEST_CASE("a record two translation units lay out differently: its layouts counted",
+          "[types]") {
+  // kv.h's struct kv_entry, with -DKV_WIDE in one file: two layouts of one
+  // record (one name, one place), numbered; `report --types` notes which one
+  // it uses.
+  RecordLayout narrow;
+  narrow.name = "kv_entry";
+  narrow.kind = "struct";
+  narrow.file = "/home/me/proj/include/kv.h";
+  narrow.line = 3;
+  narrow.size = 32;
+  narrow.align = 8;
+  narrow.fields = {member("key", 0, 24), member("value", 24, 8)};
+  compute_holes(narrow);
+  narrow.variant = 1;
+  narrow.translation_units = {"/home/me/proj/src/main.cpp"};
+  RecordLayout wide = narrow;
+  wide.size = 56;
+  wide.fields = {member("key", 0, 48), member("value", 48, 8)};
+  compute_holes(wide);
+  wide.variant = 2;
+  wide.translation_units = {"/home/me/proj/src/index.cpp -DKV_WIDE"};
+  RecordLayout other = narrow;
+  other.name = "kv_slot";
+  other.variant = 0;
+  const TypeMap map = round_trip(analyse_structs({narrow, wide, other}, {}, 64));
+  const RecordLayout *first = map.record("kv_entry");
+  REQUIRE(first);
+  CHECK(first->size == 32);
+  CHECK(map.layouts_of(*first) == 2);
+  CHECK(map.layouts_of(*map.record("kv_slot")) == 1);
+}
+
 TEST_CASE("members of unnamed types read back, reachable by name", "[types]") {
   RecordLayout r;
   r.name = "tagged";
