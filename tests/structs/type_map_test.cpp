@@ -202,8 +202,7 @@ TEST_CASE("records of one name in two files: each site's own", "[types]") {
   CHECK(map.record("entry", "")->size == 16); // no file: the first, as before
 }
 
-TEST_CASE("a record two translation units lay out differently: its layouts counted",
-          "[types]") {
+TEST_CASE("a record two translation units lay out differently: its layouts counted", "[types]") {
   // kv.h's struct kv_entry, with -DKV_WIDE in one file: two layouts of one
   // record (one name, one place), numbered; `report --types` notes which one
   // it uses.
