@@ -288,6 +288,15 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                         " replaced itself with another program (exec): this trace holds only "
                         "what it allocated before; `memlayout record --follow-children` records "
                         "the other into FILE.PID.N");
+  // A stack id the tables do not hold (0 is "no stack") groups its objects
+  // under "??": the table record is damaged or gone, not the program's code.
+  uint64_t stackless = 0;
+  for (const LiveObject &obj : snap.objects)
+    stackless += obj.stack_id != 0 && !r.has_stack(obj.stack_id);
+  if (stackless)
+    out.notes.push_back(std::to_string(stackless) +
+                        " live objects name call stacks the trace's stack tables do not hold "
+                        "(a stacks record damaged or missing): their groups read ??");
   if (snap.unknown_frees)
     out.notes.push_back(std::to_string(snap.unknown_frees) +
                         " frees of addresses the trace never allocated (memory allocated before "
@@ -403,12 +412,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
         // Which translation unit's layout a site allocates is in the type
         // map's sites, not yet in its groups: say which one the figures use.
         if (uint32_t n = types->layouts_of(*rec); n > 1) {
-          std::string note = "type " + rec->name + " has " + std::to_string(n) +
-                             " layouts in the type map (translation units built with other "
-                             "flags); its fields here are layout 1's (" +
-                             (rec->translation_units.empty() ? std::string("?")
-                                                             : rec->translation_units.front()) +
-                             ")";
+          std::string note =
+              "type " + rec->name + " has " + std::to_string(n) +
+              " layouts in the type map (translation units built with other "
+              "flags); its fields here are layout 1's (" +
+              (rec->translation_units.empty() ? std::string("?") : rec->translation_units.front()) +
+              ")";
           if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end())
             out.notes.push_back(std::move(note));
         }

@@ -641,9 +641,13 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
     item = Item::kThreads;
     ok = decode_threads(c);
     if (ok && add)
-      for (const ThreadEntry &t : rec_threads_)
+      for (const ThreadEntry &t : rec_threads_) {
         if (t.name_id != 0)
           thread_names_[t.tid] = t.name_id;
+        if (t.what < trace::ThreadEvent::kStart || t.what > trace::ThreadEvent::kName)
+          warn(offset, "thread record of unknown kind " + std::to_string(static_cast<int>(t.what)) +
+                           " (thread " + std::to_string(t.tid) + "): damaged?");
+      }
     break;
   case RecordType::kMemoryMap:
     item = Item::kMemoryMap;

@@ -366,6 +366,28 @@ int main(int argc, char **argv) {
     EXPECT(r.err.empty());
   }
 
+  { // objects whose stacks the tables lack, and a thread record of no known
+    // kind: the report says so, not only "??"
+    TraceBuilder t;
+    t.stacks({{1, {0x401000}}});
+    t.thread(trace::ThreadEvent::kStart, 1000, 4242, 0);
+    t.thread(static_cast<trace::ThreadEvent>(9), 1000, 4243, 0);
+    Block b(1000, 1000, 5000);
+    b.alloc(Api::kMalloc, 0x7f0000001000, 24, 32, 1).alloc(Api::kMalloc, 0x7f0000002000, 24, 32, 7);
+    t.events(4242, b).end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull, 0, 2);
+    const std::string f = dir + "/stackless.mltrace";
+    testing::write_file(f, t.bytes());
+    Run r = run(exe + " report " + f, err);
+    EXPECT(r.status == 0);
+    bool stackless = false, kind = false;
+    for (const auto &l : r.lines)
+      stackless = stackless || l.find("1 live objects name call stacks the trace's stack "
+                                      "tables do not hold") != std::string::npos;
+    kind = r.err.find("thread record of unknown kind 9 (thread 4243)") != std::string::npos;
+    EXPECT(stackless);
+    EXPECT(kind);
+  }
+
   if (failures)
     std::cerr << failures << " check(s) failed\n";
   else
