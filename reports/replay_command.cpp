@@ -337,14 +337,6 @@ int replay_main(int argc, char **argv) {
         op.align = e.alignment; // what the program asked for, not what its address happens to be
       op.route = decider.route(e.stack_id, e.size);
       placed_by[e.ptr] = index;
-      // The pad lines up the main thread's first op: only where that one is
-      // a small allocation from the heap's top (not mmap'd, not aligned, not
-      // a pool's) is there an offset to line it up to.
-      if (!main_first_seen && op.thread == 0) {
-        main_first_seen = true;
-        if (op.route == replay::kNoRoute && op.align <= 16 && e.size < 64 * 1024)
-          seq.main_first_page_offset = static_cast<uint32_t>(e.ptr & 4095) + 1;
-      }
     } else {
       if (e.ptr == 0 && e.size != 0)
         continue; // failed: the old block stays
@@ -353,7 +345,6 @@ int replay_main(int argc, char **argv) {
       op.ref = e.old_ptr ? take_ref(e.old_ptr) : replay::kNoRef;
       if (op.ref == replay::kNoRef)
         op.route = decider.route(e.stack_id, e.size);
-      main_first_seen |= op.thread == 0;
       if (e.ptr)
         placed_by[e.ptr] = index;
     }
@@ -361,6 +352,16 @@ int replay_main(int argc, char **argv) {
       ++routed_count[op.route];
       routed_bytes[op.route] += e.size;
       note_stray(op.route, e.stack_id, e.size);
+    }
+    // The worker's pad lines up the main thread's first allocating op: only
+    // where that one is a small allocation from the heap's top (not a
+    // realloc, not mmap'd, not aligned, not a pool's) is there an offset to
+    // line it up to.
+    if (!main_first_seen && op.thread == 0 && op.kind != OpKind::kFree) {
+      main_first_seen = true;
+      if (op.kind == OpKind::kAlloc && op.route == replay::kNoRoute && op.align <= 16 &&
+          e.size < 64 * 1024)
+        seq.main_first_page_offset = static_cast<uint32_t>(e.ptr & 4095) + 1;
     }
     seq.ops.push_back(op);
     seq.alloc_seq.push_back(op.kind == OpKind::kFree ? UINT64_MAX : e.seq);

@@ -24,6 +24,20 @@ FieldLayout member(std::string name, uint64_t offset, uint64_t size) {
   return f;
 }
 
+// A struct of `fields` (holes computed), 8-aligned unless told.
+RecordLayout record_of(std::string name, std::string file, uint64_t size,
+                       std::vector<FieldLayout> fields, uint64_t align = 8) {
+  RecordLayout r;
+  r.name = std::move(name);
+  r.kind = "struct";
+  r.file = std::move(file);
+  r.size = size;
+  r.align = align;
+  r.fields = std::move(fields);
+  compute_holes(r);
+  return r;
+}
+
 AllocSite site(std::string file, uint32_t line, uint32_t end_line, std::string function,
                std::string type, std::string call = "new") {
   return {std::move(file), line, 5, end_line, std::move(function), std::move(type),
@@ -177,20 +191,10 @@ TEST_CASE("what is not a type map says so", "[types]") {
 
 TEST_CASE("records of one name in two files: each site's own", "[types]") {
   // C: a.c's private struct entry {char k; long v;}, b.c's {int id; char name[40];}.
-  RecordLayout a;
-  a.name = "entry";
-  a.kind = "struct";
-  a.file = "/home/me/proj/a.c";
-  a.size = 16;
-  a.align = 8;
-  a.fields = {member("k", 0, 1), member("v", 8, 8)};
-  compute_holes(a);
-  RecordLayout b = a;
-  b.file = "/home/me/proj/b.c";
-  b.size = 44;
-  b.align = 4;
-  b.fields = {member("id", 0, 4), member("name", 4, 40)};
-  compute_holes(b);
+  RecordLayout a =
+      record_of("entry", "/home/me/proj/a.c", 16, {member("k", 0, 1), member("v", 8, 8)});
+  RecordLayout b =
+      record_of("entry", "/home/me/proj/b.c", 44, {member("id", 0, 4), member("name", 4, 40)}, 4);
   const TypeMap map = round_trip(analyse_structs({a, b}, {}, 64));
   const RecordLayout *in_b = map.record("entry", "proj/b.c");
   REQUIRE(in_b);
@@ -206,21 +210,13 @@ TEST_CASE("a record two translation units lay out differently: its layouts count
   // kv.h's struct kv_entry, with -DKV_WIDE in one file: two layouts of one
   // record (one name, one place), numbered; `report --types` notes which one
   // it uses.
-  RecordLayout narrow;
-  narrow.name = "kv_entry";
-  narrow.kind = "struct";
-  narrow.file = "/home/me/proj/include/kv.h";
-  narrow.line = 3;
-  narrow.size = 32;
-  narrow.align = 8;
-  narrow.fields = {member("key", 0, 24), member("value", 24, 8)};
-  compute_holes(narrow);
+  const std::string kv_h = "/home/me/proj/include/kv.h";
+  RecordLayout narrow =
+      record_of("kv_entry", kv_h, 32, {member("key", 0, 24), member("value", 24, 8)});
   narrow.variant = 1;
   narrow.translation_units = {"/home/me/proj/src/main.cpp"};
-  RecordLayout wide = narrow;
-  wide.size = 56;
-  wide.fields = {member("key", 0, 48), member("value", 48, 8)};
-  compute_holes(wide);
+  RecordLayout wide =
+      record_of("kv_entry", kv_h, 56, {member("key", 0, 48), member("value", 48, 8)});
   wide.variant = 2;
   wide.translation_units = {"/home/me/proj/src/index.cpp -DKV_WIDE"};
   RecordLayout other = narrow;
