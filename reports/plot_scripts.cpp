@@ -51,9 +51,11 @@ std::string percent(double v) {
   return b;
 }
 
+// Writes a report's figures into one folder, titled with its groups' names.
 class Writer {
 public:
-  Writer(const std::string &dir, std::string &error) : dir_(dir), error_(error) {}
+  Writer(const std::string &dir, const std::vector<std::string> &group_names, std::string &error)
+      : shown(group_names), dir_(dir), error_(error) {}
   bool write(const std::string &name, const std::string &text) {
     std::ofstream f(dir_ + "/" + name, std::ios::trunc);
     f << text;
@@ -64,6 +66,8 @@ public:
     }
     return true;
   }
+
+  const DisplayNames shown;
 
 private:
   const std::string &dir_;
@@ -123,7 +127,7 @@ bool occupancy(const Report &r, uint32_t group, Writer &w, std::vector<PlotScrip
   const int height = title_px + level_px * static_cast<int>(levels.size());
   std::ostringstream gp;
   gp << preamble(base + ".svg", 900, height) << "set multiplot title "
-     << quoted(display_name(group_name(r, group)) + ": cache lines per set") << "\n"
+     << quoted(w.shown(group_name(r, group)) + ": cache lines per set") << "\n"
      << "set yrange [0:*]\nset offsets 0, 0, graph 0.3, 0\nset key top right horizontal\n"
      << "set style fill solid 0.6 noborder\n";
   const double level_h = static_cast<double>(level_px) / height;
@@ -165,7 +169,7 @@ bool offsets(const Report &r, const inspector::PlotOffsets &p, Writer &w,
     return false;
   std::ostringstream gp;
   gp << preamble(base + ".svg", 720, 280) << "set title "
-     << quoted(display_name(group_name(r, p.group)) + ": objects by start offset in their line (" +
+     << quoted(w.shown(group_name(r, p.group)) + ": objects by start offset in their line (" +
                std::to_string(straddling) + " of " + std::to_string(objects) + " straddle)")
      << "\nset xlabel 'start offset within the " << p.line_size << "-byte line (bytes)'\n"
      << "set ylabel 'objects'\nset yrange [0:*]\nset xrange [-0.5:" << p.line_size
@@ -196,9 +200,9 @@ bool chunks(const Report &r, const inspector::PlotChunks &p, Writer &w,
   std::ostringstream tics;
   for (size_t row = 0; row < rows; ++row)
     tics << (row ? ", " : "") << quoted(hex(p.regions[row])) << " " << row;
-  std::string title = display_name(group_name(r, p.group)) + ": " +
-                      std::to_string(p.page_size / 1024) + " KiB pages it touches in each " +
-                      std::to_string(p.region_size >> 20) + " MiB region";
+  std::string title = w.shown(group_name(r, p.group)) + ": " + std::to_string(p.page_size / 1024) +
+                      " KiB pages it touches in each " + std::to_string(p.region_size >> 20) +
+                      " MiB region";
   if (p.regions_total > rows)
     title += " (first " + std::to_string(rows) + " of " + std::to_string(p.regions_total) + ")";
   std::ostringstream gp;
@@ -228,7 +232,7 @@ bool colocation(const Report &r, Writer &w, std::vector<PlotScript> &out) {
   std::ostringstream ids, names;
   for (size_t i = 0; i < n; ++i) {
     uint32_t id = p.colocation_groups[i];
-    std::string name = display_name(group_name(r, id));
+    std::string name = w.shown(group_name(r, id));
     if (name.size() > 30)
       name = name.substr(0, 29) + "~";
     ids << (i ? ", " : "") << quoted(std::to_string(id)) << " " << i;
@@ -285,7 +289,10 @@ bool write_plot_scripts(const Report &r, const std::string &dir, std::vector<Plo
   out.clear();
   if (!r.plots)
     return true;
-  Writer w(dir, error);
+  std::vector<std::string> names;
+  for (const auto &g : r.groups)
+    names.push_back(g.group.name);
+  Writer w(dir, names, error);
   if (!colocation(r, w, out))
     return false;
   // Per group in the report's order (largest first): its three figures together.

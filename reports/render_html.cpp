@@ -68,9 +68,10 @@ std::string esc(const std::string &s) {
 
 void summary(const Report &r, std::ostream &h) {
   h << "<h1>memlayout report</h1>\n<p>Trace <code>" << esc(r.trace) << "</code> at <b>" << esc(r.at)
-    << "</b> (" << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9) << " s): " << r.live_objects
-    << " live objects, " << human_bytes(static_cast<double>(r.live_bytes)) << " in "
-    << r.groups_total << " groups; allocator " << esc(r.allocator) << ".</p>\n";
+    << "</b> (" << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9)
+    << " s): " << counted(r.live_objects, "live object") << ", "
+    << human_bytes(static_cast<double>(r.live_bytes)) << " in " << counted(r.groups_total, "group")
+    << "; allocator " << esc(r.allocator) << ".</p>\n";
   if (r.partial)
     h << "<p class=\"partial\">Partial trace: this is the layout of its readable part.</p>\n";
 }
@@ -97,7 +98,7 @@ std::vector<std::string> group_names(const Report &r) {
 }
 
 // The fixes ranked by the memory they touch, above the findings they come from.
-void first_steps(const Report &r, std::ostream &h) {
+void first_steps(const Report &r, const DisplayNames &shown, std::ostream &h) {
   std::vector<inspector::RankedFix> fixes = inspector::rank_fixes(r);
   if (fixes.empty())
     return;
@@ -108,7 +109,7 @@ void first_steps(const Report &r, std::ostream &h) {
     h << "<li><span class=\"sev " << esc(x.severity) << "\">" << esc(x.severity) << "</span> <b>"
       << human_bytes(static_cast<double>(x.bytes)) << "</b> in ";
     for (size_t k = 0; k < x.groups.size(); ++k)
-      h << (k ? ", " : "") << esc(display_name(group_name(r, x.groups[k])));
+      h << (k ? ", " : "") << esc(shown(group_name(r, x.groups[k])));
     h << ": " << esc(fix_with_display_names(x.fix, names)) << " <span class=\"why\">(";
     for (size_t k = 0; k < x.findings.size(); ++k)
       h << (k ? ", " : "") << esc(x.findings[k]->kind);
@@ -133,9 +134,10 @@ void findings(const Report &r, std::ostream &h) {
       << "<br>fix: <code>" << esc(fix_with_display_names(f.fix, names)) << "</code></div>\n";
 }
 
-void group_row(const Report &r, const inspector::GroupReport &g, std::ostream &h) {
+void group_row(const Report &r, const DisplayNames &shown, const inspector::GroupReport &g,
+               std::ostream &h) {
   h << "<tr><td>" << g.group.id << "</td><td class=\"name\" title=\"" << esc(g.group.name) << "\">"
-    << esc(display_name(g.group.name)) << "</td><td>" << g.objects << "</td><td>"
+    << esc(shown(g.group.name)) << "</td><td>" << g.objects << "</td><td>"
     << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>" << g.group.requested_size
     << "</td><td>" << g.group.size_class << "</td><td>" << fmt("%.2f", g.lines_per_object)
     << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100) << "</td>";
@@ -156,7 +158,7 @@ void group_header(const Report &r, std::ostream &h) {
 
 // Groups under 1% of the objects and of the bytes (stdio's buffer, a
 // thread's TLS) fold into one line that opens on demand.
-void groups(const Report &r, std::ostream &h, size_t top) {
+void groups(const Report &r, const DisplayNames &shown, std::ostream &h, size_t top) {
   h << "<h2>Groups</h2>\n";
   uint64_t objects = 0, bytes = 0;
   for (const auto &g : r.groups) {
@@ -171,7 +173,7 @@ void groups(const Report &r, std::ostream &h, size_t top) {
     (small(g) || big.size() >= top ? folded : big).push_back(&g);
   group_header(r, h);
   for (const auto *g : big)
-    group_row(r, *g, h);
+    group_row(r, shown, *g, h);
   h << "</table>\n";
   if (!folded.empty()) {
     uint64_t fo = 0, fb = 0;
@@ -179,12 +181,13 @@ void groups(const Report &r, std::ostream &h, size_t top) {
       fo += g->objects;
       fb += g->group.bytes;
     }
-    h << "<details><summary>" << folded.size() << " more groups: " << fo << " objects, "
-      << human_bytes(static_cast<double>(fb)) << " (each under 1% of the objects and bytes, or "
+    h << "<details><summary>" << counted(folded.size(), "more group") << ": "
+      << counted(fo, "object") << ", " << human_bytes(static_cast<double>(fb))
+      << " (each under 1% of the objects and bytes, or "
       << "beyond the first " << top << ")</summary>\n";
     group_header(r, h);
     for (const auto *g : folded)
-      group_row(r, *g, h);
+      group_row(r, shown, *g, h);
     h << "</table>\n</details>\n";
   }
   // The wrappers the listed groups' sites were found through, each once.
@@ -214,7 +217,7 @@ std::string offsets_html(const std::vector<std::pair<uint64_t, uint64_t>> &v) {
 }
 
 // The trace's aborted transactions and the groups whose lines they struck.
-void htm_aborts(const Report &r, std::ostream &h) {
+void htm_aborts(const Report &r, const DisplayNames &shown, std::ostream &h) {
   if (!r.htm)
     return;
   const inspector::HtmAbortReport &a = *r.htm;
@@ -229,11 +232,11 @@ void htm_aborts(const Report &r, std::ostream &h) {
        "<th>true conflicts</th><th>capacity aborts</th><th>false at offsets (aborts)</th>"
        "<th>other side at</th><th>capacity lines at</th></tr>\n";
   for (const auto &g : a.groups)
-    h << "<tr><td>" << g.group << "</td><td class=\"name\">"
-      << esc(display_name(group_name(r, g.group))) << "</td><td>" << g.conflicts_false
-      << "</td><td>" << g.conflicts_true << "</td><td>" << g.capacity_aborts << "</td><td>"
-      << offsets_html(g.false_offsets) << "</td><td>" << offsets_html(g.other_offsets)
-      << "</td><td>" << offsets_html(g.capacity_offsets) << "</td></tr>\n";
+    h << "<tr><td>" << g.group << "</td><td class=\"name\">" << esc(shown(group_name(r, g.group)))
+      << "</td><td>" << g.conflicts_false << "</td><td>" << g.conflicts_true << "</td><td>"
+      << g.capacity_aborts << "</td><td>" << offsets_html(g.false_offsets) << "</td><td>"
+      << offsets_html(g.other_offsets) << "</td><td>" << offsets_html(g.capacity_offsets)
+      << "</td></tr>\n";
   h << "</table>\n";
 }
 
@@ -262,7 +265,8 @@ void figure(const PlotScript &p, std::ostream &h) {
     << esc(p.caption) << "</figcaption></figure>\n";
 }
 
-void plots(const Report &r, const std::vector<PlotScript> &drawn, std::ostream &h) {
+void plots(const Report &r, const DisplayNames &shown, const std::vector<PlotScript> &drawn,
+           std::ostream &h) {
   if (drawn.empty())
     return;
   h << "<h2>Plots</h2>\n";
@@ -272,8 +276,7 @@ void plots(const Report &r, const std::vector<PlotScript> &drawn, std::ostream &
       h << "<h3>Co-location of the largest groups</h3>\n";
     } else if (p.group != current) {
       current = p.group;
-      h << "<h3>Group " << p.group << ": " << esc(display_name(group_name(r, p.group)))
-        << "</h3>\n";
+      h << "<h3>Group " << p.group << ": " << esc(shown(group_name(r, p.group))) << "</h3>\n";
     }
     figure(p, h);
   }
@@ -314,14 +317,15 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
   h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<title>memlayout report: " << esc(r.trace) << "</title>\n<style>" << kStyle
     << "</style>\n</head>\n<body>\n";
+  const DisplayNames shown(group_names(r));
   summary(r, h);
-  first_steps(r, h);
+  first_steps(r, shown, h);
   findings(r, h);
   levels(r, h);
-  groups(r, h, o.top);
-  htm_aborts(r, h);
+  groups(r, shown, h, o.top);
+  htm_aborts(r, shown, h);
   rules_in_force(r, h);
-  plots(r, drawn, h);
+  plots(r, shown, drawn, h);
   notes(all_notes, h);
   h << "</body>\n</html>\n";
   const std::string path = o.dir + "/index.html";

@@ -77,12 +77,16 @@ void htm_section(const inspector::Report &r, std::ostream &out, const Paint &pai
   std::snprintf(line, sizeof line, "%4s %-40s %7s %6s %8s  %s\n", "id", "group", "false", "true",
                 "capacity", "false at offsets (aborts)");
   out << paint(line, "1");
+  std::vector<std::string> names;
+  for (const auto &g : r.groups)
+    names.push_back(g.group.name);
+  const DisplayNames display(names);
   size_t shown = 0;
   for (const auto &g : h.groups) {
     if (shown++ == top)
       break;
     std::snprintf(line, sizeof line, "%4u %-40s %7llu %6llu %8llu  %s\n", g.group,
-                  clip(group_name(r, g.group), 40).c_str(),
+                  clip(display(group_name(r, g.group)), 40).c_str(),
                   static_cast<unsigned long long>(g.conflicts_false),
                   static_cast<unsigned long long>(g.conflicts_true),
                   static_cast<unsigned long long>(g.capacity_aborts),
@@ -97,9 +101,10 @@ void htm_section(const inspector::Report &r, std::ostream &out, const Paint &pai
 void render_text(const inspector::Report &r, std::ostream &out, const TextOptions &o) {
   Paint paint{o.color};
   out << paint("memlayout report", "1") << " of " << r.trace << " at " << r.at << " ("
-      << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9) << " s): " << r.live_objects
-      << " live objects, " << human_bytes(static_cast<double>(r.live_bytes)) << " in "
-      << r.groups_total << " groups, allocator " << r.allocator
+      << fmt("%.3f", static_cast<double>(r.at_ns) / 1e9)
+      << " s): " << counted(r.live_objects, "live object") << ", "
+      << human_bytes(static_cast<double>(r.live_bytes)) << " in "
+      << counted(r.groups_total, "group") << ", allocator " << r.allocator
       << (r.partial ? ", PARTIAL TRACE" : "") << "\n";
   if (!r.cache_source.empty())
     out << "  caches from " << r.cache_source << ":\n";
@@ -113,6 +118,10 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
                 "group", "objects", "bytes", "class", "lines", "strad", "L1", "L2", "L3",
                 "pages/min");
   out << paint(line, "1");
+  std::vector<std::string> names;
+  for (const auto &g : r.groups)
+    names.push_back(g.group.name);
+  const DisplayNames display(names);
   size_t shown = 0;
   for (const auto &g : r.groups) {
     if (shown++ == o.top)
@@ -123,7 +132,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
                  : std::string("-");
     };
     std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n",
-                  g.group.id, clip(display_name(g.group.name), 40).c_str(),
+                  g.group.id, clip(display(g.group.name), 40).c_str(),
                   static_cast<unsigned long long>(g.objects),
                   human_bytes(static_cast<double>(g.group.bytes)).c_str(),
                   fitted(static_cast<double>(g.group.size_class), 6, 0).c_str(),
@@ -175,10 +184,7 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (r.findings.empty()) {
     out << paint("No findings:", "32") << " no group crosses a threshold (docs/findings.md).\n";
   } else {
-    out << paint(std::to_string(r.findings.size()) + " findings", "1") << "\n";
-    std::vector<std::string> names;
-    for (const auto &g : r.groups)
-      names.push_back(g.group.name);
+    out << paint(counted(r.findings.size(), "finding"), "1") << "\n";
     for (const auto &f : r.findings) {
       const char *colour = f.severity == "high" ? "31" : f.severity == "medium" ? "33" : "36";
       out << "  " << paint("[" + f.severity + "]", colour) << " " << f.kind << ": "

@@ -3,6 +3,7 @@
 #include "rule_match.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace memlayout::cli {
 
@@ -42,7 +43,9 @@ std::string collapse_templates(std::string_view s) {
 
 } // namespace
 
-std::string display_name(const std::string &name) {
+namespace {
+
+std::string shortened(const std::string &name, bool collapse) {
   // "function (file:line)" or "caller -> ?? (module+0x...)": the suffix stays.
   std::string_view whole = name, suffix;
   if (size_t p = whole.rfind(" ("); p != std::string_view::npos && whole.back() == ')' &&
@@ -52,7 +55,7 @@ std::string display_name(const std::string &name) {
   }
   if (whole.find("::") == std::string_view::npos && whole.find('<') == std::string_view::npos)
     return name; // C names, pools, tags
-  std::string s = collapse_templates(whole);
+  std::string s = collapse ? collapse_templates(whole) : std::string(whole);
   // The parameter list: the first '(' that does not open "(anonymous namespace)".
   size_t params = std::string::npos;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -85,6 +88,41 @@ std::string display_name(const std::string &name) {
   return head + tail + std::string(suffix);
 }
 
+} // namespace
+
+std::string display_name(const std::string &name) { return shortened(name, true); }
+
+DisplayNames::DisplayNames(const std::vector<std::string> &names) {
+  std::unordered_map<std::string, std::vector<const std::string *>> by_shown;
+  for (const auto &n : names)
+    by_shown[display_name(n)].push_back(&n);
+  for (auto &[shown, full] : by_shown) {
+    std::sort(full.begin(), full.end(),
+              [](const std::string *a, const std::string *b) { return *a < *b; });
+    full.erase(std::unique(full.begin(), full.end(),
+                           [](const std::string *a, const std::string *b) { return *a == *b; }),
+               full.end());
+    if (full.size() == 1) {
+      shown_.emplace(*full[0], shown);
+      continue;
+    }
+    // make<Desc> and make<Node> are both make<...>: their arguments tell
+    // them apart, or else nothing short of the whole name does.
+    std::unordered_map<std::string, unsigned> uses;
+    for (const std::string *n : full)
+      ++uses[shortened(*n, false)];
+    for (const std::string *n : full) {
+      std::string longer = shortened(*n, false);
+      shown_.emplace(*n, uses[longer] == 1 ? longer : *n);
+    }
+  }
+}
+
+std::string DisplayNames::operator()(const std::string &name) const {
+  auto it = shown_.find(name);
+  return it == shown_.end() ? display_name(name) : it->second;
+}
+
 std::string with_display_names(std::string text, const std::vector<std::string> &names) {
   std::vector<const std::string *> sorted;
   for (const auto &n : names)
@@ -93,8 +131,9 @@ std::string with_display_names(std::string text, const std::vector<std::string> 
   // Longest first: a name that contains another is replaced whole.
   std::sort(sorted.begin(), sorted.end(),
             [](const std::string *a, const std::string *b) { return a->size() > b->size(); });
+  DisplayNames display(names);
   for (const std::string *n : sorted) {
-    std::string shown = display_name(*n);
+    std::string shown = display(*n);
     if (shown == *n)
       continue;
     for (size_t at = text.find(*n); at != std::string::npos; at = text.find(*n, at + shown.size()))

@@ -1,9 +1,11 @@
 // Numbers for people, shared by the text and HTML renderers.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace memlayout::cli {
@@ -26,12 +28,30 @@ inline std::string human_bytes(double v) {
   return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
 }
 
+// "1 group", "2 groups".
+inline std::string counted(uint64_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
 // A group's name as a table shows it: C++ names lose their namespaces and
 // the insides of template arguments, long parameter lists are elided:
 // "ns::IntLf<ns::Layout>::new_node(long, long) (int_lf.cpp:171)" becomes
 // "IntLf<...>::new_node(long, long) (int_lf.cpp:171)". The full name stays in
 // JSON (and the HTML's tooltips).
 std::string display_name(const std::string &name);
+
+// The display names of a report's groups, told apart: where two names
+// shorten to the same (make<Desc> and make<Node> both to make<...>), those
+// two keep their template arguments, or failing that, their whole name.
+class DisplayNames {
+public:
+  explicit DisplayNames(const std::vector<std::string> &names);
+  // Names not among them: display_name.
+  std::string operator()(const std::string &name) const;
+
+private:
+  std::unordered_map<std::string, std::string> shown_;
+};
 
 // `text` with every long group name of `names` it mentions replaced by its
 // display name (a finding's message).

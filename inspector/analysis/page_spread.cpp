@@ -109,8 +109,11 @@ PageSpread analyse_page_spread(const HeapSnapshot &snapshot, const Group &group,
     ++out.objects;
     out.bytes += end - o.addr + 1;
     if (align > 1) {
-      packed += ceil_div(end - o.addr + 1, align) * align;
-      own_pages += ceil_div(end - o.addr + 1, ps);
+      // What the program asked for, not the chunk: glibc's 72 usable bytes
+      // of an aligned 64-byte request would round up to two alignments.
+      const uint64_t asked = std::max<uint64_t>(o.size, 1);
+      packed += ceil_div(asked, align) * align;
+      own_pages += ceil_div(asked, ps);
     }
     const uint64_t p0 = o.addr / ps, p1 = end / ps;
     pages.add(p0, p1);

@@ -49,8 +49,9 @@ struct GroupKeyHash {
 // What a group collects before it is named and numbered.
 struct Tally {
   Group g;
-  std::unordered_map<uint64_t, uint64_t> sizes; // requested size -> objects
-  std::unordered_map<uint32_t, uint64_t> tags;  // tag string id -> objects
+  std::unordered_map<uint64_t, uint64_t> sizes;   // requested size -> objects
+  std::unordered_map<uint64_t, uint64_t> usables; // usable size -> objects
+  std::unordered_map<uint32_t, uint64_t> tags;    // tag string id -> objects
   std::unordered_map<std::string, uint64_t> pools;
   std::unordered_set<uint32_t> tids;
   uint64_t seg_api = 0;  // objects from seg_malloc and kin
@@ -121,6 +122,18 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     return it->second;
   };
 
+  // glibc serves one request from chunks of several sizes: a reused free
+  // chunk up to 31 bytes larger than the request's own when the rest would
+  // be too small to split off, and an aligned request from whatever chunk
+  // the alignment's padding left. Grouped by usable size, one site's objects
+  // fell into groups of a few dozen each, under every finding's minimum. Its
+  // objects group by the class of their request; the group's class is the
+  // usable size most of them have. Pools' classes are exact.
+  const bool glibc = r.header().usable_model == trace::UsableModel::kGlibc;
+  auto request_class = [glibc](const LiveObject &obj, bool pooled) {
+    return glibc && !pooled ? trace::predicted_usable(trace::UsableModel::kGlibc, obj.size)
+                            : obj.usable;
+  };
   std::vector<Tally> tallies;
   std::unordered_map<GroupKey, uint32_t, GroupKeyHash> index;
   std::unordered_map<std::string, uint32_t> pool_ids;
@@ -133,12 +146,12 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
             ? 0
             : pool_ids.emplace(pool, static_cast<uint32_t>(pool_ids.size() + 1)).first->second;
     uint32_t pool_tag = obj.api == trace::Api::kSegPool ? obj.tag_id : 0;
-    GroupKey key{stack.site, pool_id, pool_tag, obj.usable};
+    GroupKey key{stack.site, pool_id, pool_tag,
+                 request_class(obj, pool_id != 0 || obj.api == trace::Api::kSegPool)};
     auto [it, fresh] = index.emplace(key, static_cast<uint32_t>(tallies.size()));
     if (fresh) {
       tallies.emplace_back();
       tallies.back().g.site = sites[key.site];
-      tallies.back().g.size_class = obj.usable;
     }
     Tally &t = tallies[it->second];
     if (stack.last_tally != it->second) {
@@ -151,6 +164,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     t.g.objects.push_back(static_cast<uint32_t>(i));
     t.g.bytes += obj.size;
     ++t.sizes[obj.size];
+    ++t.usables[obj.usable];
     if (obj.tag_id != 0)
       ++t.tags[obj.tag_id];
     if (!pool.empty())
@@ -167,6 +181,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     Group &g = t.g;
     uint64_t n = g.objects.size();
     g.requested_size = most_common(t.sizes).first;
+    g.size_class = most_common(t.usables).first;
     g.requested_min = g.requested_max = g.requested_size;
     for (const auto &[size, count] : t.sizes) {
       g.requested_min = std::min(g.requested_min, size);

@@ -369,3 +369,39 @@ TEST_CASE("unresolved frames are looked through to a named caller", "[grouping]"
   CHECK(c.file == "0x5678");
   CHECK(c.caller == "grouping_make_node");
 }
+
+TEST_CASE("glibc's chunks of several sizes for one request make one group", "[grouping]") {
+  // A reused 208-byte chunk serves a 184-byte request whole (the rest is too
+  // small to split off): 184 and 200 usable bytes from one site and size.
+  // Grouped by usable size, each half fell under every finding's minimum.
+  GroupingFrames node = grouping_make_node();
+  TraceBuilder t = TraceBuilder::bare();
+  t.u32(trace::HeaderTag::kPageSize, 4096).u32(trace::HeaderTag::kPointerBits, 64);
+  t.u32(trace::HeaderTag::kUsableModel, static_cast<uint32_t>(trace::UsableModel::kGlibc));
+  t.stacks({{1, {node.in_wrapper, node.in_caller}}});
+  Block b(1000, 1000, 5000);
+  for (uint64_t i = 0; i < 40; ++i)
+    b.alloc(Api::kMalloc, 0x100000 + 0x1000 * i, 184, i % 3 ? 184 : 200, 1);
+  t.events(5, b).end(2000, 6000);
+  Bytes bytes = t.bytes();
+  TraceReader r;
+  REQUIRE(r.open_buffer(bytes.data(), bytes.size(), "glibc.trace"));
+  HeapSnapshot s;
+  std::string error;
+  REQUIRE(build_snapshot(r, bytes, SnapshotSpec{SnapshotPoint::kEnd, "", {}}, s, error));
+  auto sym = this_process_symbolizer();
+  WrapperPolicy wrappers;
+  wrappers.wrappers = {"grouping_xmalloc_like"};
+  GroupingOptions o;
+  o.wrappers = &wrappers;
+  std::vector<Group> groups = group_objects(s, r, *sym, o);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].objects.size() == 40);
+  CHECK(groups[0].size_class == 184); // what most of them have
+
+  SECTION("a pool's objects keep their exact classes") {
+    for (LiveObject &obj : s.objects)
+      obj.api = Api::kSegPool;
+    CHECK(group_objects(s, r, *sym, o).size() == 2);
+  }
+}

@@ -36,3 +36,29 @@ TEST_CASE("a fix's rule keeps the full name the prose shortens", "[text]") {
   CHECK(fix_with_display_names("put the fields on lines of their own: " + name, {name}) ==
         "put the fields on lines of their own: _Map_base<...>::operator[](long const&)");
 }
+
+TEST_CASE("names that shorten alike keep what tells them apart", "[text]") {
+  using memlayout::cli::DisplayNames;
+  const std::string desc = "Desc* make<Desc>() (sets.cpp:9)";
+  const std::string node = "Node* make<Node>() (sets.cpp:9)";
+  const std::string other = "ns::Tree<ns::Layout>::new_node(long) (tree.cpp:3)";
+  const DisplayNames shown({desc, node, other});
+  CHECK(shown(desc) == "make<Desc>() (sets.cpp:9)");
+  CHECK(shown(node) == "make<Node>() (sets.cpp:9)");
+  CHECK(shown(other) == "Tree<...>::new_node(long) (tree.cpp:3)");
+  // Prose naming both.
+  CHECK(with_display_names("segregate " + desc + " from " + node, {desc, node}) ==
+        "segregate make<Desc>() (sets.cpp:9) from make<Node>() (sets.cpp:9)");
+  // Names alike even with their arguments keep the whole name.
+  const std::string a = "a::x::f<int>() (a.cpp:1)", b = "b::x::f<int>() (a.cpp:1)";
+  const DisplayNames whole({a, b});
+  CHECK(whole(a) == a);
+  CHECK(whole(b) == b);
+}
+
+TEST_CASE("counts name their noun in the singular for one", "[text]") {
+  using memlayout::cli::counted;
+  CHECK(counted(1, "finding") == "1 finding");
+  CHECK(counted(0, "finding") == "0 findings");
+  CHECK(counted(2, "live object") == "2 live objects");
+}
