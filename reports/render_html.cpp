@@ -141,9 +141,11 @@ void group_row(const Report &r, const DisplayNames &shown, const inspector::Grou
     << human_bytes(static_cast<double>(g.group.bytes)) << "</td><td>" << g.group.requested_size
     << "</td><td>" << g.group.size_class << "</td><td>" << fmt("%.2f", g.lines_per_object)
     << "</td><td>" << fmt("%.0f%%", g.straddle_fraction * 100) << "</td>";
-  for (size_t i = 0; i < r.levels.size() && i < g.set_effective_fraction.size(); ++i)
-    h << "<td>" << (g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i]) : "-")
-      << "</td>";
+  for (const auto &l : r.levels) {
+    const auto i = static_cast<size_t>(l.level - 1);
+    const bool have = i < g.set_effective_fraction.size() && g.set_effective_fraction[i];
+    h << "<td>" << (have ? fmt("%.2f", *g.set_effective_fraction[i]) : "-") << "</td>";
+  }
   h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
     << g.group.threads.size() << "</td></tr>\n";
 }

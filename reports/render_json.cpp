@@ -6,7 +6,7 @@
 namespace memlayout::cli {
 namespace {
 
-Json group(const inspector::Report &r, const inspector::GroupReport &g) {
+Json group(const inspector::GroupReport &g) {
   Json j;
   j["id"] = g.group.id;
   j["name"] = g.group.name;
@@ -40,8 +40,7 @@ Json group(const inspector::Report &r, const inspector::GroupReport &g) {
     j["hot_offset"] = g.hot_offset;
   Json sets = Json::object();
   for (size_t i = 0; i < g.set_effective_fraction.size(); ++i)
-    sets["L" + std::to_string(i + 1)] =
-        optional_number(i < r.levels.size() ? g.set_effective_fraction[i] : std::nullopt);
+    sets["L" + std::to_string(i + 1)] = optional_number(g.set_effective_fraction[i]);
   j["set_effective_fraction"] = std::move(sets);
   j["strides"] = Json::array();
   for (const auto &s : g.strides)
@@ -138,7 +137,7 @@ void render_json(const inspector::Report &r, std::ostream &out) {
   j["cache"] = {{"source", r.cache_source}, {"levels", std::move(levels)}};
   j["groups"] = Json::array();
   for (const auto &g : r.groups)
-    j["groups"].push_back(group(r, g));
+    j["groups"].push_back(group(g));
   j["findings"] = Json::array();
   for (const auto &f : r.findings) {
     Json x;

@@ -127,9 +127,8 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
     if (shown++ == o.top)
       break;
     auto frac = [&](size_t i) {
-      return i < r.levels.size() && g.set_effective_fraction[i]
-                 ? fmt("%.2f", *g.set_effective_fraction[i])
-                 : std::string("-");
+      return g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i])
+                                         : std::string("-");
     };
     std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n",
                   g.group.id, clip(display(g.group.name), 40).c_str(),

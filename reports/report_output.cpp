@@ -38,6 +38,8 @@ int write_report(const inspector::Report &r, const std::string &format, const st
 int report_exit_status(const inspector::Report &r, const char *command) {
   for (const std::string &w : r.reader_warnings)
     std::fprintf(stderr, "memlayout %s: warning: %s\n", command, w.c_str());
+  for (const std::string &w : r.symbol_warnings)
+    std::fprintf(stderr, "memlayout %s: warning: %s\n", command, w.c_str());
   if (!r.damage.empty()) {
     std::fprintf(
         stderr,

@@ -136,9 +136,9 @@ const GroupReport::Neighbour *closest_neighbour(const GroupReport &g) {
 
 void set_underutilization(const Report &r, const GroupReport &g, const FindingThresholds &t,
                           std::vector<Finding> &out) {
-  int worst = -1;
+  int worst = -1; // index into set_effective_fraction: the level - 1
   double worst_f = 1;
-  for (size_t i = 0; i < g.set_effective_fraction.size() && i < r.levels.size(); ++i) {
+  for (size_t i = 0; i < g.set_effective_fraction.size(); ++i) {
     const auto &f = g.set_effective_fraction[i];
     if (!f || g.lines_counted[i] < t.set_min_lines)
       continue;
@@ -153,12 +153,11 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
   f.kind = "set_underutilization";
   f.severity = worst_f < t.set_fraction_high ? "high" : "medium";
   f.groups = {g.group.id};
-  for (size_t i = 0; i < g.set_effective_fraction.size() && i < r.levels.size(); ++i)
+  for (size_t i = 0; i < g.set_effective_fraction.size(); ++i)
     if (g.set_effective_fraction[i])
-      f.metric["set_effective_fraction_L" + std::to_string(r.levels[i].level)] =
-          *g.set_effective_fraction[i];
-  const ReportCacheLevel &lvl = r.levels[static_cast<size_t>(worst)];
-  f.message = g.group.name + " uses " + pct(worst_f) + " of the L" + std::to_string(lvl.level) +
+      f.metric["set_effective_fraction_L" + std::to_string(i + 1)] = *g.set_effective_fraction[i];
+  const int worst_level = worst + 1;
+  f.message = g.group.name + " uses " + pct(worst_f) + " of the L" + std::to_string(worst_level) +
               " sets (" + std::to_string(g.lines_counted[static_cast<size_t>(worst)]) +
               " lines): it runs as if that cache were " + num(1 / worst_f) + "x smaller";
   const GroupReport::Neighbour *n = closest_neighbour(g);

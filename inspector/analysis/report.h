@@ -38,7 +38,8 @@ struct GroupReport {
   double straddle_fraction = 0;
   uint64_t hot_bytes = 0;  // 0: whole objects
   uint64_t hot_offset = 0; // where the hot bytes start in each object (make_shared: 16)
-  // L1, L2, L3; empty when not computable (too few lines, level absent).
+  // By cache level: [0] is L1, [1] L2, [2] L3 (a --cache file may leave out
+  // L1); empty when not computable (too few lines, level absent).
   std::array<std::optional<double>, 3> set_effective_fraction;
   std::array<uint64_t, 3> lines_counted{};
   std::vector<Stride> strides;
@@ -169,6 +170,7 @@ struct Report {
   std::string damage;    // the trace is damaged there (not only cut short): the reader's error
   std::string cut_short; // partial and not damaged: where the reader stopped
   std::vector<std::string> reader_warnings; // what the reader skipped or doubted, with offsets
+  std::vector<std::string> symbol_warnings; // modules rebuilt since recording (names may be wrong)
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::string cache_source; // where the geometry came from (CacheModel::source)

@@ -348,13 +348,17 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
   out.groups_total = groups.size();
+  // A module rebuilt since recording: its names are another build's.
+  out.symbol_warnings = sym.take_warnings();
+  for (const std::string &w : out.symbol_warnings)
+    out.notes.push_back(w);
 
   AddressMap pages = AddressMap::of(snap);
   std::vector<const CacheLevel *> levels;
   out.cache_source = model->source;
   for (const auto &l : model->levels) {
-    if (levels.size() == kMaxLevels)
-      break;
+    if (l.level < 1 || l.level > static_cast<int>(kMaxLevels) || levels.size() == kMaxLevels)
+      continue;
     levels.push_back(&l);
     SetBasis basis = set_basis(l, pages.best());
     out.levels.push_back({l.level, l.type, l.sets, l.ways, l.line_size, l.size_bytes,
@@ -434,8 +438,9 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
           {g.id, ll.line_size, std::move(ll.offset_histogram), std::move(ll.straddling_by_offset)});
     for (size_t i = 0; i < levels.size(); ++i) {
       SetOccupancy so = set_occupancy(snap, g.objects, hot, *levels[i], pages);
-      gr.set_effective_fraction[i] = so.effective.fraction;
-      gr.lines_counted[i] = so.lines;
+      const auto at = static_cast<size_t>(levels[i]->level - 1);
+      gr.set_effective_fraction[at] = so.effective.fraction;
+      gr.lines_counted[at] = so.lines;
       if (plotted)
         out.plots->occupancy.push_back(
             fold_occupancy(g.id, levels[i]->level, so, o.plots.max_bins));

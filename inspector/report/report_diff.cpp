@@ -117,12 +117,11 @@ std::optional<double> page_spread(const GroupReport &g) {
   return static_cast<double>(g.pages_4k) / static_cast<double>(g.pages_min);
 }
 
-std::optional<double> level_fraction(const Report &r, const GroupReport &g, size_t i) {
-  return i < r.levels.size() ? g.set_effective_fraction[i] : std::nullopt;
+std::optional<double> level_fraction(const GroupReport &g, size_t i) {
+  return g.set_effective_fraction[i];
 }
 
-GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, const GroupReport &b,
-                   MatchedBy how) {
+GroupDelta compare(const GroupReport &a, const GroupReport &b, MatchedBy how) {
   auto d = [](auto v) { return std::optional<double>(static_cast<double>(v)); };
   GroupDelta g;
   g.a = &a;
@@ -134,9 +133,9 @@ GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, con
       measure("size_class", d(a.group.size_class), d(b.group.size_class)),
       measure("lines_per_object", a.lines_per_object, b.lines_per_object),
       measure("straddle_fraction", a.straddle_fraction, b.straddle_fraction),
-      measure("set_effective_fraction_L1", level_fraction(ra, a, 0), level_fraction(rb, b, 0)),
-      measure("set_effective_fraction_L2", level_fraction(ra, a, 1), level_fraction(rb, b, 1)),
-      measure("set_effective_fraction_L3", level_fraction(ra, a, 2), level_fraction(rb, b, 2)),
+      measure("set_effective_fraction_L1", level_fraction(a, 0), level_fraction(b, 0)),
+      measure("set_effective_fraction_L2", level_fraction(a, 1), level_fraction(b, 1)),
+      measure("set_effective_fraction_L3", level_fraction(a, 2), level_fraction(b, 2)),
       // The same objects on more pages is worse whatever the minimum did:
       // padding raises the pages a group needs, and its spread can improve
       // while it touches more pages (more TLB entries) than before.
@@ -151,12 +150,11 @@ GroupDelta compare(const Report &ra, const GroupReport &a, const Report &rb, con
 }
 
 // B's group against the union of A's groups `as` (kSiteMerged).
-GroupDelta compare_merged(const Report &ra, std::vector<const GroupReport *> as, const Report &rb,
-                          const GroupReport &b) {
+GroupDelta compare_merged(std::vector<const GroupReport *> as, const GroupReport &b) {
   std::sort(as.begin(), as.end(), [](const GroupReport *x, const GroupReport *y) {
     return x->group.bytes > y->group.bytes;
   });
-  GroupDelta g = compare(ra, *as.front(), rb, b, MatchedBy::kSiteMerged);
+  GroupDelta g = compare(*as.front(), b, MatchedBy::kSiteMerged);
   g.merged_a = as;
   double objects = 0, bytes = 0, lines = 0, straddling = 0;
   for (const GroupReport *x : as) {
@@ -215,7 +213,7 @@ void match_unique(const Report &a, const Report &b, std::vector<int> &pair_of_a,
       continue;
     pair_of_a[ia.first] = jb->second.first;
     taken_b[jb->second.first] = true;
-    out.groups.push_back(compare(a, a.groups[ia.first], b, b.groups[jb->second.first], how));
+    out.groups.push_back(compare(a.groups[ia.first], b.groups[jb->second.first], how));
   }
 }
 
@@ -258,11 +256,19 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
     out.notes.push_back("A and B record different programs (" + a.executable + ", " + b.executable +
                         "): groups are matched by their names and sites, which two programs "
                         "may share by chance");
-  size_t n = std::max(a.levels.size(), b.levels.size());
-  for (size_t i = 0; i < n; ++i) {
-    const ReportCacheLevel *la = i < a.levels.size() ? &a.levels[i] : nullptr;
-    const ReportCacheLevel *lb = i < b.levels.size() ? &b.levels[i] : nullptr;
-    if (la && lb && la->sets == lb->sets && la->line_size == lb->line_size)
+  for (const std::string &w : a.symbol_warnings)
+    out.notes.push_back("A: " + w);
+  for (const std::string &w : b.symbol_warnings)
+    out.notes.push_back("B: " + w);
+  auto level = [](const Report &r, int n) -> const ReportCacheLevel * {
+    for (const ReportCacheLevel &l : r.levels)
+      if (l.level == n)
+        return &l;
+    return nullptr;
+  };
+  for (int i = 0; i < 3; ++i) {
+    const ReportCacheLevel *la = level(a, i + 1), *lb = level(b, i + 1);
+    if ((!la && !lb) || (la && lb && la->sets == lb->sets && la->line_size == lb->line_size))
       continue;
     auto sets = [](const ReportCacheLevel *l) {
       return l ? std::to_string(l->sets) + " sets" : std::string("absent");
@@ -353,8 +359,8 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       pair_of_a[i] = static_cast<int>(j);
     }
     taken_b[j] = true;
-    out.groups.push_back(as.size() == 1 ? compare(a, *as.front(), b, b.groups[j], MatchedBy::kSite)
-                                        : compare_merged(a, as, b, b.groups[j]));
+    out.groups.push_back(as.size() == 1 ? compare(*as.front(), b.groups[j], MatchedBy::kSite)
+                                        : compare_merged(as, b.groups[j]));
   }
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
     if (x.magnitude != y.magnitude)

@@ -143,6 +143,23 @@ TEST_CASE("report.text_and_options", "[report]") {
   REQUIRE(levels->size() == 2);
   CHECK((*levels)[0].getAsObject()->getInteger("sets").getValueOr(0) == 64);
   CHECK((*levels)[1].getAsObject()->getInteger("sets").getValueOr(0) == 1024);
+  // A file without L1: its L2 figures stay L2's (they went under L1's key).
+  {
+    std::ofstream cache(dir + "/l2.txt");
+    cache << "L2 unified 1M 16-way\n";
+  }
+  llvm::json::Value l2 = report_json(trace, {"--cache", dir + "/l2.txt"});
+  const auto *l2_nodes = group_by_site(*l2.getAsObject(), "mlr_new_node");
+  REQUIRE(l2_nodes);
+  const auto *sets = l2_nodes->getObject("set_effective_fraction");
+  REQUIRE(sets);
+  CHECK(sets->getNumber("L1") == llvm::None);
+  CHECK(sets->getNumber("L2").getValueOr(0) > 0);
+  CHECK(sets->getNumber("L3") == llvm::None);
+  for (const llvm::json::Value &f : *l2.getAsObject()->getArray("findings"))
+    if (f.getAsObject()->getString("kind").getValueOr("") == "set_underutilization")
+      CHECK(f.getAsObject()->getString("message").getValueOr("").find("of the L2 sets") !=
+            llvm::StringRef::npos);
 }
 
 TEST_CASE("report.bad_input", "[report]") {

@@ -577,3 +577,28 @@ TEST_CASE("sites.lambdas_named_as_gcc_names_them", "[sites]") {
   CHECK(ran.out == direct.out);
   CHECK(routed_by(ran.err, "main::{lambda(long)#2}::operator()") == 4000);
 }
+
+// The program rebuilt since recording: every name the report gives comes
+// from another build. report says so (dump --symbolize always did).
+TEST_CASE("sites.a_rebuilt_program_is_named_in_the_report", "[sites]") {
+  std::string dir = work_dir("sites_rebuilt");
+  std::string exe = dir + "/prog", trace = dir + "/prog.trace";
+  REQUIRE(run({"/bin/cp", program("lambdas"), exe}).exit_code() == 0);
+  REQUIRE(record({"-o", trace}, {exe, "100"}).exit_code() == 0);
+  llvm::json::Value same = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  auto notes_mention = [](const llvm::json::Value &v, const std::string &what) {
+    for (const llvm::json::Value &n : *v.getAsObject()->getArray("notes"))
+      if (n.getAsString().getValueOr("").contains(what))
+        return true;
+    return false;
+  };
+  CHECK_FALSE(notes_mention(same, "differs from the trace's"));
+  REQUIRE(run({"/bin/cp", program("cxx_alloc"), exe}).exit_code() == 0);
+  llvm::json::Value rebuilt = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  CHECK(notes_mention(rebuilt, exe + ": build-id"));
+  CHECK(notes_mention(rebuilt, "the file changed since recording"));
+  // advise's rules name what those symbols say: it warns too.
+  RunResult advise = run({memlayout_bin(), "advise", trace, "-o", dir + "/rules"});
+  CHECK(advise.exit_code() == 0);
+  CHECK(advise.err.find("warning: " + exe + ": build-id") != std::string::npos);
+}
