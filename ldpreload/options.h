@@ -2,6 +2,7 @@
 // `memlayout record` sets up (or a user sets by hand with LD_PRELOAD).
 #pragma once
 
+#include "trace_format.h"
 #include "unwind.h"
 
 #include <cstddef>
@@ -28,7 +29,7 @@ struct Options {
   char notes[4096];         // MEMLAYOUT_NOTES: file to append the programs started unrecorded to
 };
 
-inline constexpr uint32_t kMaxStackDepth = 64;
+using trace::kMaxStackDepth;
 
 extern Options g_options;
 

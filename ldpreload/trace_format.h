@@ -45,7 +45,7 @@ enum class HeaderTag : uint16_t {
   kPageSize = 6,         // u32
   kAllocator = 7,        // string: "native" or "jemalloc"
   kUnwind = 8,           // string: unwinder name
-  kStackDepth = 9,       // u32
+  kStackDepth = 9,       // u32: frames asked per stack, 1 to kMaxStackDepth
   kExecutable = 10,      // string: /proc/self/exe
   kCommandLine = 11,     // NUL-separated argv
   kHostname = 12,        // string
@@ -54,6 +54,8 @@ enum class HeaderTag : uint16_t {
   kPointerBits = 15,     // u32 (64)
   kUsableModel = 16,     // u32 (UsableModel): how usable sizes are predicted
 };
+
+inline constexpr uint32_t kMaxStackDepth = 64; // MEMLAYOUT_STACK_DEPTH's bound
 
 // Usable sizes are stored as a difference from what the allocator's size
 // classes predict, so the common case costs no byte. kNone: no prediction,

@@ -1,6 +1,7 @@
 // `memlayout dump FILE [--format text|jsonl] [--symbolize]`: every event of a
 // trace, one line each, in file order. The jsonl schema is a contract (see
 // docs/trace-format.md); the text format is for eyes, like `perf script`.
+#include "addr_table.h"
 #include "alloc_site.h"
 #include "command_line.h"
 #include "commands.h"
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -194,6 +196,54 @@ std::string rwx(uint8_t r, uint8_t w, uint8_t x, uint8_t flags) {
   return {flags & r ? 'r' : '-', flags & w ? 'w' : '-', flags & x ? 'x' : '-'};
 }
 
+// The live objects' sizes by address, so that a free says what it freed
+// (the jsonl contract: every event has a size and a usable size). Packed in
+// one word, size below 2^40 and usable - size below 2^24; the rare others
+// spelt out beside. In file order: a free whose allocation another thread's
+// later block holds is not known yet.
+class LiveSizes {
+public:
+  struct Sizes {
+    uint64_t size, usable;
+  };
+
+  void allocated(uint64_t ptr, uint64_t size, uint64_t usable) {
+    if (ptr == 0)
+      return;
+    uint64_t packed = kWide;
+    if (size < (uint64_t{1} << 40) && usable >= size && usable - size < (uint64_t{1} << 24))
+      packed = size | (usable - size) << 40;
+    else
+      wide_[ptr] = {size, usable};
+    if (uint64_t *v = table_.find(ptr)) { // its free was missed (a destroyed pool's range)
+      if (*v == kWide && packed != kWide)
+        wide_.erase(ptr);
+      *v = packed;
+    } else {
+      table_.insert(ptr, packed);
+    }
+  }
+
+  std::optional<Sizes> freed(uint64_t ptr) {
+    uint64_t v;
+    if (!table_.erase(ptr, v))
+      return std::nullopt;
+    if (v != kWide)
+      return Sizes{v & ((uint64_t{1} << 40) - 1), (v & ((uint64_t{1} << 40) - 1)) + (v >> 40)};
+    auto it = wide_.find(ptr);
+    if (it == wide_.end())
+      return std::nullopt;
+    Sizes s = it->second;
+    wide_.erase(it);
+    return s;
+  }
+
+private:
+  static constexpr uint64_t kWide = ~uint64_t{0};
+  inspector::AddrTable table_;
+  std::unordered_map<uint64_t, Sizes> wide_;
+};
+
 class Dumper {
 public:
   Dumper(TraceReader &r, bool jsonl, bool symbolize, inspector::WrapperPolicy wrappers)
@@ -280,10 +330,17 @@ public:
   }
 
   void event(const Event &e) {
+    std::optional<LiveSizes::Sizes> freed;
+    if (e.kind == EventKind::kFree)
+      freed = live_.freed(e.ptr);
+    else if (e.kind == EventKind::kRealloc)
+      live_.freed(e.old_ptr);
+    if (e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc)
+      live_.allocated(e.ptr, e.size, e.usable);
     if (jsonl_)
-      event_json(e);
+      event_json(e, freed);
     else
-      event_text(e);
+      event_text(e, freed);
   }
 
   void modules() {
@@ -624,7 +681,7 @@ private:
     json_string(o_, v);
   }
 
-  void event_json(const Event &e) {
+  void event_json(const Event &e, const std::optional<LiveSizes::Sizes> &freed) {
     o_.put("{\"ev\":\"");
     o_.put(inspector::event_name(e));
     o_.put('"');
@@ -654,6 +711,15 @@ private:
       o_.put("\",\"ptr\":\"");
       o_.hex(e.ptr);
       o_.put('"');
+      if (freed) {
+        o_.put(",\"size\":");
+        o_.u64(freed->size);
+        o_.put(",\"usable\":");
+        o_.u64(freed->usable);
+      } else {
+        o_.put(
+            ",\"size\":null,\"usable\":null"); // an allocation the trace holds later or not at all
+      }
       break;
     case EventKind::kTag:
       o_.put(",\"ptr\":\"");
@@ -819,7 +885,7 @@ private:
     }
   }
 
-  void event_text(const Event &e) {
+  void event_text(const Event &e, const std::optional<LiveSizes::Sizes> &freed) {
     text_prefix(r_.ns_since_start(e.tsc), e.tid, inspector::event_name(e));
     char ptr[48];
     switch (e.kind) {
@@ -847,10 +913,19 @@ private:
       }
       break;
     }
-    case EventKind::kFree:
+    case EventKind::kFree: {
       padded(trace::api_name(e.api), 14);
-      o_.hex(e.ptr);
+      char *p = put_hex(ptr, e.ptr);
+      padded(std::string_view(ptr, static_cast<size_t>(p - ptr)), 18);
+      if (freed) {
+        o_.u64(freed->size);
+        o_.put('/');
+        o_.u64(freed->usable);
+      } else {
+        o_.put("?/?");
+      }
       break;
+    }
     case EventKind::kTag:
       padded("", 14);
       o_.hex(e.ptr);
@@ -914,6 +989,7 @@ private:
   std::set<const inspector::ModuleCode *> detected_in_;
   bool wrappers_decided_ = false; // detect_wrappers() ran over the whole trace
   Out o_;
+  LiveSizes live_;
   std::unordered_map<uint64_t, std::string> rendered_, callers_;
 };
 

@@ -396,6 +396,11 @@ bool TraceReader::parse_header() {
       break;
     case HeaderTag::kStackDepth:
       u32(header_.stack_depth);
+      // Only described (the stacks record holds the frames): kept, doubted.
+      if (header_.stack_depth &&
+          (*header_.stack_depth < 1 || *header_.stack_depth > trace::kMaxStackDepth))
+        warn(off, "header field stack_depth holds " + std::to_string(*header_.stack_depth) +
+                      ", not 1 to " + std::to_string(trace::kMaxStackDepth) + ": damaged?");
       break;
     case HeaderTag::kExecutable:
       header_.executable = cut_nuls(v, f.length);

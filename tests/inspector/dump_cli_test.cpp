@@ -211,6 +211,8 @@ int main(int argc, char **argv) {
       EXPECT(s(*f, "api") == "delete");
       EXPECT(s(*f, "ptr") == "0x7f0000002000");
       EXPECT(n(*f, "ts_ns") == 1000); // 3000 ticks at 3 ticks/ns
+      EXPECT(n(*f, "size") == 64);    // what it freed, from its allocation
+      EXPECT(n(*f, "usable") == 64);
     } else
       EXPECT(!"free");
     if (const auto *m = find(objs, "mark"))

@@ -697,6 +697,25 @@ TEST_CASE("header fields the figures rest on are checked", "[reader]") {
     CHECK_FALSE(open(t, r));
     CHECK(contains(r.error().message, expected));
   }
+  // A field that only describes the recording reads on, doubted.
+  for (uint32_t depth : {0u, 65u, 4278190088u}) {
+    TraceBuilder t;
+    t.u32(trace::HeaderTag::kStackDepth, depth);
+    TraceReader r;
+    REQUIRE(open(t, r));
+    bool warned = false;
+    for (const Diagnostic &d : r.warnings())
+      warned |= contains(d.message, "stack_depth holds " + std::to_string(depth));
+    CHECK(warned);
+  }
+  {
+    TraceBuilder t;
+    t.u32(trace::HeaderTag::kStackDepth, 8);
+    TraceReader r;
+    REQUIRE(open(t, r));
+    for (const Diagnostic &d : r.warnings())
+      CHECK_FALSE(contains(d.message, "stack_depth"));
+  }
 }
 
 // What no recorder writes reads on, with a warning naming the place: events
