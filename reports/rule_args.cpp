@@ -448,6 +448,21 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
                      r.file_line ? (":" + std::to_string(r.file_line)).c_str() : "");
       continue;
     }
+    if (r.type[0]) {
+      // The interposer knows call sites, not types: said where it differs
+      // from what the rule reads as (replay counts the difference).
+      std::string names;
+      for (const auto &f : functions)
+        names += (names.empty() ? "" : ", ") + f;
+      std::fprintf(stderr,
+                   "memlayout: note: %s: type=%s is allocated in %s: the interposer routes by "
+                   "allocation site, so the rule routes whatever %s allocate%s, not only %s "
+                   "(memlayout replay TRACE --rules RULES counts it%s)\n",
+                   rules->origin[i].c_str(), r.type, names.c_str(),
+                   functions.size() == 1 ? "that function" : "those functions",
+                   functions.size() == 1 ? "s" : "", r.type,
+                   r.has_size ? "" : "; a size= key narrows it");
+    }
     if (!replace_with_functions(rules, i, functions))
       return false;
     i += static_cast<unsigned>(functions.size()) - 1;

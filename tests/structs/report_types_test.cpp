@@ -115,3 +115,15 @@ TEST_CASE("type map errors: the member, the record, the file", "[report]") {
   write_text(other, "{\"schema\": \"memlayout.report/1\", \"groups\": []}\n");
   fails({"--types", other}, "not a type map");
 }
+
+// The interposer routes by call site: a type= rule becomes the functions
+// that allocate the type, and run says so rather than route in silence.
+TEST_CASE("a type rule says it routes its functions' allocations", "[rules]") {
+  ToolRun r = run_tool({MEMLAYOUT_BIN, "run", "--segregate", "type=typed::Node,pool=nodes", "--",
+                        recorded().program});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find(": type=typed::Node is allocated in make_node") != std::string::npos);
+  CHECK(r.err.find("routes whatever that function allocates, not only typed::Node") !=
+        std::string::npos);
+}
