@@ -33,6 +33,10 @@ void add_analysis_options(CLI::App &app, inspector::ReportOptions &o) {
                  (!field && (!digits || n == 0 || n > (1ull << 30))))
                throw CLI::ValidationError("--hot",
                                           "takes NAME=BYTES or TYPE=FIELD, not '" + v + "'");
+             for (const auto &h : o.hot)
+               if (h.name == v.substr(0, eq))
+                 throw CLI::ValidationError("--hot",
+                                            "names " + h.name + " twice: one hot prefix per name");
              o.hot.push_back(
                  {v.substr(0, eq), field ? 0 : n, field ? v.substr(eq + 1) : std::string()});
            }

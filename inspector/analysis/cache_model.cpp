@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <sys/stat.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -213,6 +215,11 @@ std::optional<CacheModel> CacheModel::from_file(const std::string &path, std::st
   std::ifstream in(path);
   if (!in) {
     error = path + ": cannot open: " + std::strerror(errno);
+    return std::nullopt;
+  }
+  // An ifstream opens a directory and reads it as nothing.
+  if (struct stat st; stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    error = path + ": cannot read: " + std::strerror(EISDIR);
     return std::nullopt;
   }
   CacheModel m;

@@ -184,6 +184,12 @@ TEST_CASE("report.bad_input", "[report]") {
     CHECK(h.err.find(std::string("not '") + hot + "'") != std::string::npos);
   }
   CHECK(run({memlayout_bin(), "report", foreign, "--bogus"}).exit_code() == 2);
+  RunResult twice = run({memlayout_bin(), "report", foreign, "--hot", "x=8", "--hot", "x=16"});
+  CHECK(twice.exit_code() == 2);
+  CHECK(twice.err.find("names x twice") != std::string::npos);
+  RunResult cache_dir = run({memlayout_bin(), "report", foreign, "--cache", dir});
+  CHECK(cache_dir.exit_code() == 2);
+  CHECK(cache_dir.err.find(dir + ": cannot read: Is a directory") != std::string::npos);
   // A FIFO (no writer): refused at once, not waited on.
   std::string fifo = dir + "/fifo";
   REQUIRE(run({"/usr/bin/mkfifo", fifo}).exit_code() == 0);
