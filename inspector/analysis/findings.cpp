@@ -179,7 +179,13 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
     // only padding changes the stride. Farther apart, something else sits
     // between them, and a pool of their own packs them.
     const bool own_stride = stride <= g.group.size_class;
-    if (g.group.aligned_api && !own_stride) {
+    // Asked aligned: the stride is farther than their class, or the class
+    // itself is the alignment's (jemalloc serves aligned_alloc(4096, 256)
+    // from its 4096-byte class: stride and class alike, yet the 256 bytes
+    // asked would have packed 256 apart).
+    const uint64_t natural = r.allocator == "jemalloc" ? jemalloc_size_class(g.group.requested_size)
+                                                       : glibc_usable_size(g.group.requested_size);
+    if (g.group.aligned_api && (!own_stride || natural < stride)) {
       f.fix = "the program asks for these objects aligned (posix_memalign, aligned_alloc or "
               "an over-aligned new), and the allocator starts each on a " +
               std::to_string(stride) +

@@ -209,6 +209,36 @@ TEST_CASE("findings: a power-of-two stride's fix depends on what makes it", "[fi
   }
 }
 
+// jemalloc serves aligned_alloc(4096, 256) from its 4096-byte class: stride
+// and class are alike, yet it is the alignment asked that puts the objects a
+// page apart (256 bytes would pack 256 apart); glibc's chunks say so by a
+// stride farther than the class.
+TEST_CASE("findings: objects asked aligned to a page under jemalloc", "[findings]") {
+  Report r = base_report();
+  r.allocator = "jemalloc";
+  GroupReport g = clean_group(1, "iobuf_new", 4096);
+  g.group.requested_size = 256;
+  g.group.aligned_api = true;
+  g.objects = 100;
+  g.set_effective_fraction = {0.0625, 0.0625, 0.0625};
+  g.lines_counted = {400, 400, 400};
+  g.strides = {{4096, 1.0}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("the program asks for these objects aligned") != std::string::npos);
+  CHECK(f->fix.find("no padding gives") == std::string::npos);
+  // Objects of a page asked aligned to one: their class is what they need,
+  // and the alignment changes nothing: the page-sized class is the cause.
+  r.groups[0].group.requested_size = 4096;
+  auto page = find_problems(r);
+  f = find(page, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("no padding gives") != std::string::npos);
+}
+
 // The design's DBx1000 rows: 48-byte mutexes allocated back to back by one
 // thread. No other thread allocated on their lines, but their type says
 // they hold a lock and most share a line with another: a candidate.
