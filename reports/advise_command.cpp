@@ -2,8 +2,11 @@
 // `memlayout run --rules`, `record --rules` and `replay --rules`.
 #include "command_line.h"
 #include "commands.h"
+#include "pool_layout.h"
 #include "render.h"
+#include "replay.h"
 #include "report_input.h"
+#include "rule_args.h"
 #include "rule_match.h"
 #include "rules.h"
 
@@ -35,6 +38,10 @@ struct MergedRule {
   rules::Rule rule;
   std::vector<const inspector::Finding *> because;
   const inspector::RuleStat *in_force = nullptr; // a rule the trace was recorded under
+  std::string layout; // what keep_pool_layout added to the merged rule, and why
+  // What the replay of the trace under the rules said of this rule: actions
+  // it added, or a finding it predicts that the rule would make.
+  std::vector<std::string> replay_notes;
 };
 
 const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
@@ -44,11 +51,116 @@ const inspector::GroupReport *by_id(const inspector::Report &r, uint32_t id) {
   return nullptr;
 }
 
+// The rules file's text for a replay: the wrappers the rules need, then the
+// rules in the order they will be written.
+std::string replay_rules_text(const std::vector<inspector::LookedThrough> &wrappers,
+                              const std::vector<MergedRule *> &kept) {
+  std::string text;
+  for (const auto &w : wrappers)
+    if (one_line(w.function) == w.function)
+      text += "wrapper=" + w.function + "\n";
+  for (const MergedRule *m : kept)
+    text += inspector::rule_text(m->rule) + "\n";
+  return text;
+}
+
+// Findings of `predicted` (medium and high) about groups that `m` routes,
+// of kinds the recording did not have for the groups it routes there: what
+// the rule would make.
+std::vector<const inspector::Finding *> made_by(const MergedRule &m,
+                                                const inspector::Report &recorded,
+                                                const inspector::Report &predicted) {
+  std::vector<uint32_t> before = inspector::groups_routed(m.rule, recorded);
+  std::vector<uint32_t> after = inspector::groups_routed(m.rule, predicted);
+  std::vector<const inspector::Finding *> made;
+  for (const auto &f : predicted.findings) {
+    if (inspector::severity_rank(f.severity) < inspector::severity_rank("medium") ||
+        f.groups.empty() || std::find(after.begin(), after.end(), f.groups[0]) == after.end())
+      continue;
+    bool had = std::any_of(recorded.findings.begin(), recorded.findings.end(), [&](const auto &o) {
+      return o.kind == f.kind && std::any_of(o.groups.begin(), o.groups.end(), [&](uint32_t id) {
+               return std::find(before.begin(), before.end(), id) != before.end();
+             });
+    });
+    if (!had)
+      made.push_back(&f);
+  }
+  return made;
+}
+
+// Replays the trace under the rules about to be written and looks for
+// findings they would make (a pool's class putting aligned objects a power
+// of two of lines apart, or packed ones across lines): a rule that would
+// make one takes the align and pad of that finding's own fix, and is
+// replayed again; one that still makes a finding is written with it said
+// in a comment (and on stderr), since it fixes what it was written for.
+void check_by_replay(const std::string &trace, const inspector::ReportOptions &o,
+                     const inspector::Report &recorded,
+                     const std::vector<inspector::LookedThrough> &wrappers,
+                     std::vector<MergedRule *> &kept) {
+  if (std::none_of(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; }))
+    return;
+  auto replay = [&](inspector::Report &predicted) {
+    LoadedRules rules;
+    std::string error;
+    if (!load_rules_text(replay_rules_text(wrappers, kept), "advise's rules", &rules))
+      return false;
+    inspector::ReportOptions ro = o;
+    ro.progress = false;
+    // Warnings of what rules route are the report's and advise's own to give.
+    if (!replay_layout(trace, rules, ro, "", "memlayout advise (replay)", predicted, error)) {
+      std::fprintf(stderr,
+                   "memlayout advise: warning: the rules could not be checked by a replay%s%s\n",
+                   error.empty() ? "" : ": ", error.c_str());
+      return false;
+    }
+    return true;
+  };
+  inspector::Report predicted;
+  if (!replay(predicted))
+    return;
+  std::vector<std::pair<MergedRule *, std::string>> adjusted;
+  for (MergedRule *m : kept) {
+    if (m->in_force)
+      continue;
+    for (const inspector::Finding *f : made_by(*m, recorded, predicted)) {
+      rules::Rule fix;
+      rules::ParseError e{};
+      if (f->rule.empty() || !rules::parse_rule(f->rule.data(), f->rule.size(), 1, &fix, &e) ||
+          (fix.pad <= m->rule.pad && fix.align <= m->rule.align))
+        continue;
+      std::string added;
+      if (fix.align > m->rule.align)
+        added += "align=" + std::to_string(m->rule.align = fix.align);
+      if (fix.pad > m->rule.pad)
+        added += (added.empty() ? "" : ",") + ("pad=" + std::to_string(m->rule.pad = fix.pad));
+      adjusted.emplace_back(m, added + ": without it the replay predicts " + f->severity + " " +
+                                   f->kind + ": " + f->message);
+    }
+  }
+  if (!adjusted.empty() && !replay(predicted))
+    return;
+  for (auto &[m, why] : adjusted)
+    m->replay_notes.push_back("added after a replay: " + why);
+  for (MergedRule *m : kept) {
+    if (m->in_force)
+      continue;
+    for (const inspector::Finding *f : made_by(*m, recorded, predicted)) {
+      std::string note = "the replay predicts this rule makes " + f->severity + " " + f->kind +
+                         ": " + f->message + (f->fix.empty() ? "" : "; fix: " + f->fix);
+      m->replay_notes.push_back("warning: " + note);
+      std::fprintf(stderr, "memlayout advise: warning: %s: %s\n",
+                   inspector::rule_text(m->rule).c_str(), note.c_str());
+    }
+  }
+}
+
 } // namespace
 
 int advise_main(int argc, char **argv) {
   std::string input, output;
   std::string min_severity = "low";
+  bool no_replay = false;
   inspector::ReportOptions o;
   auto app = make_command(
       "advise",
@@ -67,6 +179,9 @@ int advise_main(int argc, char **argv) {
       ->check(one_of({"low", "medium", "high"}))
       ->type_name("low|medium|high")
       ->capture_default_str();
+  app->add_flag("--no-replay", no_replay,
+                "write the rules without replaying FILE under them first (a trace's rules are "
+                "checked by the layout they would make)");
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
@@ -141,9 +256,9 @@ int advise_main(int argc, char **argv) {
   // ones the interposer will match: it must route the groups it was written
   // for and nothing else.
   std::vector<std::string> refused;
-  std::vector<const MergedRule *> kept;
+  std::vector<MergedRule *> kept;
   std::vector<inspector::LookedThrough> wrappers;
-  for (const auto &m : merged) {
+  for (auto &m : merged) {
     std::string text = inspector::rule_text(m.rule);
     std::vector<uint32_t> routed = inspector::groups_routed(m.rule, report);
     if (!m.in_force) { // one in force routed what it routed
@@ -175,6 +290,10 @@ int advise_main(int argc, char **argv) {
                           "or a size= key, or segregate in code (docs/segregation-api.md)");
         continue;
       }
+      // Merged, the findings' actions make a pool none of them was checked
+      // for alone (a page_spread pool with a straddle fix's alignment): it
+      // must not make a finding of its own either.
+      m.layout = inspector::keep_pool_layout(m.rule, *target, inspector::FindingThresholds{});
     }
     kept.push_back(&m);
     for (uint32_t id : routed)
@@ -184,6 +303,12 @@ int advise_main(int argc, char **argv) {
                          [&](const auto &x) { return x.function == w.function; }))
           wrappers.push_back(w);
   }
+
+  // New rules first: a narrower one must come before the rule in force it
+  // narrows, which would match first otherwise.
+  std::stable_partition(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; });
+  if (kind == "trace" && !no_replay)
+    check_by_replay(input, o, report, wrappers, kept);
 
   std::string text = "# memlayout rules from " + one_line(input) + " (memlayout advise)\n";
   text += "# apply: memlayout run --rules FILE -- PROGRAM   check: memlayout replay TRACE "
@@ -207,9 +332,6 @@ int advise_main(int argc, char **argv) {
               (w.evidence.empty() ? "" : ": " + one_line(w.evidence)) + "\n";
     }
   }
-  // New rules first: a narrower one must come before the rule in force it
-  // narrows, which would match first otherwise.
-  std::stable_partition(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; });
   // A rule in force whose groups the new rules route all of stays as a
   // comment: it would route nothing after them.
   std::set<uint32_t> routed_by_new;
@@ -239,6 +361,10 @@ int advise_main(int argc, char **argv) {
     for (const auto *f : m->because)
       text += "# " + one_line(f->severity) + " " + one_line(f->kind) + ": " + one_line(f->message) +
               "\n";
+    if (!m->layout.empty())
+      text += "# the pool's layout: " + one_line(m->layout) + "\n";
+    for (const auto &note : m->replay_notes)
+      text += "# " + one_line(note) + "\n";
     char buf[4096];
     size_t n = rules::format_rule(m->rule, buf, sizeof buf);
     text.append(buf, n).push_back('\n');

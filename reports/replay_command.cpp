@@ -8,6 +8,7 @@
 #include "heap_snapshot.h"
 #include "preload_launch.h"
 #include "render.h"
+#include "replay.h"
 #include "replay_ops.h"
 #include "report_builder.h"
 #include "report_input.h"
@@ -180,48 +181,20 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
 
 } // namespace
 
-int replay_main(int argc, char **argv) {
-  std::string trace, format, output, allocator;
-  RuleArgs rule_args;
-  inspector::ReportOptions o;
-  TextOptions text;
-  auto app = make_command(
-      "replay",
-      "Re-executes the allocations and frees recorded in FILE up to the analysed moment,\n"
-      "each thread's in its own order, against the allocator the trace was recorded with\n"
-      "(glibc or jemalloc 5.3), with the rules applied: the allocations whose sites they\n"
-      "name go to their pools, padded and aligned as the rules say. Then reports the\n"
-      "layout the objects would have had, as 'memlayout report' does. Sites and wrappers\n"
-      "are decided as reports decide them (the rules file's wrapper= lines included).\n"
-      "Page frames are not replayed: L2/L3 sets rest on virtual address bits.");
-  app->add_option("FILE", trace, "the trace (memlayout record)")->required();
-  add_rule_options(*app, rule_args);
-  add_format_option(*app, format, {"text", "json"}, "output format");
-  add_output_option(*app, output);
-  add_allocator_option(*app, allocator, "replay against this allocator instead of the trace's");
-  add_count_option(*app, "--top", text.top, "groups listed in text");
-  add_analysis_options(*app, o);
-  if (int rc = parse_command(*app, argc, argv); rc >= 0)
-    return rc;
-  if (rule_args.empty())
-    return usage_error(*app,
-                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
-  LoadedRules rules;
-  if (!load_rules(rule_args, &rules))
-    return 2;
-
+bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::ReportOptions o,
+                   const std::string &allocator, const char *who, inspector::Report &report,
+                   std::string &error) {
   // 1. The sequence up to the analysed moment, in the merged order.
   inspector::TraceReader r;
   if (!r.open(trace)) {
     std::string ignored;
     if (sniff_input(trace, ignored) == InputKind::kReport)
-      std::fprintf(stderr,
-                   "memlayout replay: %s is a report (JSON), not a trace: replay re-runs a "
-                   "trace's allocations, so give it the trace the report was made from\n",
-                   trace.c_str());
+      error = trace +
+              " is a report (JSON), not a trace: replay re-runs a trace's allocations, so give "
+              "it the trace the report was made from";
     else
-      std::fprintf(stderr, "memlayout replay: %s\n", r.error().message.c_str());
-    return 2;
+      error = r.error().message;
+    return false;
   }
   Sequence seq;
   std::vector<inspector::AppliedEvent> events;
@@ -232,14 +205,13 @@ int replay_main(int argc, char **argv) {
       events.push_back(e);
   };
   inspector::HeapSnapshot snap;
-  std::string error;
-  if (!inspector::build_snapshot(r, spec, snap, error)) {
-    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
-    return 2;
-  }
+  if (!inspector::build_snapshot(r, spec, snap, error))
+    return false;
   // file= and type= keys name functions, as they do for `memlayout run`.
-  if (!expand_match_keys(&rules, {r.header().executable}, o.types_file, o.find_types))
-    return 2;
+  if (!expand_match_keys(&rules, {r.header().executable}, o.types_file, o.find_types)) {
+    error.clear(); // expand_match_keys said why
+    return false;
+  }
   inspector::Symbolizer::Options sym_opts;
   sym_opts.main_executable = r.header().executable;
   inspector::Symbolizer sym(r.modules(), sym_opts);
@@ -255,10 +227,12 @@ int replay_main(int argc, char **argv) {
         path.clear();
     }
     if (!path.empty() && !(types = inspector::TypeMap::load(path, error)))
-      std::fprintf(stderr, "memlayout replay: warning: %s\n", error.c_str());
+      std::fprintf(stderr, "%s: warning: %s\n", who, error.c_str());
     if (!types)
-      std::fprintf(stderr, "memlayout replay: warning: type= rules need a type map (memlayout "
-                           "structs --format json, then --types MAP): they match nothing\n");
+      std::fprintf(stderr,
+                   "%s: warning: type= rules need a type map (memlayout structs --format json, "
+                   "then --types MAP): they match nothing\n",
+                   who);
   }
   // The wrappers as `memlayout report` of this trace decides them, for the
   // routing here and the report of the result alike.
@@ -305,8 +279,10 @@ int replay_main(int argc, char **argv) {
   };
   for (const auto &e : events) {
     auto [t, fresh] = thread_index.emplace(e.tid, static_cast<uint16_t>(thread_index.size()));
-    if (thread_index.size() > 65535)
-      return std::fprintf(stderr, "memlayout replay: more than 65535 threads\n"), 2;
+    if (thread_index.size() > 65535) {
+      error = "more than 65535 threads";
+      return false;
+    }
     (void)fresh;
     Op op{};
     op.thread = t->second;
@@ -371,17 +347,17 @@ int replay_main(int argc, char **argv) {
     seq.rules.push_back({inspector::rule_text(rules.written[i]), routed_count[i], routed_bytes[i]});
   for (unsigned i = 0; i < rules.set->count; ++i) {
     if (!routed_count[i])
-      std::fprintf(stderr, "memlayout replay: warning: %s: the rule matched no allocation\n",
+      std::fprintf(stderr, "%s: warning: %s: the rule matched no allocation\n", who,
                    rules.origin[i].c_str());
     if (strays[i].count) {
       std::string sites;
       for (const auto &w : strays[i].sites)
         sites += (sites.empty() ? "" : ", ") + w;
       std::fprintf(stderr,
-                   "memlayout replay: warning: %s: %s routes the whole of %s, as `run` and "
+                   "%s: warning: %s: %s routes the whole of %s, as `run` and "
                    "`record` will: %llu of its %llu allocations are from other lines or types: "
                    "%s%s; a size= key may tell them apart (memlayout advise finds one)\n",
-                   rules.origin[i].c_str(), inspector::rule_text(rules.written[i]).c_str(),
+                   who, rules.origin[i].c_str(), inspector::rule_text(rules.written[i]).c_str(),
                    rules.set->rules[i].function, static_cast<unsigned long long>(strays[i].count),
                    static_cast<unsigned long long>(routed_count[i]), sites.c_str(),
                    strays[i].sites.size() == 4 ? ", ..." : "");
@@ -391,10 +367,8 @@ int replay_main(int argc, char **argv) {
   // 2. The worker places them.
   bool jemalloc = allocator.empty() ? r.header().allocator == "jemalloc" : allocator == "jemalloc";
   std::vector<replay::OpResult> results;
-  if (!run_worker(seq, rules, jemalloc, results, error)) {
-    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
-    return 2;
-  }
+  if (!run_worker(seq, rules, jemalloc, results, error))
+    return false;
 
   // 3. The same snapshot, analysed where the worker put its objects.
   std::unordered_map<uint64_t, uint64_t> op_of_seq;
@@ -431,11 +405,8 @@ int replay_main(int argc, char **argv) {
   };
   o.progress = isatty(2);
   o.allocator = jemalloc ? "jemalloc" : "native"; // the layout is the replay's
-  inspector::Report report;
-  if (!inspector::build_report(trace, o, report, error)) {
-    std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
-    return 2;
-  }
+  if (!inspector::build_report(trace, o, report, error))
+    return false;
   // What the replay's rules routed, where a report of a trace recorded under
   // rules lists those (the layout shown is the replay's).
   report.rules = seq.rules;
@@ -446,7 +417,46 @@ int replay_main(int argc, char **argv) {
                           (jemalloc ? "jemalloc 5.3" : "glibc malloc") + ": " +
                           std::to_string(seq.ops.size()) + " operations of " +
                           std::to_string(seq.threads) + " thread" + (seq.threads == 1 ? "" : "s"));
+  return true;
+}
 
+int replay_main(int argc, char **argv) {
+  std::string trace, format, output, allocator;
+  RuleArgs rule_args;
+  inspector::ReportOptions o;
+  TextOptions text;
+  auto app = make_command(
+      "replay",
+      "Re-executes the allocations and frees recorded in FILE up to the analysed moment,\n"
+      "each thread's in its own order, against the allocator the trace was recorded with\n"
+      "(glibc or jemalloc 5.3), with the rules applied: the allocations whose sites they\n"
+      "name go to their pools, padded and aligned as the rules say. Then reports the\n"
+      "layout the objects would have had, as 'memlayout report' does. Sites and wrappers\n"
+      "are decided as reports decide them (the rules file's wrapper= lines included).\n"
+      "Page frames are not replayed: L2/L3 sets rest on virtual address bits.");
+  app->add_option("FILE", trace, "the trace (memlayout record)")->required();
+  add_rule_options(*app, rule_args);
+  add_format_option(*app, format, {"text", "json"}, "output format");
+  add_output_option(*app, output);
+  add_allocator_option(*app, allocator, "replay against this allocator instead of the trace's");
+  add_count_option(*app, "--top", text.top, "groups listed in text");
+  add_analysis_options(*app, o);
+  if (int rc = parse_command(*app, argc, argv); rc >= 0)
+    return rc;
+  if (rule_args.empty())
+    return usage_error(*app,
+                       "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  LoadedRules rules;
+  if (!load_rules(rule_args, &rules))
+    return 2;
+
+  inspector::Report report;
+  std::string error;
+  if (!replay_layout(trace, rules, o, allocator, "memlayout replay", report, error)) {
+    if (!error.empty())
+      std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
+    return 2;
+  }
   return write_report(report, format, output, text, "replay");
 }
 

@@ -507,4 +507,13 @@ bool load_rules(const RuleArgs &args, LoadedRules *out) {
   return true;
 }
 
+bool load_rules_text(const std::string &text, const std::string &origin, LoadedRules *out) {
+  out->set = std::make_unique<rules::RuleSet>();
+  *out->set = {};
+  if (!append(text, origin, false, out))
+    return false;
+  rebuild_text(out);
+  return true;
+}
+
 } // namespace memlayout::cli

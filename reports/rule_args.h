@@ -29,6 +29,9 @@ struct LoadedRules {
 // Parses every rule. On an error prints "memlayout: FILE:LINE:COL: message"
 // (with the offending line and a caret) and returns false.
 bool load_rules(const RuleArgs &args, LoadedRules *out);
+// The same for the text of a rules file held in memory (`origin` names it
+// in messages): advise's own rules, checked by a replay before writing them.
+bool load_rules_text(const std::string &text, const std::string &origin, LoadedRules *out);
 
 // The interposer matches functions only: rewrites each file= rule into
 // function rules for the functions with code at that file (and line), from

@@ -1,5 +1,6 @@
 #include "findings.h"
 
+#include "pool_layout.h"
 #include "rule_match.h"
 #include "rules.h"
 #include "size_class.h"
@@ -103,24 +104,6 @@ double next_to_share(const GroupReport &g, const GroupReport::Neighbour &n) {
          static_cast<double>(g.objects);
 }
 
-// The smallest padding, in whole lines above `lines` and up to twice them,
-// whose size class in `allocator` ("jemalloc", else glibc's chunks) spaces
-// consecutive objects an odd number of lines apart (or not a whole number):
-// they then visit every set of a 64-set L1. Failing that, an even number not
-// a multiple of 4 (half the sets). 0 when neither exists: jemalloc from 512
-// bytes to 1 KiB has only classes of 10-16 lines, from 4 KiB only multiples
-// of 16.
-uint64_t odd_stride_pad(const std::string &allocator, uint64_t lines) {
-  for (uint64_t want_gcd : {1, 2})
-    for (uint64_t l = lines + 1; l <= 2 * lines + 1; ++l) {
-      uint64_t pad = l * 64;
-      uint64_t stride = allocator == "jemalloc" ? jemalloc_size_class(pad) : glibc_chunk_size(pad);
-      if (stride % 64 != 0 || std::gcd(stride / 64, uint64_t{64}) <= want_gcd)
-        return pad;
-    }
-  return 0;
-}
-
 // The neighbour whose objects sit next to this group's the most (same or
 // adjacent line), other than itself.
 const GroupReport::Neighbour *closest_neighbour(const GroupReport &g) {
@@ -178,7 +161,13 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
     // only padding changes the stride. Farther apart, something else sits
     // between them, and a pool of their own packs them.
     const bool own_stride = stride <= g.group.size_class;
-    if (g.group.aligned_api && !own_stride) {
+    // Asked aligned: the stride is farther than their class, or the class
+    // itself is the alignment's (jemalloc serves aligned_alloc(4096, 256)
+    // from its 4096-byte class: stride and class alike, yet the 256 bytes
+    // asked would have packed 256 apart).
+    const uint64_t natural = r.allocator == "jemalloc" ? jemalloc_size_class(g.group.requested_size)
+                                                       : glibc_usable_size(g.group.requested_size);
+    if (g.group.aligned_api && (!own_stride || natural < stride)) {
       f.fix = "the program asks for these objects aligned (posix_memalign, aligned_alloc or "
               "an over-aligned new), and the allocator starts each on a " +
               std::to_string(stride) +
@@ -186,7 +175,7 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
               "than the objects need (64 bytes keeps each on its own line), or start each "
               "object's hot part a different multiple of 64 bytes into its block (cache "
               "colouring)";
-    } else if (uint64_t pad = odd_stride_pad(r.allocator, lines); pad && own_stride) {
+    } else if (uint64_t pad = odd_stride_pad("jemalloc", lines); pad && own_stride) {
       f.fix = "pad the objects to an odd number of lines (" + std::to_string(pad) +
               " bytes), in a pool of their own, which alone would keep them " +
               std::to_string(stride) +
@@ -198,8 +187,9 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
     } else {
       // jemalloc's classes from 4 KiB up are whole multiples of 16 lines, and
       // a pool's large objects start on pages too: no rule moves them.
-      f.fix = "no padding gives these objects an odd line stride in " + r.allocator +
-              "'s size classes at " + std::to_string(lines * 64) +
+      f.fix = "no padding gives these objects an odd line stride in a pool's size classes "
+              "(jemalloc's) at " +
+              std::to_string(lines * 64) +
               " bytes, and a pool keeps them page-aligned as well: stagger their hot fields "
               "in the program instead (cache colouring: start each object's hot part a "
               "different multiple of 64 bytes into it), or make them smaller than a page";
@@ -240,7 +230,7 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
   // Behind a control block, the hot part ends hot_offset + bytes into the
   // object: the start's alignment must keep all of that within a line.
   const uint64_t end = (g.hot_bytes ? g.hot_offset : 0) + bytes;
-  const uint64_t align = std::clamp<uint64_t>(std::bit_ceil(end), 16, 64);
+  const uint64_t align = straddle_align(end);
   const std::string rule = own_pool(g.group) + ",align=" + std::to_string(align);
   if (end <= 64)
     f.fix = "align the objects to " + std::to_string(align) +
@@ -701,6 +691,24 @@ void settle_rule(const Report &r, Finding &f) {
     narrow_rule(r, *subject, rule, f);
 }
 
+// A fix must not make the next finding: the pool its rule moves the objects
+// into has classes of its own, which may put aligned objects a power of two
+// of lines apart (a fraction of the sets) or packed ones across lines. The
+// rule takes the align and pad that keep both away (pool_layout.h), and the
+// fix says why; where no padding can, it says that instead.
+void keep_layout(const Report &r, Finding &f, const FindingThresholds &t) {
+  rules::Rule rule;
+  rules::ParseError e{};
+  const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
+  if (f.rule.empty() || !subject || !rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
+    return;
+  std::string why = keep_pool_layout(rule, *subject, t);
+  if (why.empty())
+    return;
+  set_rule(f, rule);
+  f.fix += " (" + why + ")";
+}
+
 // Pool names come from a site's function without its template arguments:
 // two instantiations (Tree<long, long>::insert, Tree<int, std::string>::insert)
 // would share "Tree.insert", one pool for two types. Where rules for
@@ -773,6 +781,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
   for (Finding &f : out) {
     f.rule = rule_of_fix(f.fix);
     settle_rule(r, f);
+    keep_layout(r, f, t);
   }
   separate_pools(out);
   return out;

@@ -2,6 +2,7 @@
 // with the right fix, a clean layout is not.
 #include "findings.h"
 #include "fix_ranking.h"
+#include "pool_layout.h"
 #include "rule_match.h"
 
 #include <catch2/catch.hpp>
@@ -153,12 +154,15 @@ TEST_CASE("findings: a power-of-two stride asks for padding to an odd number of 
   CHECK(f->fix.find("pad=") == std::string::npos);
   CHECK(f->fix.find("stagger their hot fields") != std::string::npos);
   CHECK(f->rule.empty());
-  // glibc's chunks of 4160 + 8 bytes are not whole lines apart: padding works there.
+  // The rule puts them in a pool, whose classes are jemalloc's whatever the
+  // program's allocator: glibc's 4168-byte chunks would not be whole lines
+  // apart, but a pool's 5120-byte class is, so no rule under glibc either.
   r.allocator = "native";
   auto fs3 = find_problems(r);
   f = find(fs3, "set_underutilization");
   REQUIRE(f);
-  CHECK(f->fix.find("pad=4160") != std::string::npos);
+  CHECK(f->fix.find("pad=") == std::string::npos);
+  CHECK(f->rule.empty());
   // jemalloc at 256 bytes: 320 is 5 lines.
   r.allocator = "jemalloc";
   r.groups[0].group.size_class = r.groups[0].group.requested_size = 256;
@@ -207,6 +211,132 @@ TEST_CASE("findings: a power-of-two stride's fix depends on what makes it", "[fi
     CHECK(f->rule.empty());
     CHECK(f->fix.find("no rule moves them off the alignment asked for") != std::string::npos);
   }
+}
+
+// jemalloc serves aligned_alloc(4096, 256) from its 4096-byte class: stride
+// and class are alike, yet it is the alignment asked that puts the objects a
+// page apart (256 bytes would pack 256 apart); glibc's chunks say so by a
+// stride farther than the class.
+TEST_CASE("findings: objects asked aligned to a page under jemalloc", "[findings]") {
+  Report r = base_report();
+  r.allocator = "jemalloc";
+  GroupReport g = clean_group(1, "iobuf_new", 4096);
+  g.group.requested_size = 256;
+  g.group.aligned_api = true;
+  g.objects = 100;
+  g.set_effective_fraction = {0.0625, 0.0625, 0.0625};
+  g.lines_counted = {400, 400, 400};
+  g.strides = {{4096, 1.0}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("the program asks for these objects aligned") != std::string::npos);
+  CHECK(f->fix.find("no padding gives") == std::string::npos);
+  // Objects of a page asked aligned to one: their class is what they need,
+  // and the alignment changes nothing: the page-sized class is the cause.
+  r.groups[0].group.requested_size = 4096;
+  auto page = find_problems(r);
+  f = find(page, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("no padding gives") != std::string::npos);
+}
+
+TEST_CASE("pool layout: strides and what they do to straddling and sets", "[findings]") {
+  // 256-byte objects aligned to 64: the 256-byte class, 4 lines apart; their
+  // hot first line visits a quarter of the L1's sets. Padded to 320 (5
+  // lines), every set.
+  CHECK(pool_stride(256, 0, 64) == 256);
+  PoolLayout p = predict_pool_layout(256, 0, 64, 0, 64, 5000);
+  CHECK(p.straddle_fraction == 0);
+  REQUIRE(p.l1_set_fraction);
+  CHECK(*p.l1_set_fraction == Approx(0.25).margin(0.02));
+  p = predict_pool_layout(256, 320, 64, 0, 64, 5000);
+  CHECK(p.stride == 320);
+  CHECK(*p.l1_set_fraction > 0.95);
+  // 101-byte notes packed in the 112-byte class: offsets 0, 48, 32, 16 of
+  // their lines, half of them across one more line than they need. Aligned
+  // to 64: the 128-byte class, two lines each, every set.
+  p = predict_pool_layout(101, 0, 0, 0, 101, 4000);
+  CHECK(p.stride == 112);
+  CHECK(p.straddle_fraction == Approx(0.5).margin(0.01));
+  p = predict_pool_layout(101, 0, 64, 0, 101, 4000);
+  CHECK(p.stride == 128);
+  CHECK(p.straddle_fraction == 0);
+  CHECK(*p.l1_set_fraction > 0.95);
+  // A class not a multiple of the alignment is served at the next multiple.
+  CHECK(pool_stride(100, 0, 128) == 128);
+  CHECK(pool_stride(48, 0, 32) == 64);
+  CHECK(straddle_align(24) == 32);
+  CHECK(straddle_align(40) == 64);
+  CHECK(straddle_align(8) == 16);
+}
+
+// sets.cpp of a user's sweep: 256-byte buckets whose first 64 bytes are
+// hot, 75% of them straddling under glibc. align=64 alone in a pool of the
+// 256-byte class made them use a quarter of the L1 sets (replay: high
+// set_underutilization); the rule pads them to an odd number of lines.
+TEST_CASE("findings: a straddle fix's pool keeps the objects on every set", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "new_bucket", 264);
+  g.group.requested_size = 256;
+  g.objects = 5000;
+  g.hot_bytes = 64;
+  g.straddle_fraction = 0.75;
+  g.lines_counted = {5000, 5000, 5000};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  memlayout::rules::Rule rule = parsed_rule(f->rule);
+  CHECK(rule.align == 64);
+  CHECK(rule.pad == 320);
+  CHECK(f->fix.find("pad=320") != std::string::npos);
+  CHECK(f->fix.find("25% of the L1 sets") != std::string::npos);
+  PoolLayout p = predict_pool_layout(256, rule.pad, rule.align, 0, 64, g.objects);
+  CHECK(p.straddle_fraction < 0.1);
+  CHECK(*p.l1_set_fraction >= 0.75);
+  // Too few lines for set use to count: align alone, no padding.
+  r.groups[0].objects = 100;
+  auto small = find_problems(r);
+  f = find(small, "line_straddle");
+  REQUIRE(f);
+  CHECK(parsed_rule(f->rule).align == 64);
+  CHECK(parsed_rule(f->rule).pad == 0);
+}
+
+// spread.cpp of the sweep: 101-byte strings, all at one line offset between
+// the program's other records, spread over 4x their pages. The page_spread
+// pool alone packs them in its 112-byte class, half across a line (replay:
+// high line_straddle); the rule aligns them to 64.
+TEST_CASE("findings: a page_spread pool does not make the objects straddle", "[findings]") {
+  Report r = base_report();
+  GroupReport g = clean_group(1, "new_note", 104);
+  g.group.requested_size = 101;
+  g.objects = 4000;
+  g.lines_per_object = 2;
+  g.straddle_fraction = 0;
+  g.pages_min = 102;
+  g.pages_4k = 438;
+  r.groups = {g};
+  auto fs = find_problems(r);
+  CHECK_FALSE(find(fs, "line_straddle"));
+  const Finding *f = find(fs, "page_spread");
+  REQUIRE(f);
+  memlayout::rules::Rule rule = parsed_rule(f->rule);
+  CHECK(std::string(rule.pool) == "new_note");
+  CHECK(rule.align == 64);
+  CHECK(rule.pad == 0);
+  CHECK(f->fix.find("112-byte class would leave 50%") != std::string::npos);
+  // Objects the pool's class keeps within their lines need nothing more:
+  // 80 bytes at 0, 16, 32, 48 stay on two lines.
+  r.groups[0].group.requested_size = 80;
+  r.groups[0].group.size_class = 88;
+  auto fits = find_problems(r);
+  f = find(fits, "page_spread");
+  REQUIRE(f);
+  CHECK(f->rule == "function=new_note,pool=new_note");
 }
 
 // The design's DBx1000 rows: 48-byte mutexes allocated back to back by one
@@ -526,7 +656,9 @@ TEST_CASE("findings: requested sizes tell apart groups that share a class", "[fi
   auto fs = find_problems(r);
   const Finding *f = find(fs, "set_underutilization");
   REQUIRE(f);
-  CHECK(f->rule == "function=Book::add,size=25-40,pool=Book.add.25-40");
+  // In a pool of their own the 40-byte nodes would pack in the 48-byte
+  // class, half of them across a line: the rule aligns them (pool_layout.h).
+  CHECK(f->rule == "function=Book::add,size=25-40,pool=Book.add.25-40,align=64");
   CHECK(groups_routed(parsed_rule(f->rule), r) == std::vector<uint32_t>{1});
 
   // Map nodes of 24 to 40 bytes: no size holds the list nodes alone.
@@ -545,7 +677,7 @@ TEST_CASE("findings: requested sizes tell apart groups that share a class", "[fi
   auto above = find_problems(r);
   f = find(above, "set_underutilization");
   REQUIRE(f);
-  CHECK(f->rule == "function=Book::add,size=1-43,pool=Book.add.1-43");
+  CHECK(f->rule == "function=Book::add,size=1-43,pool=Book.add.1-43,align=64");
 }
 
 // `out.push_back(new Item)`: the line allocates 40-byte items and the

@@ -45,6 +45,7 @@ std::string program(const std::string &name) {
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
+      {"fix_layouts", MLT_PATH_fix_layouts},
       {"bst_inline", MLT_PATH_bst_inline},
       {"oneline_ctors", MLT_PATH_oneline_ctors},
       {"latch_names", MLT_PATH_latch_names},
