@@ -206,7 +206,7 @@ int advise_main(int argc, char **argv) {
     if (!rules::parse_rule(stat.rule.data(), stat.rule.size(), 1, &r, &e))
       continue;
     index.emplace(inspector::match_keys_of(r), merged.size());
-    merged.push_back({r, {}, &stat});
+    merged.push_back({r, {}, &stat, {}, {}});
     in_force_routes.push_back(inspector::groups_routed(r, report));
   }
   size_t without_rule = 0, considered = 0;
@@ -245,7 +245,7 @@ int advise_main(int argc, char **argv) {
     std::string key = inspector::match_keys_of(r);
     auto [it, fresh] = index.emplace(key, merged.size());
     if (fresh)
-      merged.push_back({r, {&f}});
+      merged.push_back({r, {&f}, nullptr, {}, {}});
     else {
       inspector::merge_actions(merged[it->second].rule, r);
       merged[it->second].because.push_back(&f);
