@@ -968,11 +968,18 @@ private:
     if (!fresh)
       return it->second;
     std::span<const uint64_t> stack = r_.stack(id);
+    bool more = false;
     for (uint64_t pc : stack)
       if (const inspector::ModuleCode *m = code_->module_at(pc);
-          !wrappers_decided_ && m && m->has_dwarf() && detected_in_.insert(m).second)
-        inspector::detect_wrappers_in_binary(*m, wrappers_);
-    inspector::Group::Site site = inspector::alloc_site(stack, *sym_, wrappers_);
+          !wrappers_decided_ && m && m->has_dwarf() && detected_in_.insert(m).second) {
+        detected_order_.push_back(m);
+        more = true;
+      }
+    // Each module's call sites are evidence for the others' wrappers: judged
+    // again over all of them when one is added.
+    if (more)
+      inspector::detect_wrappers_in_modules(detected_order_, wrappers_);
+    inspector::Group::Site site = inspector::alloc_site(stack, *sym_, wrappers_, code_.get());
     std::string &s = it->second;
     s = site.caller.empty() ? site.function : site.caller + " -> ??";
     if (!site.file.empty())
@@ -987,6 +994,7 @@ private:
   std::unique_ptr<inspector::Symbolizer> sym_;
   std::unique_ptr<inspector::CodeMaps> code_;
   std::set<const inspector::ModuleCode *> detected_in_;
+  std::vector<const inspector::ModuleCode *> detected_order_;
   bool wrappers_decided_ = false; // detect_wrappers() ran over the whole trace
   Out o_;
   LiveSizes live_;

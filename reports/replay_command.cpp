@@ -54,8 +54,9 @@ struct Sequence {
 class RouteDecider {
 public:
   RouteDecider(const rules::RuleSet &set, inspector::TraceReader &r, inspector::Symbolizer &sym,
-               const inspector::WrapperPolicy &wrappers, const inspector::TypeMap *types)
-      : set_(set), r_(r), sym_(sym), wrappers_(wrappers), types_(types) {}
+               inspector::CodeMaps &code, const inspector::WrapperPolicy &wrappers,
+               const inspector::TypeMap *types)
+      : set_(set), r_(r), sym_(sym), code_(code), wrappers_(wrappers), types_(types) {}
 
   uint8_t route(uint64_t stack_id, uint64_t size) {
     const Site &s = site(stack_id);
@@ -72,7 +73,7 @@ public:
     if (it != sites_.end())
       return it->second;
     Site s;
-    s.site = inspector::alloc_site(r_.stack(stack_id), sym_, wrappers_);
+    s.site = inspector::alloc_site(r_.stack(stack_id), sym_, wrappers_, &code_);
     if (types_)
       s.type = types_->type_at(s.site.function, s.site.file, s.site.line);
     return sites_.emplace(stack_id, std::move(s)).first->second;
@@ -82,6 +83,7 @@ private:
   const rules::RuleSet &set_;
   inspector::TraceReader &r_;
   inspector::Symbolizer &sym_;
+  inspector::CodeMaps &code_;
   const inspector::WrapperPolicy &wrappers_;
   const inspector::TypeMap *types_;
   std::unordered_map<uint64_t, Site> sites_;
@@ -243,12 +245,10 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
     const rules::WrapperDecl &d = rules.set->wrappers[i];
     (d.not_wrapper ? wrappers.not_wrappers : wrappers.rules_file).push_back(d.function);
   }
-  {
-    inspector::CodeMaps code(sym);
-    inspector::detect_wrappers(inspector::weighted_stacks(snap, r), sym, code, wrappers);
-  }
+  inspector::CodeMaps code(sym);
+  inspector::detect_wrappers(inspector::weighted_stacks(snap, r), sym, code, wrappers);
   o.wrappers_decided = &wrappers;
-  RouteDecider decider(*rules.set, r, sym, wrappers, types ? &*types : nullptr);
+  RouteDecider decider(*rules.set, r, sym, code, wrappers, types ? &*types : nullptr);
   std::unordered_map<uint32_t, uint16_t> thread_index;
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;

@@ -38,6 +38,12 @@ bool contains_word(const std::string &name, const std::string &part) {
   return false;
 }
 
+// A function as a rule names it: its scopes and name, no parameters.
+std::string short_function(const std::string &name) {
+  char norm[rules::kMaxName];
+  return rules::normalize_function(name.c_str(), norm, sizeof norm) ? std::string(norm) : name;
+}
+
 } // namespace
 
 struct RouteSetup::Impl {
@@ -137,9 +143,14 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string
     if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
       impl_->modules.push_back(std::move(code));
   }
+  // One call graph: the program's call sites are evidence for its
+  // libraries' wrappers.
+  std::vector<const inspector::ModuleCode *> with_dwarf;
   for (const auto &m : impl_->modules)
     if (m->has_dwarf())
-      inspector::detect_wrappers_in_binary(*m, impl_->policy);
+      with_dwarf.push_back(m.get());
+  inspector::detect_wrappers_in_modules(with_dwarf, impl_->policy);
+  const auto all = impl_->code();
 
   std::vector<inspector::RouteModule> table;
   uint64_t labelled = 0; // rule bits some code carries
@@ -151,7 +162,7 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string
       continue;
     rm.dev = st.st_dev;
     rm.ino = st.st_ino;
-    rm.ranges = inspector::label_module(*m, impl_->policy, *rules.set);
+    rm.ranges = inspector::label_module(*m, impl_->policy, *rules.set, all);
     for (const auto &r : rm.ranges)
       labelled |= r.rules;
     impl_->labelled |= labelled;
@@ -248,9 +259,29 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
     std::fprintf(stderr, "memlayout: warning: rule %u %s (%s) routed nothing", i + 1,
                  inspector::rule_text(r).c_str(), rules.origin[i].c_str());
     if (impl_->labelled >> i & 1) {
-      // The function is there: it allocated nothing (of that size) this run.
-      std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
+      // The function is there. Where it calls functions that allocate and
+      // are sites of their own, its memory may come from them: they name it.
+      std::vector<inspector::SiteCallee> through =
+          r.function[0] ? inspector::sites_called_by(r.function, code, impl_->policy)
+                        : std::vector<inspector::SiteCallee>{};
+      if (through.empty()) {
+        std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
+                     r.has_size ? " of that size" : "");
+        continue;
+      }
+      std::fprintf(stderr, ": %s made no allocation%s of its own this run;", r.function,
                    r.has_size ? " of that size" : "");
+      for (size_t k = 0; k < through.size() && k < 3; ++k) {
+        const auto &t = through[k];
+        std::string callee = short_function(t.callee);
+        std::fprintf(stderr,
+                     "%s it %s %s, which allocates and is a site of its own: its allocations "
+                     "are grouped and routed under %s (declare wrapper=%s to count them as "
+                     "its callers')",
+                     k ? ";" : "", t.tail ? "tail-calls" : "calls", callee.c_str(), callee.c_str(),
+                     callee.c_str());
+      }
+      std::fprintf(stderr, "\n");
       continue;
     }
     inspector::WrapperReason why{};

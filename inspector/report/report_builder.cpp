@@ -326,14 +326,15 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     for (const auto &rule : rec->rules)
       out.rules.push_back({rule.text, rule.allocations, rule.bytes});
   }
+  CodeMaps code(sym);
   if (!o.wrappers_decided) {
-    CodeMaps code(sym);
     detect_wrappers(weighted_stacks(snap, r), sym, code, wrappers);
     for (auto &w : code.take_warnings())
       out.notes.push_back(std::move(w));
   }
   GroupingOptions grouping;
   grouping.wrappers = o.wrappers_decided ? o.wrappers_decided : &wrappers;
+  grouping.code = &code;
   grouping.pool_of = o.pool_of;
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {

@@ -52,14 +52,22 @@ struct ExpandedFrame {
   uint64_t pc;
 };
 
-std::vector<ExpandedFrame> expand(std::span<const uint64_t> stack, Symbolizer &sym) {
+std::vector<ExpandedFrame> expand(std::span<const uint64_t> stack, Symbolizer &sym,
+                                  CodeMaps &code) {
   std::vector<ExpandedFrame> out;
+  const std::string *below = nullptr;
   for (uint64_t pc : stack) {
+    // A function tail-called on the way comes before the caller's frames,
+    // as alloc_site() sees it.
+    if (const SymbolizedAddress *t = code.tail_called(pc, below))
+      for (const SourceFrame &f : t->frames)
+        out.push_back({&f.function, pc});
     const SymbolizedAddress &a = sym.symbolize(pc);
     if (!a.resolved)
       break;
     for (const SourceFrame &f : a.frames)
       out.push_back({&f.function, pc});
+    below = &a.frames.back().function;
   }
   return out;
 }
@@ -223,16 +231,17 @@ bool WrapperPolicy::is_skipped(const std::string &function) const {
   return is_allocator_frame(function) || wrapper_reason(function, nullptr);
 }
 
-Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p) {
+Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p,
+                       CodeMaps *code) {
   // Unresolved frames (stripped libraries) are looked through like wrappers,
   // except that the innermost one after the last wrapper is the best site we
   // have: it tells call paths apart, and its first named caller says where.
-  Group::Site last, unresolved;
+  Group::Site last, unresolved, site;
   last.function = "??";
   bool have_unresolved = false;
   std::vector<LookedThrough> through;
-  for (uint64_t pc : stack) {
-    const SymbolizedAddress &a = sym.symbolize(pc);
+  // The frames of one address; true when the site is among them (in `site`).
+  auto visit = [&](const SymbolizedAddress &a) {
     for (const SourceFrame &f : a.frames) {
       last = site_of(a, f);
       if (!a.resolved) {
@@ -253,17 +262,54 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
         continue;
       }
       if (!have_unresolved) {
-        last.looked_through = std::move(through);
-        return last;
+        site = std::move(last);
+      } else {
+        site = std::move(unresolved);
+        site.caller = f.function;
       }
-      unresolved.caller = f.function;
-      unresolved.looked_through = std::move(through);
-      return unresolved;
+      site.looked_through = std::move(through);
+      return true;
     }
+    return false;
+  };
+  const std::string *below = nullptr; // nullptr: the allocator
+  bool below_resolved = true;
+  for (uint64_t pc : stack) {
+    // Everything below was looked through. A function the call at pc went
+    // to that left no frame was tail-called: its frames come first. Past the
+    // allocator's caller, one looked through adds nothing but a name.
+    if (code && below_resolved && !have_unresolved)
+      if (const SymbolizedAddress *t = code->tail_called(pc, below);
+          t && (!below || !p.is_skipped(t->frames.back().function)) && visit(*t))
+        return site;
+    const SymbolizedAddress &a = sym.symbolize(pc);
+    if (visit(a))
+      return site;
+    below = &a.frames.back().function;
+    below_resolved = a.resolved;
   }
   Group::Site &s = have_unresolved ? unresolved : last;
   s.looked_through = std::move(through);
   return s;
+}
+
+TailCallee find_tail_callee(const std::string &function,
+                            std::span<const ModuleCode *const> modules) {
+  TailCallee t;
+  for (const ModuleCode *m : modules) {
+    uint32_t f = m->function_index(function);
+    if (f == UINT32_MAX || !m->has_code(f))
+      continue;
+    t.module = m;
+    t.function = f;
+    t.tail = m->tail_call(f);
+    // Without DWARF its calls are unknown; with it, GCC and Clang record
+    // every call site of optimized code (DW_AT_call_all_calls).
+    t.may_tail_call = t.tail || !m->has_dwarf();
+    return t;
+  }
+  t.may_tail_call = true; // its code is elsewhere: nothing says it cannot
+  return t;
 }
 
 const ModuleCode *CodeMaps::module(const std::string &path) {
@@ -276,12 +322,20 @@ const ModuleCode *CodeMaps::module(const std::string &path) {
   auto code = ModuleCode::load(path, debug_dirs_, &error);
   if (!code)
     warnings_.push_back("cannot read the debug information of " + error);
-  return loaded_.emplace(path, std::move(code)).first->second.get();
+  const ModuleCode *m = loaded_.emplace(path, std::move(code)).first->second.get();
+  if (m)
+    order_.push_back(m);
+  return m;
 }
 
 const ModuleCode *CodeMaps::module_at(uint64_t pc) {
   const ModuleEntry *m = sym_.find_module(pc);
-  return m ? module(sym_.module_path(*m)) : nullptr;
+  if (!m)
+    return nullptr;
+  const ModuleCode *code = module(sym_.module_path(*m));
+  if (code)
+    load_bias_[code] = m->load_bias;
+  return code;
 }
 
 Tri CodeMaps::returns_untyped(uint64_t pc, const std::string &function) {
@@ -292,83 +346,214 @@ Tri CodeMaps::returns_untyped(uint64_t pc, const std::string &function) {
   return f ? f->returns_untyped : Tri::kUnknown;
 }
 
+const SymbolizedAddress *CodeMaps::tail_called(uint64_t return_pc, const std::string *below) {
+  auto [it, fresh] = tail_.try_emplace(return_pc);
+  if (fresh)
+    it->second = find_tail_frames(return_pc);
+  const SymbolizedAddress *t = it->second.get();
+  if (!t || (below && t->frames.back().function == *below))
+    return nullptr;
+  return t;
+}
+
+std::unique_ptr<SymbolizedAddress> CodeMaps::find_tail_frames(uint64_t return_pc) {
+  const ModuleCode *here = module_at(return_pc);
+  if (!here || !here->has_dwarf())
+    return nullptr;
+  const ModuleCode::Call *call = here->call_returning_to(return_pc - load_bias_[here]);
+  if (!call)
+    return nullptr;
+  const std::string &name = here->functions()[call->callee].name;
+  if (is_allocator_frame(name))
+    return nullptr;
+  // Its code: in the caller's module, or one of the others read so far.
+  std::vector<const ModuleCode *> where{here};
+  for (const ModuleCode *m : order_)
+    if (m != here)
+      where.push_back(m);
+  TailCallee callee = find_tail_callee(name, where);
+  if (!callee.may_tail_call)
+    return nullptr;
+  auto out = std::make_unique<SymbolizedAddress>();
+  out->address = return_pc;
+  out->resolved = true;
+  auto bias = callee.module ? load_bias_.find(callee.module) : load_bias_.end();
+  if (bias != load_bias_.end()) {
+    // Named at its tail call: the line of `return malloc(...)`, with any
+    // function inlined there.
+    if (callee.tail) {
+      const SymbolizedAddress &a = sym_.symbolize(bias->second + callee.tail->return_pc, true);
+      if (a.resolved && a.frames.back().function == name) {
+        *out = a;
+        return out;
+      }
+    }
+    // Else at its entry.
+    for (const auto &sc : callee.module->scopes())
+      if (sc.function == callee.function && sc.parent == ModuleCode::kNoScope &&
+          !sc.ranges.empty()) {
+        const SymbolizedAddress &a = sym_.symbolize(bias->second + sc.ranges[0].lo, false);
+        if (a.resolved) {
+          *out = a;
+          out->frames = {a.frames.back()};
+          out->frames[0].function = name;
+          out->frames[0].inlined = false;
+          return out;
+        }
+        break;
+      }
+  }
+  out->frames = {SourceFrame{name, "", 0, 0, false}};
+  return out;
+}
+
 std::vector<std::string> CodeMaps::take_warnings() {
   std::vector<std::string> w;
   w.swap(warnings_);
   return w;
 }
 
-size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
-  const auto &fns = code.functions();
-  const auto &scopes = code.scopes();
-  // Callers of each function: the functions of the scopes that call it or
-  // hold an inlined copy of it.
-  std::vector<std::set<uint32_t>> callers(fns.size());
-  std::vector<std::vector<uint32_t>> calls_of(scopes.size()), inlined_of(scopes.size());
-  for (const auto &c : code.calls()) {
-    callers[c.callee].insert(scopes[c.scope].function);
-    calls_of[c.scope].push_back(c.callee);
+CallGraph::CallGraph(std::span<const ModuleCode *const> modules) {
+  // Global function ids: each module's functions with code are its own; a
+  // declared one is the first definition of its name, or one shared
+  // undefined function of that name.
+  std::unordered_map<std::string, uint32_t> defined, undefined;
+  std::vector<std::vector<uint32_t>> id(modules.size());
+  auto add = [&](const std::string &name, const ModuleCode *m) {
+    fns_.push_back({name, Tri::kUnknown, is_allocator_frame(name), false, m});
+    return static_cast<uint32_t>(fns_.size() - 1);
+  };
+  for (size_t mi = 0; mi < modules.size(); ++mi) {
+    const ModuleCode &m = *modules[mi];
+    id[mi].assign(m.functions().size(), UINT32_MAX);
+    for (uint32_t f = 0; f < m.functions().size(); ++f)
+      if (m.has_code(f)) {
+        id[mi][f] = add(m.functions()[f].name, &m);
+        defined.try_emplace(m.functions()[f].name, id[mi][f]);
+      }
   }
-  for (uint32_t s = 0; s < scopes.size(); ++s)
-    if (scopes[s].parent != ModuleCode::kNoScope) {
-      callers[scopes[s].function].insert(scopes[scopes[s].parent].function);
-      inlined_of[scopes[s].parent].push_back(s);
+  for (size_t mi = 0; mi < modules.size(); ++mi) {
+    const ModuleCode &m = *modules[mi];
+    for (uint32_t f = 0; f < m.functions().size(); ++f) {
+      const ModuleCode::Function &fn = m.functions()[f];
+      if (id[mi][f] == UINT32_MAX) {
+        if (auto d = defined.find(fn.name); d != defined.end())
+          id[mi][f] = d->second;
+        else if (auto u = undefined.find(fn.name); u != undefined.end())
+          id[mi][f] = u->second;
+        else
+          id[mi][f] = undefined[fn.name] = add(fn.name, nullptr);
+      }
+      // What it returns: its definition's word, else a declaration's.
+      Tri &r = fns_[id[mi][f]].returns_untyped;
+      if (r == Tri::kUnknown ||
+          (fns_[id[mi][f]].module == &m && fn.returns_untyped != Tri::kUnknown))
+        r = fn.returns_untyped;
     }
+  }
+  callers_.resize(fns_.size());
+  caller_modules_.resize(fns_.size());
+  callees_.resize(fns_.size());
+
+  // Scopes of every module, numbered one after another.
+  struct Scope {
+    uint32_t function, parent, depth;
+  };
+  std::vector<Scope> scopes;
+  std::vector<std::vector<Callee>> calls_of;
+  std::vector<std::vector<uint32_t>> inlined_of;
+  auto called_by = [&](uint32_t callee, uint32_t caller, const ModuleCode *m, bool tail) {
+    callers_[callee].insert(caller);
+    auto &cm = caller_modules_[callee];
+    if (std::find(cm.begin(), cm.end(), m) == cm.end())
+      cm.push_back(m);
+    callees_[caller].push_back({callee, tail});
+  };
+  for (size_t mi = 0; mi < modules.size(); ++mi) {
+    const ModuleCode &m = *modules[mi];
+    uint32_t base = static_cast<uint32_t>(scopes.size());
+    for (const auto &sc : m.scopes())
+      scopes.push_back({id[mi][sc.function],
+                        sc.parent == ModuleCode::kNoScope ? ModuleCode::kNoScope : base + sc.parent,
+                        sc.depth});
+    calls_of.resize(scopes.size());
+    inlined_of.resize(scopes.size());
+    for (const auto &c : m.calls()) {
+      uint32_t s = base + c.scope, callee = id[mi][c.callee];
+      called_by(callee, scopes[s].function, &m, c.tail);
+      calls_of[s].push_back({callee, c.tail});
+    }
+    for (uint32_t s = base; s < scopes.size(); ++s)
+      if (scopes[s].parent != ModuleCode::kNoScope) {
+        called_by(scopes[s].function, scopes[scopes[s].parent].function, &m, false);
+        inlined_of[scopes[s].parent].push_back(s);
+      }
+  }
   // Deepest scopes first, so a scope's inlined copies are judged before it.
   std::vector<uint32_t> order(scopes.size());
   for (uint32_t s = 0; s < scopes.size(); ++s)
     order[s] = s;
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return scopes[a].depth > scopes[b].depth; });
-
-  std::vector<char> plumbing(fns.size());
-  for (uint32_t f = 0; f < fns.size(); ++f)
-    plumbing[f] = is_allocator_frame(fns[f].name);
-  auto untyped = [&](uint32_t f) { return fns[f].returns_untyped == Tri::kYes; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return scopes[a].depth > scopes[b].depth; });
+  auto untyped = [&](uint32_t f) { return fns_[f].returns_untyped == Tri::kYes; };
 
   // Functions that make an allocation call: to plumbing, or to a function
   // that itself allocates and returns untyped memory (transitively), so a
   // wrapper calling a wrapper allocates before either is known as one.
-  std::vector<char> allocates(fns.size()), scope_allocates(scopes.size());
+  std::vector<char> scope_allocates(scopes.size());
   for (bool changed = true; changed;) {
     changed = false;
     for (uint32_t s : order) {
       bool a = false;
-      for (uint32_t callee : calls_of[s])
-        a = a || plumbing[callee] || (allocates[callee] && untyped(callee));
+      for (const Callee &c : calls_of[s])
+        a = a || fns_[c.function].plumbing || (fns_[c.function].allocates && untyped(c.function));
       for (uint32_t child : inlined_of[s]) {
         uint32_t f = scopes[child].function;
-        a = a || (scope_allocates[child] && (plumbing[f] || untyped(f)));
+        a = a || (scope_allocates[child] && (fns_[f].plumbing || untyped(f)));
       }
       if (a && !scope_allocates[s]) {
         scope_allocates[s] = 1;
-        if (!allocates[scopes[s].function]) {
-          allocates[scopes[s].function] = 1;
+        if (!fns_[scopes[s].function].allocates) {
+          fns_[scopes[s].function].allocates = true;
           changed = true;
         }
       }
     }
   }
+}
 
+size_t detect_wrappers_in_modules(std::span<const ModuleCode *const> modules, WrapperPolicy &p) {
+  CallGraph g(modules);
+  const auto &fns = g.functions();
   size_t added = 0;
   for (bool changed = true; changed;) {
     changed = false;
     for (uint32_t f = 0; f < fns.size(); ++f) {
       const std::string &name = fns[f].name;
-      if (plumbing[f] || !allocates[f] || !untyped(f) || callers[f].empty() || p.is_skipped(name) ||
-          p.is_not_wrapper(name))
+      if (fns[f].plumbing || !fns[f].allocates || fns[f].returns_untyped != Tri::kYes ||
+          g.callers(f).empty() || p.is_skipped(name) || p.is_not_wrapper(name))
         continue;
       bool all_wrappers = true;
       std::vector<std::string> names;
-      for (uint32_t c : callers[f]) {
+      for (uint32_t c : g.callers(f)) {
         names.push_back(fns[c].name);
-        all_wrappers = all_wrappers && p.is_skipped(fns[c].name) && !plumbing[c];
+        all_wrappers = all_wrappers && p.is_skipped(fns[c].name) && !fns[c].plumbing;
       }
-      if (callers[f].size() < 2 && !all_wrappers)
+      if (g.callers(f).size() < 2 && !all_wrappers)
         continue;
-      p.detected[name] = {WrapperReason::kDetectedBinary,
-                          "returns untyped memory to " + callers_evidence(names) +
-                              " (debug info of " + basename(code.path()) + ")"};
+      // The modules the evidence comes from: its own, then its callers'.
+      std::vector<const ModuleCode *> from;
+      if (fns[f].module)
+        from.push_back(fns[f].module);
+      for (const ModuleCode *m : g.caller_modules(f))
+        if (std::find(from.begin(), from.end(), m) == from.end())
+          from.push_back(m);
+      std::string where;
+      for (size_t i = 0; i < from.size(); ++i)
+        where += (i ? " and " : "") + basename(from[i]->path());
+      p.detected[name] = {WrapperReason::kDetectedBinary, "returns untyped memory to " +
+                                                              callers_evidence(names) +
+                                                              " (debug info of " + where + ")"};
       ++added;
       changed = true;
     }
@@ -376,12 +561,43 @@ size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
   return added;
 }
 
+size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
+  const ModuleCode *one[] = {&code};
+  return detect_wrappers_in_modules(one, p);
+}
+
+std::vector<SiteCallee> sites_called_by(const char *function_key,
+                                        std::span<const ModuleCode *const> modules,
+                                        const WrapperPolicy &p) {
+  CallGraph g(modules);
+  const auto &fns = g.functions();
+  std::vector<SiteCallee> out;
+  for (uint32_t f = 0; f < fns.size(); ++f) {
+    if (!fns[f].module || !rules::function_key_matches(fns[f].name.c_str(), function_key))
+      continue;
+    for (const CallGraph::Callee &c : g.callees(f)) {
+      const auto &callee = fns[c.function];
+      if (!callee.allocates || p.is_skipped(callee.name) || c.function == f)
+        continue;
+      bool seen = false;
+      for (auto &o : out)
+        if (o.caller == fns[f].name && o.callee == callee.name) {
+          o.tail = o.tail && c.tail;
+          seen = true;
+        }
+      if (!seen)
+        out.push_back({fns[f].name, callee.name, c.tail});
+    }
+  }
+  return out;
+}
+
 size_t detect_wrappers_in_stacks(std::span<const WeightedStack> stacks, Symbolizer &sym,
                                  CodeMaps &code, WrapperPolicy &p) {
   std::vector<std::vector<ExpandedFrame>> expanded;
   expanded.reserve(stacks.size());
   for (const auto &s : stacks)
-    expanded.push_back(expand(s.frames, sym));
+    expanded.push_back(expand(s.frames, sym, code));
 
   size_t added = 0;
   // Which stacks start where: each stack's first frame that is not looked
@@ -493,14 +709,15 @@ size_t detect_wrappers_in_stacks(std::span<const WeightedStack> stacks, Symboliz
 
 void detect_wrappers(std::span<const WeightedStack> stacks, Symbolizer &sym, CodeMaps &code,
                      WrapperPolicy &p) {
-  std::set<const ModuleCode *> modules;
+  // In the order the stacks first name them: a declared function is the
+  // first definition of its name.
+  std::vector<const ModuleCode *> modules;
+  std::set<const ModuleCode *> seen;
   for (const auto &s : stacks)
     for (uint64_t pc : s.frames)
-      if (const ModuleCode *m = code.module_at(pc))
-        modules.insert(m);
-  for (const ModuleCode *m : modules)
-    if (m->has_dwarf())
-      detect_wrappers_in_binary(*m, p);
+      if (const ModuleCode *m = code.module_at(pc); m && m->has_dwarf() && seen.insert(m).second)
+        modules.push_back(m);
+  detect_wrappers_in_modules(modules, p);
   detect_wrappers_in_stacks(stacks, sym, code, p);
 }
 

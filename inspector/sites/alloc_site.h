@@ -26,8 +26,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace memlayout::inspector {
@@ -73,12 +75,36 @@ const std::vector<std::string> &builtin_wrappers();
 // True when `function` matches `pattern` (the syntax above).
 bool wrapper_pattern_matches(const std::string &function, const std::string &pattern);
 
+class CodeMaps;
+
 // The site of a recorded stack (return addresses, innermost first): the first
 // frame, inline chains expanded innermost first, that is neither plumbing
 // nor a wrapper. Unresolved frames (stripped code) are looked through too, but
 // the innermost one after the last wrapper is kept as the site with its first
 // named caller. When every frame is looked through, the outermost one.
-Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p);
+//
+// Tail calls: with `code`, a frame whose call (DWARF call site at its return
+// address) went to a function F that left no frame of its own — the
+// allocator's caller calling F rather than the allocator, or a caller of
+// looked-through frames calling a function that is not looked through — has
+// F's frames before its own (CodeMaps::tail_called), as gdb shows tail-call
+// frames: `return malloc(sizeof(struct node))` compiled to a jump is the
+// site of its allocations.
+Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p,
+                       CodeMaps *code = nullptr);
+
+// Where a function that a call site calls has its code: the first of
+// `modules` holding it, and its tail call there. `may_tail_call`: it can be
+// missing from a stack below a frame that called it — its code records a
+// tail call, or no module here has DWARF for it to say otherwise.
+struct TailCallee {
+  const ModuleCode *module = nullptr;
+  uint32_t function = UINT32_MAX; // in `module`
+  const ModuleCode::Call *tail = nullptr;
+  bool may_tail_call = false;
+};
+TailCallee find_tail_callee(const std::string &function,
+                            std::span<const ModuleCode *const> modules);
 
 // Debug information of the modules a trace names, loaded on first use.
 class CodeMaps {
@@ -90,19 +116,83 @@ public:
   const ModuleCode *module(const std::string &path);
   // What a function of the module at `pc` returns (kUnknown without DWARF).
   Tri returns_untyped(uint64_t pc, const std::string &function);
+  // The frames of a function tail-called on the way to an allocation: the
+  // call returning to `return_pc` (a stack frame) went to F, which is not
+  // allocator plumbing nor `below` (the outermost function of the frame
+  // below; nullptr when the frame below is the allocator), and can have left
+  // no frame (find_tail_callee). F's frames are those of its tail call, for
+  // its file and line, or its entry's when none is recorded. nullptr when
+  // the module's debug info records no call there. Cached per address.
+  const SymbolizedAddress *tail_called(uint64_t return_pc, const std::string *below);
   std::vector<std::string> take_warnings();
 
 private:
+  std::unique_ptr<SymbolizedAddress> find_tail_frames(uint64_t return_pc);
   Symbolizer &sym_;
   std::vector<std::string> debug_dirs_;
   std::map<std::string, std::unique_ptr<ModuleCode>> loaded_;
+  std::map<const ModuleCode *, uint64_t> load_bias_;
+  std::vector<const ModuleCode *> order_; // loaded, in the order first asked for
+  std::unordered_map<uint64_t, std::unique_ptr<SymbolizedAddress>> tail_;
   std::vector<std::string> warnings_;
 };
 
-// Detection from a module's debug info: adds to p.detected every function of
-// `code` that the rule in the header comment makes a wrapper, judged by its
-// call sites and inlined copies. Returns how many it added.
+// Several modules' debug information as one call graph: a function a module
+// only declares (it calls into another module) is the one of that name whose
+// code the first of the modules holds; each module's own functions are its.
+// So an executable's call sites are callers of the wrappers its libraries
+// define.
+class CallGraph {
+public:
+  explicit CallGraph(std::span<const ModuleCode *const> modules);
+  struct Function {
+    std::string name;
+    Tri returns_untyped = Tri::kUnknown;
+    bool plumbing = false;              // is_allocator_frame
+    bool allocates = false;             // makes an allocation call: to plumbing, or to an
+                                        // allocating function returning untyped memory
+    const ModuleCode *module = nullptr; // holding its code; nullptr: none here
+  };
+  struct Callee {
+    uint32_t function;
+    bool tail;
+  };
+  const std::vector<Function> &functions() const { return fns_; }
+  // The functions calling it or holding an inlined copy of it, and the
+  // modules whose debug info says so.
+  const std::set<uint32_t> &callers(uint32_t f) const { return callers_[f]; }
+  const std::vector<const ModuleCode *> &caller_modules(uint32_t f) const {
+    return caller_modules_[f];
+  }
+  // What it calls or inlines.
+  const std::vector<Callee> &callees(uint32_t f) const { return callees_[f]; }
+
+private:
+  std::vector<Function> fns_;
+  std::vector<std::set<uint32_t>> callers_;
+  std::vector<std::vector<const ModuleCode *>> caller_modules_;
+  std::vector<std::vector<Callee>> callees_;
+};
+
+// Detection from the modules' debug info: adds to p.detected every function
+// that the rule in the header comment makes a wrapper, judged by its call
+// sites and inlined copies in all of `modules` (CallGraph). Returns how many
+// it added.
+size_t detect_wrappers_in_modules(std::span<const ModuleCode *const> modules, WrapperPolicy &p);
+// The same for one module.
 size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p);
+
+// The functions through which a function named by a rule's function key
+// allocates that are sites of their own: what it calls or inlines (or
+// tail-calls) that allocates and is not looked through. Why such a rule can
+// route nothing though the function runs.
+struct SiteCallee {
+  std::string caller, callee;
+  bool tail = false;
+};
+std::vector<SiteCallee> sites_called_by(const char *function_key,
+                                        std::span<const ModuleCode *const> modules,
+                                        const WrapperPolicy &p);
 
 // Detection from recorded stacks, each with a weight (objects allocated
 // there). Run after detect_wrappers_in_binary on the modules involved, so

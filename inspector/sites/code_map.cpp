@@ -1,6 +1,7 @@
 #include "code_map.h"
 
 #include "cxx_names.h"
+#include "symbolizer.h"
 #include "trace_records.h"
 
 #include <llvm/BinaryFormat/Dwarf.h>
@@ -335,7 +336,13 @@ struct ModuleCodeReader {
       return;
     bool tail = die.find(llvm::dwarf::DW_AT_call_tail_call).hasValue() ||
                 die.find(llvm::dwarf::DW_AT_GNU_tail_call).hasValue();
-    out.add_call(scope, f, tail);
+    // DWARF 5 names the return address; GCC's DWARF 4 extension gives it as
+    // the call site's low_pc.
+    uint64_t return_pc =
+        llvm::dwarf::toAddress(die.find(llvm::dwarf::DW_AT_call_return_pc)).getValueOr(0);
+    if (!return_pc && die.getTag() == llvm::dwarf::DW_TAG_GNU_call_site)
+      return_pc = llvm::dwarf::toAddress(die.find(llvm::dwarf::DW_AT_low_pc)).getValueOr(0);
+    out.calls_.push_back({scope, f, tail, return_pc});
   }
 
   // Walks the children of `die`, whose code belongs to `scope`.
@@ -481,7 +488,37 @@ std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
   if (code->has_dwarf_)
     reader.read_dwarf();
   reader.read_symbols(*obj);
+  code->index_calls();
   return code;
+}
+
+void ModuleCode::index_calls() {
+  by_return_.clear();
+  for (uint32_t i = 0; i < calls_.size(); ++i)
+    if (calls_[i].return_pc)
+      by_return_.push_back(i);
+  std::stable_sort(by_return_.begin(), by_return_.end(), [&](uint32_t a, uint32_t b) {
+    return calls_[a].return_pc < calls_[b].return_pc;
+  });
+  tail_call_.assign(functions_.size(), UINT32_MAX);
+  std::vector<char> plumbing(functions_.size(), 2); // 2: not judged yet
+  auto is_plumbing = [&](uint32_t f) {
+    if (plumbing[f] == 2)
+      plumbing[f] = is_allocator_frame(functions_[f].name);
+    return plumbing[f] == 1;
+  };
+  for (uint32_t i = 0; i < calls_.size(); ++i) {
+    const Call &c = calls_[i];
+    if (!c.tail || c.scope >= scopes_.size())
+      continue;
+    // The function whose body holds the call: the outermost scope.
+    uint32_t s = c.scope;
+    for (int hops = 0; scopes_[s].parent != kNoScope && hops < 256; ++hops)
+      s = scopes_[s].parent;
+    uint32_t &best = tail_call_[scopes_[s].function];
+    if (best == UINT32_MAX || (!is_plumbing(calls_[best].callee) && is_plumbing(c.callee)))
+      best = i;
+  }
 }
 
 const ModuleCode::Function *ModuleCode::function(const std::string &name) const {
@@ -489,11 +526,32 @@ const ModuleCode::Function *ModuleCode::function(const std::string &name) const 
   return it == by_name_.end() ? nullptr : &functions_[it->second];
 }
 
+uint32_t ModuleCode::function_index(const std::string &name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? UINT32_MAX : it->second;
+}
+
+const ModuleCode::Call *ModuleCode::call_returning_to(uint64_t return_pc) const {
+  auto it = std::lower_bound(by_return_.begin(), by_return_.end(), return_pc,
+                             [&](uint32_t c, uint64_t pc) { return calls_[c].return_pc < pc; });
+  return it != by_return_.end() && calls_[*it].return_pc == return_pc ? &calls_[*it] : nullptr;
+}
+
+void ModuleCode::add_call(uint32_t scope, uint32_t callee, bool tail, uint64_t return_pc) {
+  calls_.push_back({scope, callee, tail, return_pc});
+  index_calls(); // few calls: tests and builders
+}
+
+const ModuleCode::Call *ModuleCode::tail_call(uint32_t f) const {
+  return f < tail_call_.size() && tail_call_[f] != UINT32_MAX ? &calls_[tail_call_[f]] : nullptr;
+}
+
 uint32_t ModuleCode::add_function(const std::string &name, Tri returns_untyped) {
   auto [it, fresh] = by_name_.emplace(name, static_cast<uint32_t>(functions_.size()));
-  if (fresh)
+  if (fresh) {
     functions_.push_back({name, returns_untyped});
-  else if (functions_[it->second].returns_untyped == Tri::kUnknown)
+    has_code_.push_back(0);
+  } else if (functions_[it->second].returns_untyped == Tri::kUnknown)
     functions_[it->second].returns_untyped = returns_untyped;
   return it->second;
 }
@@ -501,6 +559,8 @@ uint32_t ModuleCode::add_function(const std::string &name, Tri returns_untyped) 
 uint32_t ModuleCode::add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges) {
   uint32_t depth = parent == kNoScope ? 0 : scopes_[parent].depth + 1;
   scopes_.push_back({function, parent, depth, std::move(ranges)});
+  if (function < has_code_.size())
+    has_code_[function] = 1;
   return static_cast<uint32_t>(scopes_.size() - 1);
 }
 

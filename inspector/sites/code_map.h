@@ -59,6 +59,9 @@ public:
     uint32_t scope;
     uint32_t callee; // a function index
     bool tail;
+    // The call's return address (DW_AT_call_return_pc, or DW_AT_low_pc of a
+    // DWARF 4 GNU call site): what a stack frame holds; 0 when not recorded.
+    uint64_t return_pc = 0;
   };
   static constexpr uint32_t kNoScope = UINT32_MAX;
 
@@ -76,13 +79,24 @@ public:
 
   // The function of that name, or nullptr.
   const Function *function(const std::string &name) const;
+  // Its index, or UINT32_MAX.
+  uint32_t function_index(const std::string &name) const;
+
+  // The call whose return address is `return_pc` (a module offset), or
+  // nullptr: which function a stack frame's call went to. Binary search.
+  const Call *call_returning_to(uint64_t return_pc) const;
+  // Whether the module holds code of function `f` (a body or inlined copy),
+  // not only calls to it.
+  bool has_code(uint32_t f) const { return f < has_code_.size() && has_code_[f]; }
+  // A tail call that function `f` makes from its body or a copy inlined
+  // there: one to allocator plumbing when it has one, else the first; nullptr
+  // when none is recorded.
+  const Call *tail_call(uint32_t f) const;
 
   // For tests and builders: adds a function (deduplicated by name) / a scope.
   uint32_t add_function(const std::string &name, Tri returns_untyped);
   uint32_t add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges);
-  void add_call(uint32_t scope, uint32_t callee, bool tail) {
-    calls_.push_back({scope, callee, tail});
-  }
+  void add_call(uint32_t scope, uint32_t callee, bool tail, uint64_t return_pc = 0);
 
 private:
   friend struct ModuleCodeReader;
@@ -92,6 +106,11 @@ private:
   std::unordered_map<std::string, uint32_t> by_name_;
   std::vector<Scope> scopes_;
   std::vector<Call> calls_;
+  // Indices into calls_ of those with a return address, by return address.
+  std::vector<uint32_t> by_return_;
+  std::vector<char> has_code_;      // per function
+  std::vector<uint32_t> tail_call_; // per function: index into calls_, or UINT32_MAX
+  void index_calls();               // by_return_ and tail_call_ from calls_
 };
 
 } // namespace memlayout::inspector

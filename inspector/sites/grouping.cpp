@@ -110,7 +110,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     if (!fresh)
       return it->second;
     static const WrapperPolicy kBuiltinOnly;
-    Group::Site site = alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly);
+    Group::Site site =
+        alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly, o.code);
     it->second.looked_through = std::move(site.looked_through);
     site.looked_through.clear();
     std::string key =

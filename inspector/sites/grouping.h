@@ -21,6 +21,9 @@ struct GroupingOptions {
   // Which frames are looked through to find each object's site
   // (alloc_site.h); nullptr: the built-in wrappers only.
   const WrapperPolicy *wrappers = nullptr;
+  // The modules' debug information, for functions tail-called on the way to
+  // an allocation (alloc_site.h); nullptr: none.
+  CodeMaps *code = nullptr;
   // Hook for allocation pools (issue 4): the name of the pool an object was
   // served from, or empty. A group most of whose objects come from one pool
   // is named after it (a tag, when most objects carry one, still wins).

@@ -50,8 +50,35 @@ uint64_t rules_naming(const std::string &function, const rules::RuleSet &rules) 
   return mask;
 }
 
+// `base` (sorted, disjoint) with the one-byte `points` (sorted, disjoint)
+// put in place of what they fall on; ranges left with no label dropped.
+static std::vector<routes::RangeEntry> overlay(const std::vector<routes::RangeEntry> &base,
+                                               const std::vector<routes::RangeEntry> &points) {
+  std::vector<routes::RangeEntry> out;
+  size_t j = 0;
+  auto put = [&](const routes::RangeEntry &e) {
+    if (e.lo < e.hi && (e.rules || e.flags))
+      out.push_back(e);
+  };
+  for (const auto &b : base) {
+    while (j < points.size() && points[j].hi <= b.lo)
+      put(points[j++]);
+    uint64_t at = b.lo;
+    while (j < points.size() && points[j].lo < b.hi) {
+      put({at, points[j].lo, b.rules, b.flags});
+      put(points[j]);
+      at = points[j++].hi;
+    }
+    put({at, b.hi, b.rules, b.flags});
+  }
+  while (j < points.size())
+    put(points[j++]);
+  return out;
+}
+
 std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const WrapperPolicy &p,
-                                             const rules::RuleSet &rules) {
+                                             const rules::RuleSet &rules,
+                                             std::span<const ModuleCode *const> modules) {
   const auto &scopes = code.scopes();
   const auto &fns = code.functions();
   std::vector<char> skipped(fns.size());
@@ -104,7 +131,39 @@ std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const Wrapp
     }
     merged.push_back(e);
   }
-  return merged;
+
+  // Calls whose return address is a tail-called function's site.
+  std::vector<const ModuleCode *> where{&code};
+  for (const ModuleCode *m : modules)
+    if (m != &code)
+      where.push_back(m);
+  auto label_at = [&](uint64_t a) -> Label {
+    auto it = std::upper_bound(merged.begin(), merged.end(), a,
+                               [](uint64_t v, const routes::RangeEntry &e) { return v < e.lo; });
+    if (it == merged.begin() || a >= std::prev(it)->hi)
+      return {};
+    return {std::prev(it)->rules, (std::prev(it)->flags & routes::kSkipFrame) != 0};
+  };
+  std::vector<routes::RangeEntry> points;
+  for (const auto &c : code.calls()) {
+    if (!c.return_pc || skipped[c.callee])
+      continue;
+    Label want{named[c.callee], false};
+    if (label_at(c.return_pc - 1) == want ||
+        !find_tail_callee(fns[c.callee].name, where).may_tail_call)
+      continue;
+    points.push_back({c.return_pc - 1, c.return_pc, want.rules, 0});
+  }
+  if (points.empty())
+    return merged;
+  std::sort(points.begin(), points.end(),
+            [](const routes::RangeEntry &a, const routes::RangeEntry &b) { return a.lo < b.lo; });
+  points.erase(std::unique(points.begin(), points.end(),
+                           [](const routes::RangeEntry &a, const routes::RangeEntry &b) {
+                             return a.lo == b.lo;
+                           }),
+               points.end());
+  return overlay(merged, points);
 }
 
 bool write_route_table(const std::string &path, const std::vector<RouteModule> &modules,

@@ -9,6 +9,7 @@
 #include "route_table_format.h"
 #include "rules.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,15 @@ struct RouteModule {
 // gets the rules naming its site — itself, or when it is looked through the
 // site of the scope it is inlined into — or kSkipFrame when the whole inline
 // chain is looked through. Only labelled code is listed.
+//
+// Tail calls (alloc_site.h): the return address of each call to a function F
+// that is not looked through and can have left no frame (find_tail_callee,
+// over `modules`: the program's; empty: `code` alone) is labelled apart, one
+// byte, with the rules naming F: when a frame returning there is the site,
+// F was tail-called and is the site.
 std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const WrapperPolicy &p,
-                                             const rules::RuleSet &rules);
+                                             const rules::RuleSet &rules,
+                                             std::span<const ModuleCode *const> modules = {});
 
 // The rule bits whose function key names `function` (rules::function_key_matches).
 uint64_t rules_naming(const std::string &function, const rules::RuleSet &rules);

@@ -249,6 +249,8 @@ const ModuleEntry *Symbolizer::find_module(uint64_t address) const {
   return nullptr;
 }
 
+const std::vector<ModuleEntry> &Symbolizer::modules() const { return impl_->modules; }
+
 const SymbolizedAddress &Symbolizer::symbolize(uint64_t pc, bool return_address) {
   auto [it, fresh] = impl_->cache.try_emplace(Impl::Key{pc, return_address});
   SymbolizedAddress &out = it->second;

@@ -52,6 +52,8 @@ public:
 
   // The latest-loaded module with a segment containing the address.
   const ModuleEntry *find_module(uint64_t address) const;
+  // The trace's module records, in order.
+  const std::vector<ModuleEntry> &modules() const;
 
   // The file a module's code is read from (the main executable's for a
   // module recorded without a path); empty for pseudo-modules ([vdso]).

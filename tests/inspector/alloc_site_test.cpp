@@ -191,6 +191,111 @@ TEST_CASE("the route table labels sites, inlined copies and wrapper code", "[all
   CHECK(rules_naming("ns::create_node", set) == 1); // by scopes
 }
 
+TEST_CASE("wrappers from debug info across modules: the program's calls into a library",
+          "[alloc_site]") {
+  // liby.so defines the wrappers; the program only declares them and calls
+  // grab_mem from two functions, grab_zero from one. Each also has a static
+  // helper of the same name with one caller: two functions, not one.
+  ModuleCode lib, exe;
+  uint32_t l_malloc = lib.add_function("malloc", Tri::kYes);
+  uint32_t l_calloc = lib.add_function("calloc", Tri::kYes);
+  uint32_t l_mem = lib.add_function("grab_mem", Tri::kYes);
+  uint32_t l_zero = lib.add_function("grab_zero", Tri::kYes);
+  uint32_t l_helper = lib.add_function("helper", Tri::kYes);
+  uint32_t l_user = lib.add_function("lib_user", Tri::kNo);
+  lib.add_call(lib.add_scope(l_mem, ModuleCode::kNoScope, {{0x100, 0x140}}), l_malloc, false);
+  lib.add_call(lib.add_scope(l_zero, ModuleCode::kNoScope, {{0x140, 0x180}}), l_calloc, false);
+  lib.add_call(lib.add_scope(l_helper, ModuleCode::kNoScope, {{0x180, 0x1a0}}), l_malloc, false);
+  lib.add_call(lib.add_scope(l_user, ModuleCode::kNoScope, {{0x1a0, 0x1c0}}), l_helper, false);
+
+  uint32_t e_malloc = exe.add_function("malloc", Tri::kYes);
+  uint32_t e_mem = exe.add_function("grab_mem", Tri::kYes); // declarations
+  uint32_t e_zero = exe.add_function("grab_zero", Tri::kYes);
+  uint32_t e_helper = exe.add_function("helper", Tri::kYes);
+  uint32_t make_node = exe.add_function("make_node", Tri::kNo);
+  uint32_t make_desc = exe.add_function("make_desc", Tri::kNo);
+  uint32_t main_fn = exe.add_function("main", Tri::kNo);
+  exe.add_call(exe.add_scope(make_node, ModuleCode::kNoScope, {{0x100, 0x120}}), e_mem, false);
+  exe.add_call(exe.add_scope(make_desc, ModuleCode::kNoScope, {{0x120, 0x140}}), e_zero, false);
+  uint32_t m = exe.add_scope(main_fn, ModuleCode::kNoScope, {{0x140, 0x200}});
+  exe.add_call(m, e_mem, false);
+  exe.add_call(m, e_helper, false);
+  exe.add_call(exe.add_scope(e_helper, ModuleCode::kNoScope, {{0x200, 0x220}}), e_malloc, false);
+
+  WrapperPolicy alone;
+  detect_wrappers_in_binary(lib, alone);
+  detect_wrappers_in_binary(exe, alone);
+  CHECK_FALSE(alone.detected.count("grab_mem")); // no module alone shows it
+
+  const ModuleCode *both[] = {&exe, &lib};
+  WrapperPolicy p;
+  detect_wrappers_in_modules(both, p);
+  REQUIRE(p.detected.count("grab_mem"));
+  CHECK(p.detected.at("grab_mem").reason == WrapperReason::kDetectedBinary);
+  CHECK(p.detected.at("grab_mem").evidence.find("make_node") != std::string::npos);
+  CHECK_FALSE(p.detected.count("grab_zero")); // one caller
+  CHECK_FALSE(p.detected.count("helper"));    // two helpers of one caller each
+
+  // What a rule naming make_desc meets: grab_zero, a site of its own.
+  std::vector<SiteCallee> through = sites_called_by("make_desc", both, p);
+  REQUIRE(through.size() == 1);
+  CHECK(through[0].callee == "grab_zero");
+  CHECK_FALSE(through[0].tail);
+  CHECK(sites_called_by("make_node", both, p).empty()); // through a wrapper: routed
+}
+
+TEST_CASE("the route table labels the return addresses of tail-called constructors",
+          "[alloc_site]") {
+  // new_node's body is `jmp malloc`: its allocations' first frame returns
+  // into main, after the call of new_node.
+  ModuleCode code;
+  uint32_t malloc_fn = code.add_function("malloc", Tri::kYes);
+  uint32_t new_node = code.add_function("new_node", Tri::kNo);
+  uint32_t pool_get = code.add_function("pool_get", Tri::kYes);
+  uint32_t main_fn = code.add_function("main", Tri::kNo);
+  code.add_call(code.add_scope(new_node, ModuleCode::kNoScope, {{0x100, 0x10a}}), malloc_fn, true,
+                0x10a);
+  code.add_call(code.add_scope(pool_get, ModuleCode::kNoScope, {{0x110, 0x11a}}), malloc_fn, true,
+                0x11a);
+  uint32_t m = code.add_scope(main_fn, ModuleCode::kNoScope, {{0x200, 0x300}});
+  code.add_call(m, new_node, false, 0x20d);
+  code.add_call(m, malloc_fn, false, 0x21d);
+  code.add_call(m, pool_get, false, 0x22d);
+  REQUIRE(code.call_returning_to(0x20d));
+  CHECK(code.call_returning_to(0x20d)->callee == new_node);
+  CHECK_FALSE(code.call_returning_to(0x20c));
+  REQUIRE(code.tail_call(new_node));
+  CHECK(code.tail_call(new_node)->callee == malloc_fn);
+  CHECK_FALSE(code.tail_call(main_fn));
+
+  WrapperPolicy p;
+  p.wrappers = {"pool_get"};
+  rules::RuleSet set{};
+  std::string text = "function=new_node,pool=nodes\nfunction=main,pool=m\n";
+  rules::ParseError e{};
+  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
+  std::vector<routes::RangeEntry> r = label_module(code, p, set);
+  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
+    for (const auto &x : r)
+      if (a >= x.lo && a < x.hi)
+        return &x;
+    return nullptr;
+  };
+  for (size_t i = 1; i < r.size(); ++i)
+    CHECK(r[i - 1].hi <= r[i].lo);
+  // The byte before the return address (lookups use pc - 1) is new_node's
+  // site, not main's.
+  REQUIRE(label_at(0x20c));
+  CHECK(label_at(0x20c)->rules == 1);
+  CHECK(label_at(0x20c)->hi - label_at(0x20c)->lo == 1);
+  CHECK(label_at(0x20b)->rules == 2);
+  CHECK(label_at(0x20d)->rules == 2);
+  CHECK(label_at(0x104)->rules == 1);
+  // main's own calls of malloc and of a wrapper are main's.
+  CHECK(label_at(0x21c)->rules == 2);
+  CHECK(label_at(0x22c)->rules == 2);
+}
+
 TEST_CASE("wrappers from recorded stacks: this binary's own frames", "[alloc_site]") {
   AstFrames node{}, op{}, a{}, b{};
   ast_make_node(&node);

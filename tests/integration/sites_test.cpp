@@ -602,3 +602,105 @@ TEST_CASE("sites.a_rebuilt_program_is_named_in_the_report", "[sites]") {
   CHECK(advise.exit_code() == 0);
   CHECK(advise.err.find("warning: " + exe + ": build-id") != std::string::npos);
 }
+
+// Typed constructors compiled to `jmp malloc` leave no frame: the first
+// frame returns into main. The DWARF call site there names the constructor,
+// which report, advise, replay and the interposer's rules take as the site.
+TEST_CASE("sites.tail_called_constructors", "[sites]") {
+  std::string dir = work_dir("sites_tail_ctors");
+  std::string trace = dir + "/t.trace", rules = dir + "/rules.txt";
+  const std::string n = "20000";
+  RunResult direct = run({program("tail_ctors"), n});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", trace, "--allocator", "jemalloc"}, {program("tail_ctors"), n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *node = group_by_site(*r.getAsObject(), "new_node");
+  const auto *desc = group_by_site(*r.getAsObject(), "new_desc");
+  REQUIRE(node);
+  REQUIRE(desc);
+  CHECK(node->getInteger("objects").getValueOr(-1) == 20000);
+  CHECK(desc->getInteger("objects").getValueOr(-1) == 20000);
+  CHECK(node->getObject("site")->getString("file").getValueOr("").endswith("tail_ctors.c"));
+  CHECK(node->getObject("site")->getInteger("line").getValueOr(0) > 0);
+  // main keeps only its own two arrays.
+  for (const auto &g : *r.getAsObject()->getArray("groups")) {
+    const auto *o = g.getAsObject();
+    if (o->getObject("site")->getString("function").getValueOr("") == "main")
+      CHECK(o->getInteger("objects").getValueOr(-1) == 1);
+  }
+
+  RunResult adv = run({memlayout_bin(), "advise", trace, "-o", rules});
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(rules);
+  INFO(text);
+  CHECK(text.find("function=main,") == std::string::npos);
+  CHECK((text.find("function=new_node,") != std::string::npos ||
+         text.find("function=new_desc,") != std::string::npos));
+
+  // Rules naming the constructors route every object; one naming main only
+  // main's own allocations.
+  RunResult ran =
+      run({memlayout_bin(), "run", "--allocator", "jemalloc", "--segregate",
+           "function=new_node,pool=nodes", "--segregate", "function=new_desc,pool=descs",
+           "--segregate", "function=main,pool=arrays", "--", program("tail_ctors"), n});
+  INFO("run stderr: " << ran.err);
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.out == direct.out);
+  CHECK(routed_by(ran.err, "new_node") == 20000);
+  CHECK(routed_by(ran.err, "new_desc") == 20000);
+  CHECK(routed_by(ran.err, "main") == 2);
+
+  // replay decides sites as the report does.
+  std::string two = dir + "/two.rules";
+  {
+    std::ofstream out(two);
+    out << "function=new_node,pool=nodes\nfunction=new_desc,pool=descs\n";
+  }
+  llvm::json::Value rp =
+      json_of({memlayout_bin(), "replay", trace, "--rules", two, "--format", "json"});
+  const auto *replayed = rp.getAsObject()->getArray("rules");
+  REQUIRE(replayed);
+  REQUIRE(replayed->size() == 2);
+  for (const auto &x : *replayed)
+    CHECK(x.getAsObject()->getInteger("allocations").getValueOr(-1) == 20000);
+}
+
+// Wrappers defined in a shared library: the program's call sites show their
+// callers. grab_mem (two callers) is looked through as in the one-file
+// build; grab_zero has one caller and is a site of its own, which the
+// warning of a rule naming make_desc says.
+TEST_CASE("sites.wrappers_in_a_shared_library", "[sites]") {
+  const char *prog = GENERATE("lib_wrappers_main", "one_file_wrappers");
+  INFO("program " << prog);
+  std::string dir = work_dir(std::string("sites_") + prog);
+  std::string trace = dir + "/w.trace";
+  const std::string n = "5000";
+  RunResult rec = record({"-o", trace, "--allocator", "jemalloc"}, {program(prog), n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *node = group_by_site(*r.getAsObject(), "make_node");
+  REQUIRE(node);
+  CHECK(node->getInteger("objects").getValueOr(-1) == 5000);
+  std::vector<std::string> through = looked_through(*node);
+  CHECK(std::find(through.begin(), through.end(), "grab_mem") != through.end());
+  CHECK_FALSE(group_by_site(*r.getAsObject(), "grab_mem"));
+  const auto *zero = group_by_site(*r.getAsObject(), "grab_zero");
+  REQUIRE(zero);
+  CHECK(zero->getInteger("objects").getValueOr(-1) == 5000);
+
+  RunResult ran = run({memlayout_bin(), "run", "--segregate", "function=make_node,pool=nodes",
+                       "--segregate", "function=make_desc,pool=descs", "--", program(prog), n});
+  INFO("run stderr: " << ran.err);
+  CHECK(ran.exit_code() == 0);
+  CHECK(routed_by(ran.err, "make_node") == 5000);
+  // make_desc routed nothing, and the warning says why.
+  CHECK(ran.err.find("the sites it names made no allocation") == std::string::npos);
+  CHECK(ran.err.find("make_desc made no allocation of its own this run; it calls grab_zero, "
+                     "which allocates and is a site of its own") != std::string::npos);
+  CHECK(ran.err.find("declare wrapper=grab_zero") != std::string::npos);
+  // Declared a wrapper, it routes.
+  ran = run({memlayout_bin(), "run", "--wrapper", "grab_zero", "--segregate",
+             "function=make_desc,pool=descs", "--", program(prog), n});
+  CHECK(routed_by(ran.err, "make_desc") == 5000);
+}

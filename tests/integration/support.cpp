@@ -57,6 +57,9 @@ std::string program(const std::string &name) {
       {"lf_tree", MLT_PATH_lf_tree},
       {"task_queue", MLT_PATH_task_queue},
       {"ledger", MLT_PATH_ledger},
+      {"tail_ctors", MLT_PATH_tail_ctors},
+      {"lib_wrappers_main", MLT_PATH_lib_wrappers_main},
+      {"one_file_wrappers", MLT_PATH_one_file_wrappers},
   };
   auto it = paths.find(name);
   if (it == paths.end())
