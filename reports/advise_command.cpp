@@ -105,6 +105,9 @@ void check_by_replay(const std::string &trace, const inspector::ReportOptions &o
     std::string error;
     if (!load_rules_text(replay_rules_text(wrappers, kept), "advise's rules", &rules))
       return false;
+    // Named by their text: a line of that text is no line of the file written.
+    for (unsigned i = 0; i < rules.set->count; ++i)
+      rules.origin[i] = "advise's rule " + inspector::rule_text(rules.written[i]);
     inspector::ReportOptions ro = o;
     ro.progress = false;
     // Warnings of what rules route are the report's and advise's own to give.
