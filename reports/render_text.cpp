@@ -27,6 +27,18 @@ std::string fitted(double v, int width, int decimals) {
   return s;
 }
 
+// Bytes in binary units where the digits do not fit (1048576 as 1024K), as
+// the byte columns beside it count in KiB and MiB.
+std::string fitted_bytes(uint64_t v, int width) {
+  std::string s = std::to_string(v);
+  for (auto [shift, suffix] : {std::pair{10, "K"}, std::pair{20, "M"}, std::pair{30, "G"}}) {
+    if (static_cast<int>(s.size()) <= width)
+      return s;
+    s = fmt("%.0f", static_cast<double>(v) / static_cast<double>(uint64_t{1} << shift)) + suffix;
+  }
+  return s;
+}
+
 std::string clip(const std::string &s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 1) + "~";
 }
@@ -130,14 +142,13 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
       return g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i])
                                          : std::string("-");
     };
-    std::snprintf(line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n",
-                  g.group.id, clip(display(g.group.name), 40).c_str(),
-                  static_cast<unsigned long long>(g.objects),
-                  human_bytes(static_cast<double>(g.group.bytes)).c_str(),
-                  fitted(static_cast<double>(g.group.size_class), 6, 0).c_str(),
-                  fitted(g.lines_per_object, 6, 2).c_str(), g.straddle_fraction * 100,
-                  frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),
-                  (std::to_string(g.pages_4k) + "/" + std::to_string(g.pages_min)).c_str());
+    std::snprintf(
+        line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n", g.group.id,
+        clip(display(g.group.name), 40).c_str(), static_cast<unsigned long long>(g.objects),
+        human_bytes(static_cast<double>(g.group.bytes)).c_str(),
+        fitted_bytes(g.group.size_class, 6).c_str(), fitted(g.lines_per_object, 6, 2).c_str(),
+        g.straddle_fraction * 100, frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),
+        (std::to_string(g.pages_4k) + "/" + std::to_string(g.pages_min)).c_str());
     out << line;
   }
   if (r.groups.size() > o.top)
