@@ -350,8 +350,22 @@ int advise_main(int argc, char **argv) {
   const std::string in_force_words =
       report.rules_replayed ? "applied by the replay" : "in force when the trace was recorded";
   size_t written = 0;
+  std::vector<const MergedRule *> before; // the rules written so far, which match first
   for (const auto *m : kept) {
     text += "\n";
+    if (!m->in_force)
+      if (auto it = std::find_if(
+              before.begin(), before.end(),
+              [&](const MergedRule *b) { return inspector::shadows(b->rule, m->rule); });
+          it != before.end()) {
+        std::string why = inspector::rule_text(m->rule) + ": the rule " +
+                          inspector::rule_text((*it)->rule) +
+                          " before it matches every allocation it would (the first match routes)";
+        text += "# not written: " + one_line(why) + "\n";
+        std::fprintf(stderr, "memlayout advise: not written: %s\n", why.c_str());
+        continue;
+      }
+    before.push_back(m);
     if (m->in_force && replaced(m)) {
       text += "# " + in_force_words +
               ", replaced by the rules above: " + inspector::rule_text(m->rule) + "\n";

@@ -136,6 +136,15 @@ std::string match_keys_of(const rules::Rule &r) {
   return rule_text(m);
 }
 
+bool shadows(const rules::Rule &first, const rules::Rule &later) {
+  if (std::strcmp(first.function, later.function) != 0 ||
+      std::strcmp(first.file, later.file) != 0 || first.file_line != later.file_line ||
+      std::strcmp(first.type, later.type) != 0)
+    return false;
+  return !first.has_size ||
+         (later.has_size && first.size_min <= later.size_min && later.size_max <= first.size_max);
+}
+
 void merge_actions(rules::Rule &a, const rules::Rule &b) {
   if (!a.pool[0])
     std::memcpy(a.pool, b.pool, sizeof a.pool);

@@ -62,6 +62,10 @@ std::string segregate_flag_rule(const std::string &text);
 // Rules with the same match keys route the same allocations: advise writes
 // them as one rule, and the report ranks them as one fix.
 std::string match_keys_of(const rules::Rule &r);
+// Whether `first` matches every allocation `later` does, so that `later`,
+// after it, never routes anything: the same site keys, and a size range
+// that holds the later one's.
+bool shadows(const rules::Rule &first, const rules::Rule &later);
 // Folds b's actions into a (same match keys): the larger pad and alignment,
 // a's pool unless it has none, huge pages if either asks.
 void merge_actions(rules::Rule &a, const rules::Rule &b);

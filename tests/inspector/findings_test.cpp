@@ -850,3 +850,18 @@ TEST_CASE("findings: groups named alike are told apart in the words", "[findings
     CHECK((m.rfind("shared [group 1] spreads", 0) == 0 ||
            m.rfind("shared [group 2] spreads", 0) == 0));
 }
+
+// advise writes a rule only where the rules before it leave it something to
+// match: perl's Perl_pp_helem got size=1-56 and then size=41-56 and 1-40.
+TEST_CASE("rules: a rule with the same site and a size range holding another's shadows it",
+          "[findings]") {
+  using memlayout::inspector::shadows;
+  const auto wide = parsed_rule("function=f,size=1-56,pool=a");
+  CHECK(shadows(wide, parsed_rule("function=f,size=41-56,pool=b")));
+  CHECK(shadows(wide, parsed_rule("function=f,size=1-40,pool=b,align=64")));
+  CHECK_FALSE(shadows(wide, parsed_rule("function=f,size=41-64,pool=b"))); // 57-64 left
+  CHECK_FALSE(shadows(wide, parsed_rule("function=f,pool=b")));            // any size
+  CHECK_FALSE(shadows(wide, parsed_rule("function=g,size=41-56,pool=b")));
+  CHECK(shadows(parsed_rule("function=f,pool=a"), parsed_rule("function=f,size=8,pool=b")));
+  CHECK_FALSE(shadows(parsed_rule("file=a.c:3,pool=a"), parsed_rule("file=a.c:4,pool=b")));
+}
