@@ -299,8 +299,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                         "(a stacks record damaged or missing): their groups read ??");
   if (snap.unknown_frees)
     out.notes.push_back(std::to_string(snap.unknown_frees) +
-                        " frees of addresses the trace never allocated (memory allocated before "
-                        "recording started, or by a parent before fork)");
+                        " frees of addresses not allocated before them in the trace (memory "
+                        "allocated before recording started, or by a parent before fork; or, "
+                        "with threads that wait, a free stamped before its allocation: the "
+                        "freeing thread's last time sample was older than the allocating "
+                        "thread's, and the object then stays live in the report)");
   if (snap.double_allocs)
     out.notes.push_back(std::to_string(snap.double_allocs) +
                         " addresses allocated again while live with no free found: the "
