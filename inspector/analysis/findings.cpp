@@ -175,7 +175,7 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
               "than the objects need (64 bytes keeps each on its own line), or start each "
               "object's hot part a different multiple of 64 bytes into its block (cache "
               "colouring)";
-    } else if (uint64_t pad = odd_stride_pad("jemalloc", lines); pad && own_stride) {
+    } else if (uint64_t pad = odd_stride_pad(lines); pad && own_stride) {
       f.fix = "pad the objects to an odd number of lines (" + std::to_string(pad) +
               " bytes), in a pool of their own, which alone would keep them " +
               std::to_string(stride) +

@@ -1,5 +1,6 @@
 #include "pool_layout.h"
 
+#include "seg_page.h"
 #include "set_occupancy.h"
 #include "size_class.h"
 
@@ -13,8 +14,9 @@ namespace {
 
 constexpr uint64_t kLine = 64;
 constexpr uint64_t kL1Sets = 64;
-constexpr uint64_t kPoolPage = 64 * 1024; // a pool's pages of small objects (alloc/seg_page.h)
-constexpr uint64_t kPoolSmallMax = 1024;  // larger objects: jemalloc's, in the pool's arena
+constexpr uint64_t kPoolPage = seg::kPageBytes; // a pool's pages of small objects
+constexpr uint64_t kPoolSmallMax =
+    seg::kSmallMax; // larger objects: jemalloc's, in the pool's arena
 
 uint64_t align_up(uint64_t v, uint64_t a) { return a > 1 ? (v + a - 1) / a * a : v; }
 
@@ -69,11 +71,11 @@ PoolLayout predict_pool_layout(uint64_t size, uint64_t pad, uint64_t align, uint
 
 uint64_t straddle_align(uint64_t end) { return std::clamp<uint64_t>(std::bit_ceil(end), 16, 64); }
 
-uint64_t odd_stride_pad(const std::string &classes, uint64_t lines) {
+uint64_t odd_stride_pad(uint64_t lines) {
   for (uint64_t want_gcd : {1, 2})
     for (uint64_t l = lines + 1; l <= 2 * lines + 1; ++l) {
       uint64_t pad = l * kLine;
-      uint64_t stride = classes == "jemalloc" ? jemalloc_size_class(pad) : glibc_chunk_size(pad);
+      uint64_t stride = jemalloc_size_class(pad);
       if (stride % kLine != 0 || std::gcd(stride / kLine, kL1Sets) <= want_gcd)
         return pad;
     }
@@ -116,7 +118,7 @@ std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const Find
     // The objects' stride in whole lines; padding to an odd number of them
     // (the set_underutilization fix's padding) visits every set.
     const uint64_t stride_lines = (p.stride + kLine - 1) / kLine;
-    uint64_t best = odd_stride_pad("jemalloc", stride_lines);
+    uint64_t best = odd_stride_pad(stride_lines);
     if (best) {
       best = std::max(best, rule.pad);
       PoolLayout q = predict_pool_layout(size, best, rule.align, offset, bytes, objects);

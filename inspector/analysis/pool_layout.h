@@ -43,12 +43,11 @@ PoolLayout predict_pool_layout(uint64_t size, uint64_t pad, uint64_t align, uint
 uint64_t straddle_align(uint64_t end);
 
 // The smallest padding, in whole lines above `lines` and up to twice them,
-// whose class in `classes` ("jemalloc": jemalloc's and a pool's; else
-// glibc's chunks) spaces consecutive objects an odd number of lines apart
-// (or not a whole number): they then visit every set of a 64-set L1.
-// Failing that, an even number not a multiple of 4 (half the sets). 0 when
-// neither exists (jemalloc from 512 bytes to 1 KiB, and from 4 KiB up).
-uint64_t odd_stride_pad(const std::string &classes, uint64_t lines);
+// whose class (a pool's: jemalloc's) spaces consecutive objects an odd
+// number of lines apart (or not a whole number): they then visit every set
+// of a 64-set L1. Failing that, an even number not a multiple of 4 (half the
+// sets). 0 when neither exists (from 512 bytes to 1 KiB, and from 4 KiB up).
+uint64_t odd_stride_pad(uint64_t lines);
 
 // Adds to a pool rule for group g (no pool: nothing to do) the align and
 // pad its pool needs so that g's objects (their hot part with --hot) neither

@@ -117,10 +117,6 @@ std::optional<double> page_spread(const GroupReport &g) {
   return static_cast<double>(g.pages_4k) / static_cast<double>(g.pages_min);
 }
 
-std::optional<double> level_fraction(const GroupReport &g, size_t i) {
-  return g.set_effective_fraction[i];
-}
-
 GroupDelta compare(const GroupReport &a, const GroupReport &b, MatchedBy how) {
   auto d = [](auto v) { return std::optional<double>(static_cast<double>(v)); };
   GroupDelta g;
@@ -133,9 +129,12 @@ GroupDelta compare(const GroupReport &a, const GroupReport &b, MatchedBy how) {
       measure("size_class", d(a.group.size_class), d(b.group.size_class)),
       measure("lines_per_object", a.lines_per_object, b.lines_per_object),
       measure("straddle_fraction", a.straddle_fraction, b.straddle_fraction),
-      measure("set_effective_fraction_L1", level_fraction(a, 0), level_fraction(b, 0)),
-      measure("set_effective_fraction_L2", level_fraction(a, 1), level_fraction(b, 1)),
-      measure("set_effective_fraction_L3", level_fraction(a, 2), level_fraction(b, 2)),
+      measure("set_effective_fraction_L1", a.set_effective_fraction[0],
+              b.set_effective_fraction[0]),
+      measure("set_effective_fraction_L2", a.set_effective_fraction[1],
+              b.set_effective_fraction[1]),
+      measure("set_effective_fraction_L3", a.set_effective_fraction[2],
+              b.set_effective_fraction[2]),
       // The same objects on more pages is worse whatever the minimum did:
       // padding raises the pages a group needs, and its spread can improve
       // while it touches more pages (more TLB entries) than before.

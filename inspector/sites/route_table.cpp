@@ -50,10 +50,12 @@ uint64_t rules_naming(const std::string &function, const rules::RuleSet &rules) 
   return mask;
 }
 
+namespace {
+
 // `base` (sorted, disjoint) with the one-byte `points` (sorted, disjoint)
 // put in place of what they fall on; ranges left with no label dropped.
-static std::vector<routes::RangeEntry> overlay(const std::vector<routes::RangeEntry> &base,
-                                               const std::vector<routes::RangeEntry> &points) {
+std::vector<routes::RangeEntry> overlay(const std::vector<routes::RangeEntry> &base,
+                                        const std::vector<routes::RangeEntry> &points) {
   std::vector<routes::RangeEntry> out;
   size_t j = 0;
   auto put = [&](const routes::RangeEntry &e) {
@@ -75,6 +77,8 @@ static std::vector<routes::RangeEntry> overlay(const std::vector<routes::RangeEn
     put(points[j++]);
   return out;
 }
+
+} // namespace
 
 std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const WrapperPolicy &p,
                                              const rules::RuleSet &rules,
