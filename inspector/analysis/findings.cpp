@@ -523,6 +523,45 @@ void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresho
   out.push_back(std::move(f));
 }
 
+// Layout costs in proportion to how often the program reaches the objects,
+// which the trace does not say; the share of the heap they hold stands in
+// for it, and a group small enough to stay in the L1 misses little however
+// it is laid out. False sharing is left as it is: a few contended locks cost
+// as much as many. So are aborted transactions, which are counted.
+void weigh_by_footprint(const Report &r, const FindingThresholds &t, std::vector<Finding> &out) {
+  uint64_t l1_bytes = 0;
+  for (const auto &level : r.levels)
+    if (level.level == 1)
+      l1_bytes = level.size_bytes;
+  for (Finding &f : out) {
+    if (f.kind == "false_sharing" || f.kind.rfind("htm_", 0) == 0 || f.groups.empty())
+      continue;
+    const GroupReport *g = by_id(r, f.groups[0]);
+    if (!g || !r.live_bytes)
+      continue;
+    const double share = static_cast<double>(g->group.bytes) / static_cast<double>(r.live_bytes);
+    const uint64_t footprint = g->lines_total * 64;
+    f.metric["heap_share"] = share;
+    const bool fits_l1 =
+        l1_bytes && static_cast<double>(footprint) <= t.minor_l1_fraction * l1_bytes;
+    if (share >= t.minor_heap_share && !fits_l1)
+      continue;
+    f.severity = f.severity == "high" ? "medium" : "low";
+    char why[160];
+    if (fits_l1)
+      std::snprintf(why, sizeof why,
+                    " (a minor group: its %llu lines, %.3g KiB, stay in the L1's %llu KiB when "
+                    "hot; one severity lower)",
+                    static_cast<unsigned long long>(g->lines_total), footprint / 1024.0,
+                    static_cast<unsigned long long>(l1_bytes / 1024));
+    else
+      std::snprintf(why, sizeof why,
+                    " (a minor group: %.2g%% of the live heap's bytes; one severity lower)",
+                    share * 100);
+    f.message += why;
+  }
+}
+
 // A call site allocating many sizes (a buffer pool, a string builder) has one
 // group per size class, and each would carry the same finding: one finding
 // per (kind, site) reads better. Single-group findings of the same kind and
@@ -667,10 +706,15 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     set_rule(f, rule);
     return;
   }
+  // A few names say what goes along; a real program's hundred would bury the fix.
+  constexpr size_t kNamed = 3;
   std::string names;
-  for (const GroupReport *g : others)
-    names += (names.empty() ? "" : ", ") + g->group.name + " [group " +
-             std::to_string(g->group.id) + "]";
+  for (size_t i = 0; i < others.size() && i < kNamed; ++i)
+    names += (names.empty() ? "" : ", ") + others[i]->group.name + " [group " +
+             std::to_string(others[i]->group.id) + "]";
+  if (others.size() > kNamed)
+    names += " and " + std::to_string(others.size() - kNamed) + " other group" +
+             (others.size() - kNamed > 1 ? "s" : "");
   f.rule.clear();
   replace_fix_flag(f, "in code (docs/segregation-api.md): no rule routes these objects without " +
                           names + " (a rule matches a function and sizes, not a line)");
@@ -773,6 +817,7 @@ std::vector<Finding> find_problems(const Report &r, const FindingThresholds &t) 
       htm_false_conflict(named, h, t, out);
       htm_capacity(named, h, t, out);
     }
+  weigh_by_footprint(named, t, out);
   // Most severe first, so a merged finding keeps its worst case's words.
   std::stable_sort(out.begin(), out.end(), [](const Finding &a, const Finding &b) {
     return severity_rank(a.severity) > severity_rank(b.severity);

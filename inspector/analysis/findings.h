@@ -20,6 +20,11 @@ struct FindingThresholds {
   // straddling is judged on extents of at most this many bytes.
   uint64_t straddle_max_bytes = 128;
   uint64_t min_objects = 32; // below this a group is too small to matter
+  // A layout finding about a group holding less than this share of the live
+  // heap's bytes, or whose lines fit in this fraction of the L1 (hot, they
+  // stay there whatever their layout), is one severity lower: glibc's locale
+  // tables straddle lines in every C program, and matter in none.
+  double minor_heap_share = 0.01, minor_l1_fraction = 0.125;
   // Share of a group's objects next to (same or adjacent line) another group's.
   double interleave_share = 0.25;
   double prefetch_share = 0.50;

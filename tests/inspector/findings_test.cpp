@@ -407,6 +407,66 @@ TEST_CASE("findings: 48-byte nodes straddling lines", "[findings]") {
   CHECK(s->fix.find("align=64") != std::string::npos);
 }
 
+TEST_CASE("findings: a group holding a sliver of the heap is one severity lower", "[findings]") {
+  // glibc's locale tables: 40 objects of 48 bytes, half across a line, in
+  // a 20 MiB heap. Hot, they stay in the L1 however they are laid out.
+  Report r = base_report();
+  GroupReport tables = clean_group(2, "_nl_intern_locale_data", 48);
+  tables.objects = 40;
+  tables.group.bytes = 40 * 48;
+  tables.lines_total = 60;
+  tables.lines_counted = {60, 60, 60};
+  tables.pages_min = 1;
+  tables.pages_4k = 1;
+  tables.straddle_fraction = 0.5;
+  GroupReport nodes = clean_group(1, "make_node", 64);
+  r.groups = {nodes, tables};
+  r.live_bytes = 20 << 20;
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->severity == "medium");
+  CHECK(f->metric.at("heap_share") == Approx(40.0 * 48 / (20 << 20)));
+  CHECK(f->message.find("a minor group") != std::string::npos);
+
+  // The same objects as most of a small program's heap: their 60 lines still
+  // fit in an eighth of the 48 KiB L1.
+  r.groups = {tables};
+  r.live_bytes = 40 * 48;
+  auto small_heap = find_problems(r);
+  f = find(small_heap, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->severity == "medium");
+  CHECK(f->message.find("stay in the L1's 48 KiB") != std::string::npos);
+
+  // Many of them, most of the heap: high, as before.
+  tables.objects = 4000;
+  tables.group.bytes = 4000 * 48;
+  tables.lines_total = 6000;
+  r.groups = {tables};
+  r.live_bytes = 4000 * 48;
+  auto many = find_problems(r);
+  f = find(many, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->severity == "high");
+  CHECK(f->message.find("minor") == std::string::npos);
+
+  // Forty contended locks cost as much as thousands: false sharing keeps its
+  // severity however little of the heap they hold.
+  GroupReport locks = clean_group(3, "row_lock_init", 48);
+  locks.objects = 40;
+  locks.group.bytes = 40 * 48;
+  locks.lines_total = 30;
+  locks.cross_thread_lines = 30;
+  locks.group.threads = {100, 101};
+  r.groups = {nodes, locks};
+  r.live_bytes = 20 << 20;
+  auto shared = find_problems(r);
+  f = find(shared, "false_sharing");
+  REQUIRE(f);
+  CHECK(f->severity == "high");
+}
+
 TEST_CASE("findings: row locks shared by threads are false sharing", "[findings]") {
   Report r = base_report();
   GroupReport locks = clean_group(1, "row_lock_init", 48);
@@ -606,6 +666,24 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
   CHECK(f->fix.find("--segregate") == std::string::npos);
   CHECK(f->fix.find("in code (docs/segregation-api.md): no rule routes these objects without "
                     "sym_new (tree.c:10) [group 2]") != std::string::npos);
+
+  // Many other groups in the class: a few are named, the rest counted.
+  std::vector<GroupReport> crowd = {r.groups[0]};
+  for (uint32_t id = 2; id <= 7; ++id) {
+    GroupReport other = r.groups[1];
+    other.group.id = id;
+    other.group.site.line = 20 + id;
+    other.group.name = "sym_new (tree.c:" + std::to_string(20 + id) + ")";
+    crowd.push_back(other);
+  }
+  Report crowded = r;
+  crowded.groups = crowd;
+  auto many = find_problems(crowded);
+  f = find(many, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->fix.find("sym_new (tree.c:24) [group 4] and 3 other groups (a rule matches") !=
+        std::string::npos);
+  CHECK(f->fix.find("[group 5]") == std::string::npos);
 
   // One line's size classes stay together, as before.
   r.groups[1].group.site.line = 20;
