@@ -48,7 +48,7 @@ void load_options(Options *o) {
   o->allocator = AllocatorMode::kNative;
   o->unwind = UnwindMethod::kCfi;
   o->stack_depth = 8;
-  o->tick_period = 16;
+  o->tick_period = 1;
   o->tick_period_max = 128;
   o->block_kib = 64;
   o->zstd_level = 1;

@@ -308,7 +308,10 @@ void stage_tsc(ThreadLog *log, uint64_t tsc) {
 
 // Samples closer than this (TSC ticks: 0.5-1 us at 2-4 GHz) tell the reader
 // nothing the event order does not: the period doubles, up to
-// tick_period_max; samples four times further apart halve it again.
+// tick_period_max. Samples four times further apart shrink it to what would
+// have put them this far apart, down to tick_period (1 by default): a
+// program that allocates every few milliseconds gets every event stamped,
+// where a fixed share of its events would carry a sample from long before.
 constexpr uint64_t kTickGapTicks = 2048;
 
 } // namespace
@@ -316,7 +319,7 @@ constexpr uint64_t kTickGapTicks = 2048;
 // Reading the TSC costs as much as a malloc on these VMs, so what a sample
 // buys is time resolution, not one per so many events: a loop allocating
 // every 20 ns needs one in 64 events for a microsecond's, a program
-// allocating every microsecond one in 16 for a few.
+// allocating every microsecond one in each, at 2% of its time.
 void stage_tick(ThreadLog *log) {
   uint64_t now = sys::rdtsc();
   stage_tsc(log, now);
@@ -325,7 +328,7 @@ void stage_tick(ThreadLog *log) {
   if (gap < kTickGapTicks)
     period = std::min(period * 2, g_options.tick_period_max);
   else if (gap > 4 * kTickGapTicks)
-    period = std::max(period / 2, g_options.tick_period);
+    period = std::max(static_cast<uint32_t>(period * kTickGapTicks / gap), g_options.tick_period);
   log->tick_period = period;
   log->sampled_tsc = now;
   log->tick_countdown = period;

@@ -42,6 +42,7 @@ std::string program(const std::string &name) {
       {"node_descriptor", MLT_PATH_node_descriptor},
       {"seg_pools", MLT_PATH_seg_pools},
       {"join_frees", MLT_PATH_join_frees},
+      {"sparse_allocs", MLT_PATH_sparse_allocs},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},

@@ -68,7 +68,7 @@ TEST_CASE("options: defaults and the environment", "[options]") {
   CHECK(o.allocator == AllocatorMode::kNative);
   CHECK(o.unwind == UnwindMethod::kCfi);
   CHECK(o.stack_depth == 8);
-  CHECK(o.tick_period == 16);
+  CHECK(o.tick_period == 1);
   CHECK(o.tick_period_max == 128); // adaptive between the two
   CHECK(o.page_frames);
   {
@@ -98,7 +98,7 @@ TEST_CASE("options: defaults and the environment", "[options]") {
           {"MEMLAYOUT_ALLOCATOR", "tcmalloc"}};
     load_options(&o);
     CHECK(o.stack_depth == 8);
-    CHECK(o.tick_period == 16);
+    CHECK(o.tick_period == 1);
     CHECK(o.tick_period_max == 128);
     CHECK(o.unwind == UnwindMethod::kCfi);
     CHECK(o.allocator == AllocatorMode::kNative);
