@@ -52,21 +52,23 @@ void *forward_malloc(size_t n) { return have_real() ? g_real.malloc(n) : bootstr
 
 bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
 
-// An allocation a rule matched: from its pool, or from the program's
-// allocator padded and aligned. Recorded with the pool's name as its tag.
-[[gnu::noinline]] void *routed_alloc(ThreadState &ts, Api api, const Route &r, size_t n,
-                                     size_t align, bool zero, const UnwindStart &start) {
+struct Placed {
+  void *p;
+  size_t usable;
+};
+
+// Where a rule puts n bytes: in its pool, or in the program's allocator
+// padded and aligned (`align` already the rule's where that is more).
+// {nullptr, 0} when there is no memory.
+Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) {
   size_t size = n < r.pad ? r.pad : n;
   if (api == Api::kPvalloc) { // its contract: whole pages, at least one, all of them usable
     size_t page = sys::page_size();
     if (size > SIZE_MAX - page) {
-      errno = ENOMEM;
-      return nullptr;
+      return {nullptr, 0};
     }
     size = size ? (size + page - 1) / page * page : page;
   }
-  if (align < r.align)
-    align = r.align;
   void *p;
   size_t usable;
   if (r.pool) {
@@ -83,6 +85,15 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
       memset(p, 0, size);
     usable = p && g_real.usable_size ? g_real.usable_size(p) : size;
   }
+  return {p, usable};
+}
+
+// An allocation a rule matched. Recorded with the pool's name as its tag.
+[[gnu::noinline]] void *routed_alloc(ThreadState &ts, Api api, const Route &r, size_t n,
+                                     size_t align, bool zero, const UnwindStart &start) {
+  if (align < r.align)
+    align = r.align;
+  auto [p, usable] = place_routed(api, r, n, align, zero);
   if (!p) {
     errno = ENOMEM;
     return nullptr;
@@ -94,6 +105,33 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
       record_tag(ts, p, r.name);
     ts.busy = 0;
   }
+  return p;
+}
+
+// A block of the program's allocator grown (or shrunk) where a rule names the
+// site: it moves to where the rule puts it, as realloc may move any block. A
+// string builder's buffer is born in one function and grown in another; the
+// report groups it where it was last grown, and a rule naming that function
+// would otherwise route nothing. Recorded as the old block's free and the
+// new one's allocation, as a pool's realloc is.
+[[gnu::noinline]] void *routed_realloc(ThreadState &ts, Api api, const Route &r, void *old,
+                                       size_t n, const UnwindStart &start) {
+  auto [p, usable] = place_routed(api, r, n, r.align, false);
+  if (!p) {
+    errno = ENOMEM;
+    return nullptr; // the old block stays the program's
+  }
+  size_t had = g_real.usable_size ? g_real.usable_size(old) : n;
+  memcpy(p, old, had < n ? had : n);
+  count_routed(r, n);
+  if (begin(ts)) {
+    record_free(ts, api, old);
+    record_alloc(ts, api, p, n, r.align, start, usable < n ? n : usable);
+    if (r.name)
+      record_tag(ts, p, r.name);
+    ts.busy = 0;
+  }
+  g_real.free(old);
   return p;
 }
 
@@ -197,9 +235,10 @@ void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
   }
   if (old && from_pool(old))
     return pool_realloc(ts, api, old, n, start);
-  if (!old)
+  if (!old || n)
     if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
-      return routed_alloc(ts, api, *r, n, 0, false, start);
+      return old ? routed_realloc(ts, api, *r, old, n, start)
+                 : routed_alloc(ts, api, *r, n, 0, false, start);
   if (!begin(ts))
     return have_real() ? g_real.realloc(old, n) : nullptr;
   void *p = g_real.realloc(old, n);

@@ -297,6 +297,7 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
       return ref;
     };
     uint64_t index = seq.ops.size();
+    bool inherited = false; // a pool's block reallocated: routed when it began
     if (e.kind == trace::EventKind::kFree) {
       if (e.ptr == 0)
         continue;
@@ -319,12 +320,19 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
       op.kind = OpKind::kRealloc;
       op.size = e.size;
       op.ref = e.old_ptr ? take_ref(e.old_ptr) : replay::kNoRef;
-      if (op.ref == replay::kNoRef)
+      // A pool's block stays in its pool (not routed again); any other
+      // moves where a rule naming the realloc's site puts it, as in `run`.
+      uint8_t was = op.ref == replay::kNoRef ? replay::kNoRoute : seq.ops[op.ref].route;
+      if (was != replay::kNoRoute && rules.set->rules[was].pool[0]) {
+        op.route = was;
+        inherited = true;
+      } else if (op.ref == replay::kNoRef || e.size) {
         op.route = decider.route(e.stack_id, e.size);
+      }
       if (e.ptr)
         placed_by[e.ptr] = index;
     }
-    if (op.route != replay::kNoRoute) {
+    if (op.route != replay::kNoRoute && !inherited) {
       ++routed_count[op.route];
       routed_bytes[op.route] += e.size;
       note_stray(op.route, e.stack_id, e.size);

@@ -48,21 +48,24 @@ size_t real_usable(void *p) {
   return g_jemalloc ? mlje_malloc_usable_size(p) : malloc_usable_size(p);
 }
 
+// An op's new block: where its rule puts it (the interposer's place_routed),
+// or the allocator's.
+void *place(const Op &op) {
+  if (op.route == kNoRoute)
+    return real_alloc(op.size ? op.size : 1, op.align);
+  const OpsRoute &r = g_routes[op.route];
+  size_t size = op.size < r.pad ? r.pad : op.size;
+  size_t align = op.align < r.align ? r.align : op.align;
+  return g_pools[op.route] ? seg::pool_alloc(g_pools[op.route], size ? size : 1, align)
+                           : real_alloc(size ? size : 1, align);
+}
+
 void execute(uint64_t i) {
   const Op &op = g_ops[i];
   OpResult &out = g_results[i];
   switch (op.kind) {
   case OpKind::kAlloc: {
-    void *p;
-    if (op.route != kNoRoute) {
-      const OpsRoute &r = g_routes[op.route];
-      size_t size = op.size < r.pad ? r.pad : op.size;
-      size_t align = op.align < r.align ? r.align : op.align;
-      p = g_pools[op.route] ? seg::pool_alloc(g_pools[op.route], size ? size : 1, align)
-                            : real_alloc(size ? size : 1, align);
-    } else {
-      p = real_alloc(op.size ? op.size : 1, op.align);
-    }
+    void *p = place(op);
     out.addr = reinterpret_cast<uintptr_t>(p);
     if (p)
       out.usable = seg::pool_of(p) ? seg::pool_usable_size(p) : real_usable(p);
@@ -82,9 +85,19 @@ void execute(uint64_t i) {
   }
   case OpKind::kRealloc: {
     void *old = op.ref == kNoRef ? nullptr : reinterpret_cast<void *>(g_results[op.ref].addr);
-    void *p = old && seg::pool_of(old) ? seg::pool_realloc(old, op.size)
-              : old                    ? real_realloc(old, op.size)
-                                       : real_alloc(op.size ? op.size : 1, 0);
+    void *p;
+    if (old && seg::pool_of(old)) {
+      p = seg::pool_realloc(old, op.size);
+    } else if (old && op.route != kNoRoute) { // moved where its rule puts it, as by run
+      p = place(op);
+      if (p) {
+        size_t had = real_usable(old);
+        std::memcpy(p, old, had < op.size ? had : op.size);
+        real_free(old);
+      }
+    } else {
+      p = old ? real_realloc(old, op.size) : place(op);
+    }
     out.addr = reinterpret_cast<uintptr_t>(p);
     if (p)
       out.usable = seg::pool_of(p) ? seg::pool_usable_size(p) : real_usable(p);

@@ -44,8 +44,9 @@ int first_matching_rule(const rules::RuleSet &set, const Group::Site &site, uint
 std::vector<uint32_t> groups_routed(const rules::Rule &rule, const Report &report) {
   std::vector<uint32_t> ids;
   for (const auto &g : report.groups) {
-    // A realloc-grown group's objects were routed, or not, when they began:
-    // at any size up to the one they have.
+    // A realloc-grown group's objects were routed, or not, when they began
+    // or at a realloc of theirs (docs/segregation.md): at any size up to the
+    // one they have.
     uint64_t size = g.group.requested_size;
     if (g.group.grown_by_realloc && rule.has_size && rule.size_min <= size)
       size = std::min(size, rule.size_max);

@@ -516,3 +516,49 @@ TEST_CASE("segregate.page_aligned_buffers_blame_the_alignment", "[segregate]") {
   }
   CHECK(seen);
 }
+
+// A string buffer born in sb_init and grown by realloc in sb_grow: the report
+// groups it under sb_grow, so a rule naming sb_grow must route it there, live
+// as in the replay, and its bytes must move with it.
+TEST_CASE("segregate.buffers_grown_by_realloc_move_to_the_pool", "[segregate]") {
+  std::string dir = work_dir("segregate_realloc");
+  std::string trace = dir + "/sb.trace", under = dir + "/under.trace";
+  RunResult direct = run({program("string_builder"), "20000"});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", trace}, {program("string_builder"), "20000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value b = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *grown = group_by_site(*b.getAsObject(), "sb_grow");
+  REQUIRE(grown); // where they were last grown, not where they began
+
+  for (const char *allocator : {"native", "jemalloc"}) {
+    INFO("allocator " << allocator);
+    RunResult ran =
+        run({memlayout_bin(), "run", "--allocator", allocator, "--segregate",
+             "function=sb_grow,pool=strings", "--", program("string_builder"), "20000"});
+    INFO("run stderr: " << ran.err);
+    CHECK(ran.exit_code() == 0);
+    CHECK(ran.out == direct.out);                  // every buffer's text came along
+    CHECK(routed_by(ran.err, "sb_grow") == 20000); // each buffer, at its first growth there
+  }
+  llvm::json::Value p = json_of({memlayout_bin(), "replay", trace, "--segregate",
+                                 "function=sb_grow,pool=strings", "--format", "json"});
+  const auto *replayed = p.getAsObject()->getArray("rules");
+  REQUIRE(replayed);
+  REQUIRE(replayed->size() == 1);
+  CHECK((*replayed)[0].getAsObject()->getInteger("allocations").getValueOr(-1) == 20000);
+
+  // Recorded under the rule: the buffers are the pool's, off the records' lines.
+  rec = record({"-o", under, "--segregate", "function=sb_grow,pool=strings"},
+               {program("string_builder"), "20000"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  llvm::json::Value a = json_of({memlayout_bin(), "report", under, "--format", "json"});
+  uint64_t pooled = 0;
+  for (const auto &g : *a.getAsObject()->getArray("groups")) {
+    const auto *o = g.getAsObject();
+    if (o->getString("name").getValueOr("") == "strings")
+      pooled += static_cast<uint64_t>(o->getInteger("objects").getValueOr(0));
+  }
+  CHECK(pooled == 20000);
+}

@@ -43,6 +43,7 @@ std::string program(const std::string &name) {
       {"seg_pools", MLT_PATH_seg_pools},
       {"join_frees", MLT_PATH_join_frees},
       {"sparse_allocs", MLT_PATH_sparse_allocs},
+      {"string_builder", MLT_PATH_string_builder},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
