@@ -109,6 +109,9 @@ struct Group {
   uint64_t bytes = 0;            // requested bytes of its objects
   std::string type;         // the record its call site allocates, from a type map; "" when unknown
   uint64_t type_offset = 0; // where that record starts in each object (make_shared: 16)
+  // Which of the record's layouts (RecordLayout::variant) the site's
+  // translation unit gave it: 0 when it has one.
+  uint32_t type_variant = 0;
   // Most of its objects came from the program's own pool (seg_malloc and
   // kin): rules do not reroute them, the pool's options place them.
   bool program_pool = false;

@@ -43,16 +43,26 @@ bool hot_names(const HotPrefix &h, const Group &g) {
 
 // The hot part --hot gives the group's objects: from where its record
 // starts (behind make_shared's control block, T's offsets plus 16).
-HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types) {
+// `unmeasured`: why a --hot naming the group measured nothing (the layout
+// the group's site allocates has no such member), for a note.
+HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types,
+                       std::string &unmeasured) {
   for (const auto &h : hot) {
     if (!hot_names(h, g))
       continue;
     if (h.field.empty())
       return {g.type_offset, h.bytes};
     const RecordLayout *record =
-        types ? types->record(g.type.empty() ? h.name : g.type, g.site.file) : nullptr;
+        types ? types->record(g.type.empty() ? h.name : g.type, g.site.file, g.type_variant)
+              : nullptr;
     if (auto bytes = record ? prefix_through(*record, h.field) : std::nullopt)
       return {g.type_offset, *bytes};
+    if (record && unmeasured.empty())
+      unmeasured = "--hot " + h.name + "=" + h.field + ": " + g.name + "'s objects are " +
+                   record->name +
+                   (record->variant ? " as laid out in layout " + std::to_string(record->variant)
+                                    : std::string()) +
+                   ", which has no member " + h.field + ": measured whole";
   }
   return {};
 }
@@ -342,13 +352,13 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   if (types)
     grouping.type_of = [&types](const Group::Site &s) {
       TypeMap::SiteType t = types->site_type(s.function, s.file, s.line);
-      const RecordLayout *rec = types->record(t.type, s.file);
+      const RecordLayout *rec = types->record(t.type, s.file, t.variant);
       if (!rec)
         return GroupingOptions::SiteType{};
       // libstdc++'s control block: a vtable pointer and two counts, then
       // the record at its own alignment.
       uint64_t offset = t.in_control_block ? std::max<uint64_t>(16, rec->align) : 0;
-      return GroupingOptions::SiteType{t.type, rec->size, offset};
+      return GroupingOptions::SiteType{t.type, rec->size, offset, rec->variant};
     };
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
   out.groups_total = groups.size();
@@ -399,7 +409,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     GroupReport gr;
     gr.group = g;
     gr.objects = g.objects.size();
-    HotRange hot = hot_range_for(g, o.hot, types ? &*types : nullptr);
+    std::string unmeasured;
+    HotRange hot = hot_range_for(g, o.hot, types ? &*types : nullptr, unmeasured);
+    if (!unmeasured.empty())
+      out.notes.push_back(std::move(unmeasured));
     if (hot && g.requested_max && hot.offset + hot.bytes > g.requested_max) {
       // Past every object's end: what is measured is the objects' rest.
       out.notes.push_back("--hot for " + g.name + ": " + std::to_string(hot.bytes) + " bytes" +
@@ -408,24 +421,28 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                           "-byte objects: measured to their end");
       hot.bytes = g.requested_max > hot.offset ? g.requested_max - hot.offset : 1;
     }
-    if (hot && g.requested_max && hot.offset == 0 && hot.bytes >= g.requested_max)
-      hot = {}; // the whole object: reported as no --hot
+    // What was asked is reported (a script tells "asked, the whole object"
+    // from "not asked"); the whole object is measured as one.
     gr.hot_bytes = hot.bytes;
     gr.hot_offset = hot.offset;
+    if (hot && g.requested_max && hot.offset == 0 && hot.bytes >= g.requested_max)
+      hot = {};
     if (types && !g.type.empty())
-      if (const RecordLayout *rec = types->record(g.type, g.site.file)) {
+      if (const RecordLayout *rec = types->record(g.type, g.site.file, g.type_variant)) {
         for (const FieldLayout &f : rec->fields)
           if (f.sync == SyncKind::kLock)
             gr.lock_fields.push_back(member_name(f));
-        // Which translation unit's layout a site allocates is in the type
-        // map's sites, not yet in its groups: say which one the figures use.
+        // The layout the site's translation unit gave the record; where the
+        // map cannot tell (a header's site in units that disagree), the first.
         if (uint32_t n = types->layouts_of(*rec); n > 1) {
           std::string note =
               "type " + rec->name + " has " + std::to_string(n) +
-              " layouts in the type map (translation units built with other "
-              "flags); its fields here are layout 1's (" +
+              " layouts in the type map (translation units built with other flags); " + g.name +
+              "'s fields are layout " + std::to_string(std::max<uint32_t>(rec->variant, 1)) +
+              "'s (" +
               (rec->translation_units.empty() ? std::string("?") : rec->translation_units.front()) +
-              ")";
+              (g.type_variant ? ", the one its call site's unit gave it)"
+                              : "; which one its call site allocates is not known)");
           if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end())
             out.notes.push_back(std::move(note));
         }

@@ -221,6 +221,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
       if (!exact_elsewhere) {
         groups[i].type = t.name;
         groups[i].type_offset = t.offset;
+        groups[i].type_variant = t.variant;
       }
     }
   }

@@ -40,6 +40,7 @@ struct GroupingOptions {
     std::string name;
     uint64_t size = 0;
     uint64_t offset = 0;
+    uint32_t variant = 0; // the record's layout there (TypeMap::SiteType::variant)
   };
   std::function<SiteType(const Group::Site &)> type_of;
 };

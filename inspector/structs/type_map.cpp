@@ -165,12 +165,14 @@ bool makes_shared(const std::string &call) {
 // The one type `sites` allocate (none when several or none), in a control
 // block when every one of them is a make_shared.
 TypeMap::SiteType single_type(const std::vector<const AllocSite *> &sites) {
-  TypeMap::SiteType t{{}, !sites.empty()};
+  TypeMap::SiteType t{{}, !sites.empty(), sites.empty() ? 0 : sites[0]->variant};
   for (const AllocSite *s : sites) {
     if (!t.type.empty() && s->type != t.type)
       return {};
     t.type = s->type;
     t.in_control_block = t.in_control_block && makes_shared(s->call);
+    if (s->variant != t.variant)
+      t.variant = 0; // a header's site in translation units that disagree
   }
   if (t.type.empty())
     t.in_control_block = false;
@@ -245,6 +247,18 @@ const RecordLayout *TypeMap::record(const std::string &name, const std::string &
       }
     }
   return best;
+}
+
+const RecordLayout *TypeMap::record(const std::string &name, const std::string &site_file,
+                                    uint32_t variant) const {
+  const RecordLayout *r = record(name, site_file);
+  if (!r || !variant || r->variant == variant)
+    return r;
+  for (const RecordLayout &other : records_)
+    if (other.name == r->name && other.file == r->file && other.line == r->line &&
+        other.variant == variant)
+      return &other;
+  return r;
 }
 
 uint32_t TypeMap::layouts_of(const RecordLayout &r) const {

@@ -32,8 +32,11 @@ public:
   // define different records of one name (C's file-private struct entry),
   // the one defined in the file whose path shares most with it.
   const RecordLayout *record(const std::string &name, const std::string &site_file) const;
+  // The layout `variant` of that record (0: as the lookup above).
+  const RecordLayout *record(const std::string &name, const std::string &site_file,
+                             uint32_t variant) const;
   // How many layouts translation units gave that record (RecordLayout::
-  // variant): the lookups above return the first.
+  // variant): the lookups without one return the first.
   uint32_t layouts_of(const RecordLayout &r) const;
 
   // The type allocated at a recorded call site, "" when the map cannot say.
@@ -53,6 +56,9 @@ public:
   struct SiteType {
     std::string type;
     bool in_control_block = false;
+    // Which of the record's layouts the site's translation unit gave it
+    // (RecordLayout::variant); 0 when it has one, or the sites disagree.
+    uint32_t variant = 0;
   };
   SiteType site_type(const std::string &function, const std::string &file, uint32_t line) const;
 

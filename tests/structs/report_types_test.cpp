@@ -97,6 +97,12 @@ TEST_CASE("report --hot TYPE=FIELD: the prefix through that member", "[report]")
   CHECK(*node->getInteger("hot_bytes") == offsetof(typed::Node, left) + sizeof(typed::Node *));
   json::Value bytes = report({"--hot", "typed::Desc=8"});
   CHECK(*group(bytes, "typed::Desc")->getInteger("hot_bytes") == 8);
+  // Through the last member: the whole object, asked for, is reported so
+  // (null would read as "not asked").
+  json::Value whole = report({"--types", recorded().map, "--hot", "Node=payload"});
+  node = group(whole, "typed::Node");
+  REQUIRE(node);
+  CHECK(node->getInteger("hot_bytes").getValueOr(0) == sizeof(typed::Node));
 }
 
 TEST_CASE("type map errors: the member, the record, the file", "[report]") {
@@ -126,4 +132,81 @@ TEST_CASE("a type rule says it routes its functions' allocations", "[rules]") {
   CHECK(r.err.find(": type=typed::Node is allocated in make_node") != std::string::npos);
   CHECK(r.err.find("routes whatever that function allocates, not only typed::Node") !=
         std::string::npos);
+}
+
+// One header, two translation units, two layouts: each group's --hot goes
+// through the layout its own call site's unit gave the record, and a member
+// that layout lacks is said, not dropped in silence.
+TEST_CASE("report --hot through the layout each call site's unit gave the record", "[report]") {
+  const std::string dir = scratch_dir("report_variants." + std::to_string(getpid()));
+  write_text(dir + "/entry.h", "struct entry {\n"
+                               "  long key;\n"
+                               "#ifdef WIDE\n"
+                               "  char note[40];\n"
+                               "  long extra;\n"
+                               "#endif\n"
+                               "  void *value;\n"
+                               "};\n");
+  for (const char *side : {"wide", "narrow"})
+    write_text(dir + "/" + side + ".c",
+               std::string("#include <stdlib.h>\n#include \"entry.h\"\nstruct entry *make_") +
+                   side +
+                   "(long k) {\n  struct entry *e = malloc(sizeof *e);\n  if (e) {\n    e->key = "
+                   "k;\n    e->value = 0;\n  }\n  return e;\n}\n");
+  write_text(dir + "/main.c",
+             "#include <stdio.h>\nstruct entry;\nstruct entry *make_wide(long);\n"
+             "struct entry *make_narrow(long);\nvoid *keep[4000];\n"
+             "int main(void) {\n  for (long i = 0; i < 2000; ++i) {\n"
+             "    keep[2 * i] = make_wide(i);\n    keep[2 * i + 1] = make_narrow(i);\n  }\n"
+             "  printf(\"%p\\n\", keep[3999] ? (void *)1 : 0);\n  return 0;\n}\n");
+  auto command = [&](const std::string &file, const std::string &flags) {
+    return "{\"directory\": \"" + dir + "\", \"file\": \"" + dir + "/" + file +
+           "\", \"command\": \"/usr/bin/cc -O2 -g " + flags + " -c " + dir + "/" + file + "\"}";
+  };
+  write_text(dir + "/compile_commands.json",
+             "[" + command("wide.c", "-DWIDE") + ",\n" + command("narrow.c", "") + "]\n");
+  for (const auto &[file, flags] : {std::pair<std::string, std::string>{"wide.c", "-DWIDE"},
+                                    {"narrow.c", ""},
+                                    {"main.c", ""}}) {
+    std::vector<std::string> cc = {
+        "/usr/bin/cc", "-O2", "-g", "-c", dir + "/" + file, "-o", dir + "/" + file + ".o"};
+    if (!flags.empty())
+      cc.push_back(flags);
+    ToolRun c = run_tool(cc);
+    INFO(c.err);
+    REQUIRE(c.exit_code == 0);
+  }
+  ToolRun link = run_tool({"/usr/bin/cc", dir + "/main.c.o", dir + "/wide.c.o", dir + "/narrow.c.o",
+                           "-o", dir + "/entries"});
+  REQUIRE(link.exit_code == 0);
+  const std::string map = dir + "/entries.types.json", trace = dir + "/entries.trace";
+  // The narrow layout first: the wide group needs layout 2.
+  ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", dir + "/narrow.c", dir + "/wide.c", "-p", dir,
+                        "--format", "json", "-o", map});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", trace, "--", dir + "/entries"});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code == 0);
+  ToolRun r = run_tool(
+      {MEMLAYOUT_BIN, "report", trace, "--types", map, "--hot", "entry=extra", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  llvm::Expected<json::Value> doc = json::parse(r.out);
+  REQUIRE(bool(doc));
+  const json::Object *wide = nullptr, *narrow = nullptr;
+  for (const json::Value &g : *doc->getAsObject()->getArray("groups")) {
+    const json::Object *o = g.getAsObject();
+    if (text(o->getString("type")) != "entry")
+      continue;
+    (o->getInteger("requested_size").getValueOr(0) == 64 ? wide : narrow) = o;
+  }
+  REQUIRE(wide);
+  REQUIRE(narrow);
+  CHECK(wide->getInteger("hot_bytes").getValueOr(0) == 56); // through extra, at 48
+  CHECK_FALSE(narrow->getInteger("hot_bytes"));
+  bool said = false;
+  for (const json::Value &n : *doc->getAsObject()->getArray("notes"))
+    said |= n.getAsString()->contains("which has no member extra: measured whole");
+  CHECK(said);
 }
