@@ -605,8 +605,15 @@ void router_modules_changed() {
 }
 
 uint64_t frame_decision_slow(uintptr_t pc, size_t size) {
-  const CodeRange *label = label_of(pc);
   uint64_t kind;
+  if (!g_function_rules) {
+    // Labels carry function rules only: whatever the frames above, the
+    // rules without a function key decide (no unwinding).
+    kind = first_fitting(g_always, size);
+    cache_decision(pc, size, kind);
+    return kind;
+  }
+  const CodeRange *label = label_of(pc);
   if (label && (label->flags & routes::kSkipFrame))
     kind = kDecideByCaller;
   else if (label && (label->flags & routes::kUnnamedCode))
