@@ -6,10 +6,18 @@
 //
 // The CLI labels the code of the program and the libraries it links, from
 // their DWARF (symbols where there is none): each range of code offsets
-// either belongs to allocation sites that rules name (a rule mask), or is
+// either belongs to allocation sites that rules name (a rule mask), is
 // wrapper/plumbing code whose allocations are decided by the caller's frame
-// (kSkipFrame). Code in no range is a site no rule names. Modules loaded later
-// that the table does not list are matched by their symbol tables.
+// (kSkipFrame), or is code that no function name covers (kUnnamedCode: a
+// static function of a stripped library, which reports show as "??"). Code
+// in no range is a named site no rule names. Modules loaded later that the
+// table does not list are matched by their symbol tables.
+//
+// Unnamed frames follow alloc_site()'s rule: one is pending until a wrapper
+// frame above it (kSkipFrame) clears it; if a named frame comes first, the
+// (innermost) pending unnamed frame is the site, which only rules without a
+// function key route. So `?? -> sqlite3Malloc -> ?? -> sqlite3DbMallocZero
+// -> sqlite3FindFunction` is sqlite3FindFunction's allocation.
 //
 // File: TableHeader, then `modules` ModuleEntry, then `ranges` RangeEntry,
 // then `wrappers` WrapperName (for those later modules' symbol tables). All
@@ -21,7 +29,7 @@
 namespace memlayout::routes {
 
 inline constexpr char kMagic[8] = {'M', 'L', 'R', 'O', 'U', 'T', 'E', '\0'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2; // 2: kUnnamedCode, kTailCallInWrapper
 inline constexpr uint32_t kMaxModules = 4096;
 inline constexpr uint32_t kMaxRanges = 1u << 22;
 inline constexpr uint32_t kMaxWrapperNames = 256;
@@ -43,7 +51,14 @@ struct ModuleEntry {
 };
 static_assert(sizeof(ModuleEntry) == 264);
 
-inline constexpr uint64_t kSkipFrame = 1; // flags: look at the calling frame
+// RangeEntry flags.
+inline constexpr uint64_t kSkipFrame = 1;   // look at the calling frame
+inline constexpr uint64_t kUnnamedCode = 2; // no function name covers it: pending
+// On the one-byte label of a tail-called function's return address (rules:
+// that function's) in wrapper code: above a pending unnamed frame, where
+// alloc_site() looks for no tail call, the frame is the wrapper's and is
+// looked through.
+inline constexpr uint64_t kTailCallInWrapper = 4;
 
 // [lo, hi) in the module's link-time addresses (add the load bias), sorted by
 // lo, disjoint. Lookups use return address - 1: the call, not what follows.

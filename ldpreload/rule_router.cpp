@@ -47,6 +47,7 @@ struct CodeRange {
   uintptr_t start, end;
   uint64_t rules;
   uint64_t flags;
+  uintptr_t reach; // the largest end of this range and those before it
 };
 
 struct RangeTable {
@@ -83,7 +84,7 @@ void add_range(RangeTable *t, uintptr_t start, uintptr_t end, uint64_t rules, ui
     t->ranges = grown;
     t->cap = cap;
   }
-  t->ranges[t->count++] = {start, end, rules, flags};
+  t->ranges[t->count++] = {start, end, rules, flags, end};
 }
 
 bool is_wrapper_symbol(const char *name, bool *listed) {
@@ -140,6 +141,80 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
   }
 }
 
+// Code of a module the table does not list that no symbol names, as the
+// symbolizer reads symbols (inspector/sites/code_map.h, unnamed_code): the
+// symbols of .symtab, or of .dynsym when it has none, that are defined,
+// functions, data or untyped; one with a size names its bytes up to the next
+// symbol, one without everything up to the next symbol. Labelled
+// kUnnamedCode: a frame there is pending (route_table_format.h).
+void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehdr &eh,
+                        uintptr_t load_bias, RangeTable *t) {
+  auto *sh = reinterpret_cast<const Elf64_Shdr *>(image + eh.e_shoff);
+  const Elf64_Shdr *table = nullptr;
+  for (unsigned i = 0; i < eh.e_shnum; ++i)
+    if (sh[i].sh_type == SHT_SYMTAB && sh[i].sh_size >= 2 * sizeof(Elf64_Sym))
+      table = &sh[i];
+  for (unsigned i = 0; i < eh.e_shnum && !table; ++i)
+    if (sh[i].sh_type == SHT_DYNSYM)
+      table = &sh[i];
+  size_t n = 0;
+  const Elf64_Sym *syms = nullptr;
+  if (table && table->sh_entsize == sizeof(Elf64_Sym) && table->sh_offset <= size &&
+      table->sh_size <= size - table->sh_offset) {
+    syms = reinterpret_cast<const Elf64_Sym *>(image + table->sh_offset);
+    n = table->sh_size / sizeof(Elf64_Sym);
+  }
+  struct Sym {
+    uint64_t addr, size;
+  };
+  size_t bytes = (n ? n : 1) * sizeof(Sym);
+  auto *found = static_cast<Sym *>(sys::map_pages(bytes));
+  if (!found)
+    return;
+  size_t count = 0;
+  for (size_t i = 1; i < n; ++i) { // 0: the null symbol
+    unsigned type = ELF64_ST_TYPE(syms[i].st_info);
+    if (syms[i].st_shndx == SHN_UNDEF || syms[i].st_shndx >= SHN_LORESERVE ||
+        (type != STT_NOTYPE && type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC))
+      continue;
+    found[count++] = {syms[i].st_value, syms[i].st_size};
+  }
+  std::sort(found, found + count, [](const Sym &a, const Sym &b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
+  });
+  // What each symbol names: [addr, its end or the next symbol's address).
+  size_t named = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (i + 1 < count && found[i + 1].addr == found[i].addr)
+      continue; // the largest size at this address is the last
+    uint64_t next = i + 1 < count ? found[i + 1].addr : UINT64_MAX;
+    uint64_t hi = found[i].size ? std::min(next, found[i].addr + found[i].size) : next;
+    found[named++] = {found[i].addr, hi}; // .size: the end now
+  }
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    if ((sh[i].sh_flags & (SHF_EXECINSTR | SHF_ALLOC)) != (SHF_EXECINSTR | SHF_ALLOC) ||
+        sh[i].sh_type == SHT_NOBITS || !sh[i].sh_size)
+      continue;
+    uint64_t at = sh[i].sh_addr, end = sh[i].sh_addr + sh[i].sh_size;
+    // The first symbol that may name something at or after `at`.
+    size_t k = std::upper_bound(found, found + named, at,
+                                [](uint64_t v, const Sym &x) { return v < x.addr; }) -
+               found;
+    if (k > 0)
+      --k;
+    for (; k < named && found[k].addr < end; ++k) {
+      if (found[k].size <= at)
+        continue;
+      if (found[k].addr > at)
+        add_range(t, load_bias + at, load_bias + found[k].addr, 0, routes::kUnnamedCode);
+      at = found[k].size;
+    }
+    if (at < end)
+      add_range(t, load_bias + at, load_bias + end, 0, routes::kUnnamedCode);
+  }
+  sys::unmap_pages(found, bytes);
+}
+
 void scan_module(const char *path, uintptr_t load_bias, RangeTable *t) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -167,6 +242,7 @@ void scan_module(const char *path, uintptr_t load_bias, RangeTable *t) {
       if ((sh[i].sh_type == SHT_SYMTAB || sh[i].sh_type == SHT_DYNSYM) &&
           sh[i].sh_link < eh->e_shnum)
         scan_symbols(image, size, sh[i], sh[sh[i].sh_link], load_bias, t);
+    label_unnamed_code(image, size, *eh, load_bias, t);
   }
   munmap(map, size);
 }
@@ -206,6 +282,8 @@ void label_loaded_code() {
     dl_iterate_phdr(on_module, t);
     std::sort(t->ranges, t->ranges + t->count,
               [](const CodeRange &a, const CodeRange &b) { return a.start < b.start; });
+    for (size_t i = 1; i < t->count; ++i)
+      t->ranges[i].reach = std::max(t->ranges[i].end, t->ranges[i - 1].reach);
     g_code.store(t, std::memory_order_release);
     for (RouteCacheEntry &e : g_route_cache)
       e.pc.store(0, std::memory_order_release);
@@ -228,8 +306,10 @@ const CodeRange *label_of(uintptr_t pc) {
       hi = mid;
   }
   // Symbol-table ranges of a later module may overlap (aliases): the last
-  // range starting at or before pc, then back over those.
-  for (size_t i = lo; i-- > 0 && t->ranges[i].start + (uintptr_t{1} << 24) > at;)
+  // range starting at or before pc, then back over those that may reach it
+  // (the table's own ranges are disjoint: one step).
+  for (size_t i = lo;
+       i-- > 0 && t->ranges[i].reach > at && t->ranges[i].start + (uintptr_t{1} << 24) > at;)
     if (at < t->ranges[i].end)
       return &t->ranges[i];
   return nullptr;
@@ -525,23 +605,47 @@ void router_modules_changed() {
 }
 
 uint64_t frame_decision_slow(uintptr_t pc, size_t size) {
-  const CodeRange *label = label_of(pc);
   uint64_t kind;
+  if (!g_function_rules) {
+    // Labels carry function rules only: whatever the frames above, the
+    // rules without a function key decide (no unwinding).
+    kind = first_fitting(g_always, size);
+    cache_decision(pc, size, kind);
+    return kind;
+  }
+  const CodeRange *label = label_of(pc);
   if (label && (label->flags & routes::kSkipFrame))
     kind = kDecideByCaller;
+  else if (label && (label->flags & routes::kUnnamedCode))
+    kind = kUnnamedFrame;
   else
     kind = first_fitting(g_always | (label ? label->rules : 0), size);
+  if (label && (label->flags & routes::kTailCallInWrapper))
+    kind |= kInWrapper;
   cache_decision(pc, size, kind);
   return kind;
 }
 
-const Route *route_by_callers(const UnwindStart &start, size_t size) {
+const Route *route_by_callers(const UnwindStart &start, size_t size, uint64_t first) {
+  // alloc_site()'s rule over the frames: wrapper frames are looked through;
+  // an unnamed frame is pending until a wrapper above clears it (it was the
+  // wrapper's inside), and the site when a named frame comes first, which
+  // only rules without a function key route.
+  auto unnamed_site = [size]() -> const Route * {
+    uint64_t k = first_fitting(g_always, size);
+    return k ? &g_routes[k - 1] : nullptr;
+  };
+  bool pending = first == kUnnamedFrame;
+  if (first != kDecideByCaller && !pending) {
+    uint64_t k = first & ~kInWrapper; // a tail call's return address: nothing below is pending
+    return k ? &g_routes[k - 1] : nullptr;
+  }
   // Wrappers nest a few deep at most: unwind just past the first wrapper,
   // and deeper only when the caller is a wrapper too. The unwinder's rules
   // are cached per return address, so a frame costs a few ns once warm.
   constexpr size_t kDepths[] = {3, 10};
   uintptr_t frames[10];
-  size_t decided = 1; // frames[1, decided) said "decide by the caller"
+  size_t decided = 1; // frames[1, decided) were looked through
   for (size_t depth : kDepths) {
     size_t n = 1;
     // The unwinder's first use on a thread may allocate: that allocation is
@@ -553,15 +657,32 @@ const Route *route_by_callers(const UnwindStart &start, size_t size) {
     }
     for (size_t i = decided; i < n; ++i) {
       uint64_t kind = frame_decision(frames[i], size);
-      if (kind != kDecideByCaller)
-        return kind ? &g_routes[kind - 1] : nullptr;
+      if (kind == kDecideByCaller) {
+        pending = false;
+        continue;
+      }
+      if (kind == kUnnamedFrame) {
+        pending = true; // the innermost after the last wrapper: the same decision
+        continue;
+      }
+      if (kind & kInWrapper) {
+        if (pending) {
+          pending = false; // no tail call above a pending frame: wrapper code
+          continue;
+        }
+        kind &= ~kInWrapper;
+      }
+      if (pending)
+        return unnamed_site();
+      return kind ? &g_routes[kind - 1] : nullptr;
     }
     decided = std::max(decided, n);
     if (n < depth)
       break; // the stack ended: every frame was looked through
   }
-  uint64_t kind = first_fitting(g_always, size);
-  return kind ? &g_routes[kind - 1] : nullptr;
+  // Every frame looked through (or the unwind stopped): the outermost, or
+  // the pending unnamed one, is the site; no function rule names either.
+  return unnamed_site();
 }
 
 } // namespace memlayout::preload

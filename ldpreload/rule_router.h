@@ -47,9 +47,11 @@ void router_init();
 void router_modules_changed();
 
 // A cached decision: `decision` is size << 8 | kind, kind 0 for "no rule",
-// rule index + 1, or kDecideByCaller. Written under a per-entry seqlock
-// (pc 1 = being written), so a reader never takes one entry's decision for
-// another's.
+// rule index + 1, kDecideByCaller (wrapper code), kUnnamedFrame (code no
+// function name covers: pending, route_table_format.h), or kInWrapper | 0
+// or a rule index + 1 (a tail-called function's return address in wrapper
+// code). Written under a per-entry seqlock (pc 1 = being written), so a
+// reader never takes one entry's decision for another's.
 struct RouteCacheEntry {
   std::atomic<uintptr_t> pc;
   std::atomic<uint64_t> decision;
@@ -57,6 +59,9 @@ struct RouteCacheEntry {
 inline constexpr size_t kRouteCacheSize = 4096; // 1 << (64 - 52)
 inline constexpr size_t kMaxCachedSize = size_t{1} << 40;
 inline constexpr uint64_t kDecideByCaller = 0xff;
+inline constexpr uint64_t kUnnamedFrame = 0xfe;
+inline constexpr uint64_t kInWrapper = 0x80;
+inline constexpr uint64_t kMaxRuleKind = 64; // kinds 1..64 name a rule
 extern RouteCacheEntry g_route_cache[kRouteCacheSize];
 extern Route g_routes[64];
 
@@ -81,8 +86,10 @@ inline uint64_t frame_decision(uintptr_t pc, size_t size) {
   return frame_decision_slow(pc, size);
 }
 
-// The allocation left wrapper code: decide by the frames above.
-const Route *route_by_callers(const UnwindStart &start, size_t size);
+// The allocation's first frame did not decide (`first`: its kind, one of
+// kDecideByCaller, kUnnamedFrame, kInWrapper | k): decide by the frames
+// above, as alloc_site() does.
+const Route *route_by_callers(const UnwindStart &start, size_t size, uint64_t first);
 
 // The route for an allocation of `size` bytes whose entry point returns as
 // `start` says, or NULL. Once cached: one probe, two compares.
@@ -90,9 +97,9 @@ inline const Route *route_for(const UnwindStart &start, size_t size) {
   uint64_t kind = frame_decision(start.pc, size);
   if (__builtin_expect(kind == 0, 1))
     return nullptr;
-  if (kind != kDecideByCaller)
+  if (__builtin_expect(kind <= kMaxRuleKind, 1))
     return &g_routes[kind - 1];
-  return route_by_callers(start, size);
+  return route_by_callers(start, size, kind);
 }
 
 // Set by the lifecycle: makes sure the thread-exit destructor runs for the

@@ -267,6 +267,105 @@ std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
   return qualified;
 }
 
+// Where the symbolizer names code from the symbol table, read as LLVM 14's
+// SymbolizableObjectFile reads it: .symtab, or .dynsym when there is none;
+// defined function, data and untyped symbols (not sections or files); at
+// each address the symbol with the largest size. An address takes the name
+// of the last symbol at or below it when that symbol has no size or the
+// address lies within its size. `llvm-symbolizer --obj=LIB ADDR` shows it.
+std::vector<ModuleCode::Range> symbol_coverage(const llvm::object::ObjectFile &obj) {
+  const auto *elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(&obj);
+  if (!elf)
+    return {};
+  auto syms = elf->symbols();
+  if (syms.begin() == syms.end())
+    syms = elf->getDynamicSymbolIterators();
+  struct Sym {
+    uint64_t addr, size;
+  };
+  std::vector<Sym> found;
+  for (const llvm::object::ELFSymbolRef &s : syms) {
+    auto sec = s.getSection();
+    if (!sec) {
+      llvm::consumeError(sec.takeError());
+      continue;
+    }
+    if (*sec == obj.section_end())
+      continue;
+    uint8_t type = s.getELFType();
+    if (type != llvm::ELF::STT_NOTYPE && type != llvm::ELF::STT_FUNC &&
+        type != llvm::ELF::STT_OBJECT && type != llvm::ELF::STT_GNU_IFUNC)
+      continue;
+    auto flags = s.getFlags();
+    if (!flags) {
+      llvm::consumeError(flags.takeError());
+      continue;
+    }
+    if (*flags & llvm::object::SymbolRef::SF_FormatSpecific)
+      continue;
+    auto addr = s.getAddress();
+    if (!addr) {
+      llvm::consumeError(addr.takeError());
+      continue;
+    }
+    found.push_back({*addr, s.getSize()});
+  }
+  std::stable_sort(found.begin(), found.end(), [](const Sym &a, const Sym &b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
+  });
+  std::vector<ModuleCode::Range> out;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (i + 1 < found.size() && found[i + 1].addr == found[i].addr)
+      continue; // the largest size at this address is the last
+    uint64_t next = i + 1 < found.size() ? found[i + 1].addr : UINT64_MAX;
+    uint64_t hi = found[i].size ? std::min(next, found[i].addr + found[i].size) : next;
+    if (hi > found[i].addr)
+      out.push_back({found[i].addr, hi});
+  }
+  return out;
+}
+
+// The module's executable sections.
+std::vector<ModuleCode::Range> executable_code(const llvm::object::ObjectFile &obj) {
+  std::vector<ModuleCode::Range> out;
+  for (const auto &s : obj.sections()) {
+    if (!s.isText() || s.isVirtual() || !s.getSize())
+      continue;
+    if (llvm::isa<llvm::object::ELFObjectFileBase>(&obj) &&
+        !(llvm::object::ELFSectionRef(s).getFlags() & llvm::ELF::SHF_ALLOC))
+      continue;
+    out.push_back({s.getAddress(), s.getAddress() + s.getSize()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto &a, const auto &b) { return a.lo < b.lo; });
+  return out;
+}
+
+// `ranges` (sorted, disjoint) minus `holes` (sorted by lo, may overlap).
+std::vector<ModuleCode::Range> minus(const std::vector<ModuleCode::Range> &ranges,
+                                     const std::vector<ModuleCode::Range> &holes) {
+  std::vector<ModuleCode::Range> joined;
+  for (const auto &h : holes)
+    if (!joined.empty() && h.lo <= joined.back().hi)
+      joined.back().hi = std::max(joined.back().hi, h.hi);
+    else
+      joined.push_back(h);
+  std::vector<ModuleCode::Range> out;
+  size_t j = 0;
+  for (const auto &r : ranges) {
+    uint64_t at = r.lo;
+    while (j < joined.size() && joined[j].hi <= at)
+      ++j;
+    for (size_t k = j; k < joined.size() && joined[k].lo < r.hi; ++k) {
+      if (joined[k].lo > at)
+        out.push_back({at, joined[k].lo});
+      at = std::max(at, joined[k].hi);
+    }
+    if (at < r.hi)
+      out.push_back({at, r.hi});
+  }
+  return out;
+}
+
 } // namespace
 
 std::string dwarf_function_name(llvm::DWARFDie die) {
@@ -487,6 +586,13 @@ std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
   ModuleCodeReader reader{*code, *ctx, {}, {}};
   if (code->has_dwarf_)
     reader.read_dwarf();
+  // What the symbolizer names: DWARF's functions, and the symbols of the
+  // module file itself (not of a separate debug file).
+  std::vector<Range> named = reader.covered;
+  std::vector<Range> symbols = symbol_coverage(*bin->getBinary());
+  named.insert(named.end(), symbols.begin(), symbols.end());
+  std::sort(named.begin(), named.end(), [](const Range &a, const Range &b) { return a.lo < b.lo; });
+  code->unnamed_ = minus(executable_code(*bin->getBinary()), named);
   reader.read_symbols(*obj);
   code->index_calls();
   return code;
@@ -541,6 +647,8 @@ void ModuleCode::add_call(uint32_t scope, uint32_t callee, bool tail, uint64_t r
   calls_.push_back({scope, callee, tail, return_pc});
   index_calls(); // few calls: tests and builders
 }
+
+void ModuleCode::add_unnamed_code(Range r) { unnamed_.push_back(r); }
 
 const ModuleCode::Call *ModuleCode::tail_call(uint32_t f) const {
   return f < tail_call_.size() && tail_call_[f] != UINT32_MAX ? &calls_[tail_call_[f]] : nullptr;

@@ -93,10 +93,22 @@ public:
   // when none is recorded.
   const Call *tail_call(uint32_t f) const;
 
+  // Executable code (the module's SHF_EXECINSTR sections) at which the
+  // symbolizer names no function: a frame there is unresolved ("??"), and
+  // alloc_site() keeps it pending until a wrapper above clears it. What the
+  // symbolizer (LLVM's, with the symbol table) names is read as it reads it:
+  // a DWARF subprogram with a name, or a symbol of the module file's .symtab
+  // (its .dynsym when it has none; functions, data and untyped symbols): one
+  // with a size covers [value, value + size) up to the next symbol, one with
+  // none everything up to the next symbol. Sorted, disjoint; empty for a
+  // module built by hand.
+  const std::vector<Range> &unnamed_code() const { return unnamed_; }
+
   // For tests and builders: adds a function (deduplicated by name) / a scope.
   uint32_t add_function(const std::string &name, Tri returns_untyped);
   uint32_t add_scope(uint32_t function, uint32_t parent, std::vector<Range> ranges);
   void add_call(uint32_t scope, uint32_t callee, bool tail, uint64_t return_pc = 0);
+  void add_unnamed_code(Range r); // kept sorted and disjoint by the caller
 
 private:
   friend struct ModuleCodeReader;
@@ -110,7 +122,8 @@ private:
   std::vector<uint32_t> by_return_;
   std::vector<char> has_code_;      // per function
   std::vector<uint32_t> tail_call_; // per function: index into calls_, or UINT32_MAX
-  void index_calls();               // by_return_ and tail_call_ from calls_
+  std::vector<Range> unnamed_;
+  void index_calls(); // by_return_ and tail_call_ from calls_
 };
 
 } // namespace memlayout::inspector

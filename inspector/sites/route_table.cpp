@@ -52,29 +52,27 @@ uint64_t rules_naming(const std::string &function, const rules::RuleSet &rules) 
 
 namespace {
 
-// `base` (sorted, disjoint) with the one-byte `points` (sorted, disjoint)
-// put in place of what they fall on; ranges left with no label dropped.
+// `base` (sorted, disjoint) with `over` (sorted, disjoint) put in place of
+// what they cover; ranges left with no label dropped.
 std::vector<routes::RangeEntry> overlay(const std::vector<routes::RangeEntry> &base,
-                                        const std::vector<routes::RangeEntry> &points) {
+                                        const std::vector<routes::RangeEntry> &over) {
   std::vector<routes::RangeEntry> out;
   size_t j = 0;
+  uint64_t shadow = 0; // the end of the last of `over` put
   auto put = [&](const routes::RangeEntry &e) {
     if (e.lo < e.hi && (e.rules || e.flags))
       out.push_back(e);
   };
   for (const auto &b : base) {
-    while (j < points.size() && points[j].hi <= b.lo)
-      put(points[j++]);
-    uint64_t at = b.lo;
-    while (j < points.size() && points[j].lo < b.hi) {
-      put({at, points[j].lo, b.rules, b.flags});
-      put(points[j]);
-      at = points[j++].hi;
+    while (j < over.size() && over[j].lo < b.hi) {
+      put({std::max(b.lo, shadow), over[j].lo, b.rules, b.flags});
+      put(over[j]);
+      shadow = over[j++].hi;
     }
-    put({at, b.hi, b.rules, b.flags});
+    put({std::max(b.lo, shadow), b.hi, b.rules, b.flags});
   }
-  while (j < points.size())
-    put(points[j++]);
+  while (j < over.size())
+    put(over[j++]);
   return out;
 }
 
@@ -136,27 +134,40 @@ std::vector<routes::RangeEntry> label_module(const ModuleCode &code, const Wrapp
     merged.push_back(e);
   }
 
+  // Code the symbolizer names no function for: an unresolved frame, which
+  // alloc_site() keeps pending whatever scope the debug information has
+  // there.
+  std::vector<routes::RangeEntry> unnamed;
+  for (const Range &r : code.unnamed_code())
+    unnamed.push_back({r.lo, r.hi, 0, routes::kUnnamedCode});
+  if (!unnamed.empty())
+    merged = overlay(merged, unnamed);
+
   // Calls whose return address is a tail-called function's site.
   std::vector<const ModuleCode *> where{&code};
   for (const ModuleCode *m : modules)
     if (m != &code)
       where.push_back(m);
-  auto label_at = [&](uint64_t a) -> Label {
+  auto label_at = [&](uint64_t a) -> routes::RangeEntry {
     auto it = std::upper_bound(merged.begin(), merged.end(), a,
                                [](uint64_t v, const routes::RangeEntry &e) { return v < e.lo; });
     if (it == merged.begin() || a >= std::prev(it)->hi)
       return {};
-    return {std::prev(it)->rules, (std::prev(it)->flags & routes::kSkipFrame) != 0};
+    return *std::prev(it);
   };
   std::vector<routes::RangeEntry> points;
   for (const auto &c : code.calls()) {
     if (!c.return_pc || skipped[c.callee])
       continue;
-    Label want{named[c.callee], false};
-    if (label_at(c.return_pc - 1) == want ||
+    routes::RangeEntry here = label_at(c.return_pc - 1);
+    if ((here.rules == named[c.callee] && !here.flags) ||
         !find_tail_callee(fns[c.callee].name, where).may_tail_call)
       continue;
-    points.push_back({c.return_pc - 1, c.return_pc, want.rules, 0});
+    // In wrapper code, the frame is the wrapper's when an unnamed frame
+    // below it is pending (alloc_site() looks for a tail call only when
+    // none is).
+    points.push_back({c.return_pc - 1, c.return_pc, named[c.callee],
+                      here.flags & routes::kSkipFrame ? routes::kTailCallInWrapper : 0});
   }
   if (points.empty())
     return merged;

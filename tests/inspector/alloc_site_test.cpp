@@ -10,7 +10,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <elf.h>
+#include <fstream>
+#include <iterator>
 
 using namespace memlayout;
 using namespace memlayout::inspector;
@@ -294,6 +299,190 @@ TEST_CASE("the route table labels the return addresses of tail-called constructo
   // main's own calls of malloc and of a wrapper are main's.
   CHECK(label_at(0x21c)->rules == 2);
   CHECK(label_at(0x22c)->rules == 2);
+}
+
+TEST_CASE("the route table labels unnamed code: pending frames as alloc_site has them",
+          "[alloc_site]") {
+  // A stripped library's static helpers: code no function name covers, even
+  // where (a module read otherwise) a scope says something else.
+  ModuleCode code;
+  uint32_t malloc_fn = code.add_function("malloc", Tri::kYes);
+  uint32_t wrap = code.add_function("db_malloc_zero", Tri::kYes);
+  uint32_t site = code.add_function("lib_new_record", Tri::kNo);
+  uint32_t ctor = code.add_function("new_node", Tri::kNo);
+  code.add_call(code.add_scope(wrap, ModuleCode::kNoScope, {{0x100, 0x140}}), malloc_fn, false);
+  uint32_t s = code.add_scope(site, ModuleCode::kNoScope, {{0x200, 0x240}});
+  code.add_call(s, wrap, false, 0x210);
+  uint32_t t = code.add_scope(ctor, ModuleCode::kNoScope, {{0x300, 0x30a}});
+  code.add_call(t, malloc_fn, true, 0x30a); // new_node: jmp malloc
+  code.add_call(code.add_scope(wrap, ModuleCode::kNoScope, {{0x140, 0x180}}), ctor, false, 0x150);
+  code.add_unnamed_code({0x80, 0x100});
+  code.add_unnamed_code({0x230, 0x240}); // the symbolizer's word over the scope's
+
+  WrapperPolicy p;
+  p.wrappers = {"db_malloc_zero"};
+  rules::RuleSet set{};
+  std::string text = "function=lib_new_record,pool=r\nfunction=new_node,pool=n\n";
+  rules::ParseError e{};
+  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
+  std::vector<routes::RangeEntry> r = label_module(code, p, set);
+  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
+    for (const auto &x : r)
+      if (a >= x.lo && a < x.hi)
+        return &x;
+    return nullptr;
+  };
+  for (size_t i = 1; i < r.size(); ++i)
+    CHECK(r[i - 1].hi <= r[i].lo);
+  REQUIRE(label_at(0x80));
+  CHECK(label_at(0x80)->flags == routes::kUnnamedCode);
+  CHECK(label_at(0x80)->rules == 0);
+  CHECK(label_at(0xff)->flags == routes::kUnnamedCode);
+  CHECK(label_at(0x100)->flags == routes::kSkipFrame);
+  CHECK(label_at(0x20f)->rules == 1);
+  REQUIRE(label_at(0x230));
+  CHECK(label_at(0x230)->flags == routes::kUnnamedCode);
+  CHECK(label_at(0x230)->rules == 0);
+  CHECK(label_at(0x22f)->rules == 1);
+  // A tail-called constructor's return address in wrapper code: new_node's
+  // site, or wrapper code above a pending unnamed frame.
+  REQUIRE(label_at(0x14f));
+  CHECK(label_at(0x14f)->rules == 2);
+  CHECK(label_at(0x14f)->flags == routes::kTailCallInWrapper);
+  CHECK(label_at(0x14e)->flags == routes::kSkipFrame);
+}
+
+namespace {
+
+std::string file_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The executable sections of an ELF file, and its loadable segments.
+std::vector<ModuleCode::Range> executable_sections(const std::string &bytes) {
+  std::vector<ModuleCode::Range> out;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    if ((sh.sh_flags & SHF_EXECINSTR) && (sh.sh_flags & SHF_ALLOC) && sh.sh_type != SHT_NOBITS &&
+        sh.sh_size)
+      out.push_back({sh.sh_addr, sh.sh_addr + sh.sh_size});
+  }
+  return out;
+}
+
+std::vector<ModuleSegment> load_segments(const std::string &bytes) {
+  std::vector<ModuleSegment> out;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD)
+      out.push_back({ph.p_vaddr, ph.p_memsz, static_cast<uint8_t>(ph.p_flags & 7)});
+  }
+  return out;
+}
+
+// Checks, for the addresses of `module`'s code that `at` gives, that the
+// code map calls unnamed exactly what the symbolizer leaves unresolved.
+// Returns how many addresses it checked.
+size_t check_unnamed_agrees(const ModuleEntry &module, Symbolizer &sym,
+                            const std::vector<uint64_t> &offsets) {
+  std::string error;
+  auto code = ModuleCode::load(module.path, {"/usr/lib/debug"}, &error);
+  REQUIRE(code);
+  const auto &unnamed = code->unnamed_code();
+  for (size_t i = 1; i < unnamed.size(); ++i)
+    REQUIRE(unnamed[i - 1].hi <= unnamed[i].lo);
+  auto is_unnamed = [&](uint64_t a) {
+    for (const auto &u : unnamed)
+      if (a >= u.lo && a < u.hi)
+        return true;
+    return false;
+  };
+  size_t checked = 0, disagree = 0;
+  std::string first;
+  for (uint64_t off : offsets) {
+    const SymbolizedAddress &a = sym.symbolize(module.load_bias + off, false);
+    ++checked;
+    if (a.resolved == !is_unnamed(off))
+      continue;
+    if (!disagree++) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(off));
+      first = buf + std::string(a.resolved ? " symbolized as " + a.frames.back().function
+                                           : " unresolved but named in the code map");
+    }
+  }
+  INFO(module.path << ": " << disagree << " of " << checked << " disagree, first " << first);
+  CHECK(disagree == 0);
+  return checked;
+}
+
+// The offsets to check in code: every byte of small sections, else both
+// sides of every unnamed range's edges and a sample.
+std::vector<uint64_t> code_offsets(const std::string &path, bool every_byte) {
+  std::string bytes = file_bytes(path);
+  std::vector<ModuleCode::Range> text = executable_sections(bytes);
+  std::vector<uint64_t> out;
+  auto in_text = [&](uint64_t a) {
+    for (const auto &t : text)
+      if (a >= t.lo && a < t.hi)
+        return true;
+    return false;
+  };
+  for (const auto &t : text)
+    for (uint64_t a = t.lo; a < t.hi; a += every_byte ? 1 : 97)
+      out.push_back(a);
+  if (!every_byte) {
+    std::string error;
+    auto code = ModuleCode::load(path, {"/usr/lib/debug"}, &error);
+    REQUIRE(code);
+    for (const auto &u : code->unnamed_code())
+      for (uint64_t a : {u.lo - 1, u.lo, u.hi - 1, u.hi})
+        if (in_text(a))
+          out.push_back(a);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("unnamed code is what the symbolizer leaves unresolved", "[alloc_site]") {
+  SECTION("a stripped library: static helpers between exported functions") {
+    ModuleEntry lib;
+    lib.path = MLT_STRIPPED_LIB;
+    lib.load_bias = 0x40000000;
+    std::string bytes = file_bytes(lib.path);
+    REQUIRE(bytes.size() > sizeof(Elf64_Ehdr));
+    lib.segments = load_segments(bytes);
+    Symbolizer sym({lib});
+    std::string error;
+    auto code = ModuleCode::load(lib.path, {"/usr/lib/debug"}, &error);
+    REQUIRE(code);
+    CHECK_FALSE(code->has_dwarf());
+    CHECK(code->unnamed_code().size() >= 2); // mem_raw and zero_fill, at least
+    CHECK(check_unnamed_agrees(lib, sym, code_offsets(lib.path, true)) > 100);
+  }
+  SECTION("the C and C++ libraries this test links") {
+    Symbolizer::Options opts;
+    opts.main_executable = "/proc/self/exe";
+    auto mods = memlayout::testing::this_process_modules();
+    Symbolizer sym(mods, opts);
+    size_t libraries = 0;
+    for (const auto &m : mods) {
+      if (m.path.find("/libc.so.6") == std::string::npos &&
+          m.path.find("/libstdc++.so.6") == std::string::npos)
+        continue;
+      ++libraries;
+      check_unnamed_agrees(m, sym, code_offsets(m.path, false));
+    }
+    CHECK(libraries == 2);
+  }
 }
 
 TEST_CASE("wrappers from recorded stacks: this binary's own frames", "[alloc_site]") {

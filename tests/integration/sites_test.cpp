@@ -666,6 +666,87 @@ TEST_CASE("sites.tail_called_constructors", "[sites]") {
     CHECK(x.getAsObject()->getInteger("allocations").getValueOr(-1) == 20000);
 }
 
+// A stripped library's static helpers between its wrappers have no name, as
+// in Debian's libsqlite3 (?? -> sqlite3Malloc -> ?? -> sqlite3DbMallocZero
+// -> sqlite3FindFunction): the report looks through each unnamed frame that
+// a wrapper above clears, and the interposer must route what replay
+// predicts, live and recorded, by advise's rules and by hand-written ones.
+TEST_CASE("sites.unnamed_frames_in_a_stripped_library", "[sites]") {
+  std::string dir = work_dir("sites_stripped_wrappers");
+  std::string trace = dir + "/s.trace", advised = dir + "/advised.rules",
+              mine = dir + "/mine.rules";
+  const std::string prog = program("stripped_wrappers_main"), n = "20000";
+  const std::vector<std::string> wrappers = {"--wrapper", "xmalloc_like", "--wrapper",
+                                             "db_malloc_zero"};
+  auto with_wrappers = [&](std::vector<std::string> argv) {
+    argv.insert(argv.end(), wrappers.begin(), wrappers.end());
+    return argv;
+  };
+  RunResult direct = run({prog, n});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", trace, "--allocator", "jemalloc"}, {prog, n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r =
+      json_of(with_wrappers({memlayout_bin(), "report", trace, "--format", "json"}));
+  const auto *records = group_by_site(*r.getAsObject(), "lib_new_record");
+  const auto *index = group_by_site(*r.getAsObject(), "lib_new_index");
+  REQUIRE(records);
+  REQUIRE(index);
+  CHECK(records->getInteger("objects").getValueOr(-1) == 20000);
+  CHECK(index->getInteger("objects").getValueOr(-1) == 20000);
+  std::vector<std::string> through = looked_through(*records);
+  CHECK(std::find(through.begin(), through.end(), "xmalloc_like") != through.end());
+  CHECK(std::find(through.begin(), through.end(), "db_malloc_zero") != through.end());
+
+  RunResult adv = run(with_wrappers({memlayout_bin(), "advise", trace, "-o", advised}));
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(advised);
+  INFO(text);
+  CHECK(text.find("wrapper=xmalloc_like") != std::string::npos);
+  CHECK(text.find("wrapper=db_malloc_zero") != std::string::npos);
+  CHECK((text.find("function=lib_new_record,") != std::string::npos ||
+         text.find("function=lib_new_index,") != std::string::npos));
+  {
+    std::ofstream out(mine);
+    out << "wrapper=xmalloc_like\nwrapper=db_malloc_zero\n"
+           "function=lib_new_record,pool=records\nfunction=lib_new_index,pool=index\n"
+           "function=main,pool=arrays\n";
+  }
+
+  for (const std::string &rules : {advised, mine}) {
+    INFO("rules " << rules);
+    llvm::json::Value rp =
+        json_of({memlayout_bin(), "replay", trace, "--rules", rules, "--format", "json"});
+    const auto *predicted = rp.getAsObject()->getArray("rules");
+    REQUIRE(predicted);
+    RunResult ran =
+        run({memlayout_bin(), "run", "--allocator", "jemalloc", "--rules", rules, "--", prog, n});
+    INFO("run stderr: " << ran.err);
+    CHECK(ran.exit_code() == 0);
+    CHECK(ran.out == direct.out);
+    std::string after = dir + "/after.trace";
+    RunResult again = record({"-o", after, "--allocator", "jemalloc", "--rules", rules}, {prog, n});
+    REQUIRE(again.exit_code() == 0);
+    llvm::json::Value recorded = json_of({memlayout_bin(), "report", after, "--format", "json"});
+    long long routed = 0;
+    for (const char *fn : {"lib_new_record", "lib_new_index", "main"}) {
+      long long want = rule_allocations(*rp.getAsObject(), fn);
+      if (want < 0)
+        continue; // advise wrote no rule for it
+      INFO("function=" << fn);
+      CHECK(routed_by(ran.err, fn) == want);
+      CHECK(rule_allocations(*recorded.getAsObject(), fn) == want);
+      routed += want;
+    }
+    CHECK(routed >= 20000);
+  }
+  llvm::json::Value rp =
+      json_of({memlayout_bin(), "replay", trace, "--rules", mine, "--format", "json"});
+  CHECK(rule_allocations(*rp.getAsObject(), "lib_new_record") == 20000);
+  CHECK(rule_allocations(*rp.getAsObject(), "lib_new_index") == 20000);
+  CHECK(rule_allocations(*rp.getAsObject(), "main") == 2);
+}
+
 // Wrappers defined in a shared library: the program's call sites show their
 // callers. grab_mem (two callers) is looked through as in the one-file
 // build; grab_zero has one caller and is a site of its own, which the

@@ -62,6 +62,7 @@ std::string program(const std::string &name) {
       {"tail_ctors", MLT_PATH_tail_ctors},
       {"lib_wrappers_main", MLT_PATH_lib_wrappers_main},
       {"one_file_wrappers", MLT_PATH_one_file_wrappers},
+      {"stripped_wrappers_main", MLT_PATH_stripped_wrappers_main},
   };
   auto it = paths.find(name);
   if (it == paths.end())
