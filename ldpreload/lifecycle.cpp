@@ -594,9 +594,9 @@ void note_unrecorded(const char *how, const char *program) {
   for (const char *p = program; *p && n < sizeof line - 1;)
     line[n++] = *p == '\n' || *p == '\t' ? ' ' : *p, ++p;
   line[n++] = '\n';
-  if (int fd = open(g_options.notes, O_WRONLY | O_APPEND | O_CLOEXEC); fd >= 0) {
+  if (int fd = sys::open_file(g_options.notes, O_WRONLY | O_APPEND | O_CLOEXEC); fd >= 0) {
     sys::write_all(fd, line, n);
-    close(fd);
+    sys::close_file(fd);
   }
 }
 

@@ -271,7 +271,7 @@ unsigned char *put_frames(unsigned char *w, const Region &r, int pagemap, bool *
       }
     }
     off_t off = static_cast<off_t>((r.start / ps + first) * 8);
-    ssize_t got = pread(pagemap, g_pagemap_buf, n * 8, off);
+    long got = sys::pread_some(pagemap, g_pagemap_buf, n * 8, static_cast<uint64_t>(off));
     if (got <= 0)
       break;
     n = static_cast<size_t>(got) / 8;
@@ -340,9 +340,9 @@ uint32_t record_memory_map() {
     g_pagemap_buf = static_cast<uint64_t *>(sys::map_pages(kPagemapChunk * 8));
   if (!g_mincore_buf)
     g_mincore_buf = static_cast<unsigned char *>(sys::map_pages(kPagemapChunk));
-  int pagemap = open("/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC);
+  int pagemap = sys::open_file("/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC);
   if (pagemap < 0)
-    pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    pagemap = sys::open_file("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   // Size the payload for the worst case (one run per page, bounded).
   size_t pages = 0;
   for (const char *line = g_maps_text; *line;) {
@@ -458,7 +458,7 @@ uint32_t record_memory_map() {
                           static_cast<size_t>(w - g_map_buf));
   }
   if (pagemap >= 0)
-    close(pagemap);
+    sys::close_file(pagemap);
   g_map_lock.unlock();
   return id;
 }

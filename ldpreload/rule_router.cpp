@@ -216,17 +216,17 @@ void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehd
 }
 
 void scan_module(const char *path, uintptr_t load_bias, RangeTable *t) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = sys::open_file(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
-    close(fd);
+    sys::close_file(fd);
     return;
   }
   size_t size = static_cast<size_t>(st.st_size);
   void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
+  sys::close_file(fd);
   if (map == MAP_FAILED)
     return;
   auto *image = static_cast<const unsigned char *>(map);
@@ -362,17 +362,17 @@ bool load_rules_text(const char *text) {
 }
 
 void load_route_table(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = sys::open_file(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return sys::warn("cannot open the route table (rules match by symbol names only)", path);
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(routes::TableHeader))) {
-    close(fd);
+    sys::close_file(fd);
     return sys::warn("the route table is truncated (rules match by symbol names only)", path);
   }
   size_t size = static_cast<size_t>(st.st_size);
   void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
+  sys::close_file(fd);
   if (map == MAP_FAILED)
     return;
   auto *h = static_cast<const routes::TableHeader *>(map);
@@ -511,11 +511,11 @@ void router_write_stats() {
     n += sys::format_u64(line + n, bytes[i]);
   }
   line[n++] = '\n';
-  int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  int fd = sys::open_file(path, O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0)
     return;
-  (void)!write(fd, line, n);
-  close(fd);
+  sys::write_all(fd, line, n);
+  sys::close_file(fd);
 }
 
 size_t router_encode_stats(uint8_t *buf, size_t cap) {

@@ -88,20 +88,29 @@ size_t own_mappings(Range *out, size_t cap) {
   return g_nown;
 }
 
+int open_file(const char *path, int flags, unsigned mode) {
+  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags, mode));
+}
+long read_some(int fd, void *buf, size_t n) { return syscall(SYS_read, fd, buf, n); }
+long pread_some(int fd, void *buf, size_t n, uint64_t offset) {
+  return syscall(SYS_pread64, fd, buf, n, offset);
+}
+void close_file(int fd) { syscall(SYS_close, fd); }
+
 long read_file(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open_file(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -1;
   size_t n = 0;
   while (n + 1 < cap) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    long r = read_some(fd, buf + n, cap - 1 - n);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       break;
     n += static_cast<size_t>(r);
   }
-  close(fd);
+  close_file(fd);
   buf[n] = '\0';
   return static_cast<long>(n);
 }
@@ -109,7 +118,7 @@ long read_file(const char *path, char *buf, size_t cap) {
 bool write_all(int fd, const void *buf, size_t n) {
   const char *p = static_cast<const char *>(buf);
   while (n) {
-    ssize_t r = write(fd, p, n);
+    long r = syscall(SYS_write, fd, p, n);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)

@@ -46,6 +46,16 @@ struct Range {
 size_t own_mappings(Range *out, size_t cap);
 void unmap_pages(void *p, size_t bytes);
 
+// The recorder's file calls, as plain system calls: libc's open, read,
+// pread, write and close are cancellation points, and a thread cancelled in
+// one inside the recorder would unwind holding the recorder's locks (its own
+// exit then waits on them for ever). Each returns what the system call does,
+// errno set on failure as by libc.
+int open_file(const char *path, int flags, unsigned mode = 0);
+long read_some(int fd, void *buf, size_t n);
+long pread_some(int fd, void *buf, size_t n, uint64_t offset);
+void close_file(int fd);
+
 // Reads a whole (proc) file into buf, NUL-terminates, returns bytes read or -1.
 long read_file(const char *path, char *buf, size_t cap);
 

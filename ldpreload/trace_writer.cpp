@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -98,7 +99,7 @@ int move_high(int fd) {
   int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
   if (high < 0)
     return fd;
-  close(fd);
+  sys::close_file(fd);
   return high;
 }
 
@@ -110,7 +111,7 @@ bool TraceWriter::open(const char *path, const void *header, size_t n) {
     errno = ENAMETOOLONG;
     return false;
   }
-  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  int fd = sys::open_file(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     return false;
   fd = move_high(fd);
@@ -123,14 +124,14 @@ bool TraceWriter::open(const char *path, const void *header, size_t n) {
   // the page cache would have written later. The mark goes with the first
   // close, so that close is of an open made just for it, with nothing yet
   // written.
-  int again = S_ISREG(st.st_mode) ? ::open(path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+  int again = S_ISREG(st.st_mode) ? sys::open_file(path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
   if (again >= 0) {
     struct stat st2;
     if (fstat(again, &st2) == 0 && st2.st_dev == st.st_dev && st2.st_ino == st.st_ino) {
-      close(fd);
+      sys::close_file(fd);
       fd = move_high(again);
     } else {
-      close(again);
+      sys::close_file(again);
     }
   }
   memcpy(path_, path, len + 1);
@@ -153,12 +154,12 @@ bool TraceWriter::ensure_descriptor() {
   struct stat st;
   if (fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
     return true;
-  int fd = ::open(path_, O_WRONLY | O_APPEND | O_CLOEXEC);
+  int fd = sys::open_file(path_, O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0)
     return false;
   fd = move_high(fd);
   if (fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
-    close(fd);
+    sys::close_file(fd);
     return false;
   }
   fd_ = fd;
@@ -199,9 +200,9 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
   pthread_sigmask(SIG_BLOCK, &xfsz, &old_mask);
   bool ok = ensure_descriptor();
   if (ok) {
-    ssize_t w;
+    long w; // not libc's writev: a cancellation point (sys.h)
     do
-      w = writev(fd_, iov, 2);
+      w = syscall(SYS_writev, fd_, iov, 2);
     while (w < 0 && errno == EINTR);
     if (w >= 0 && static_cast<size_t>(w) < total) {
       // A short write (disk full, quota) leaves a partial record: try to
@@ -218,7 +219,7 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
   }
   if (!ok && errno == EFBIG && !sigismember(&old_mask, SIGXFSZ)) {
     timespec now{};
-    sigtimedwait(&xfsz, nullptr, &now);
+    syscall(SYS_rt_sigtimedwait, &xfsz, nullptr, &now, _NSIG / 8);
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (c)

@@ -61,7 +61,7 @@ int hexval(char c) {
 // small buffer: no stdio (it allocates) and little stack (this may run on a
 // sigaltstack).
 bool mapping_containing(uintptr_t addr, Range *out) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int fd = sys::open_file("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return false;
   char buf[512];
@@ -69,7 +69,7 @@ bool mapping_containing(uintptr_t addr, Range *out) {
   int field = 0; // 0: lo, 1: hi, 2: rest of line
   bool found = false;
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    long n = sys::read_some(fd, buf, sizeof buf);
     if (n <= 0)
       break;
     for (ssize_t i = 0; i < n && !found; ++i) {
@@ -97,7 +97,7 @@ bool mapping_containing(uintptr_t addr, Range *out) {
     if (found)
       break;
   }
-  close(fd);
+  sys::close_file(fd);
   return found;
 }
 

@@ -44,6 +44,7 @@ std::string program(const std::string &name) {
       {"join_frees", MLT_PATH_join_frees},
       {"sparse_allocs", MLT_PATH_sparse_allocs},
       {"string_builder", MLT_PATH_string_builder},
+      {"cancel_threads", MLT_PATH_cancel_threads},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
