@@ -135,7 +135,7 @@ struct ChildFailure {
 struct TraceSummary {
   bool complete = false;
   bool ended_by_exec = false; // the image replaced itself (its last end record says so)
-  uint64_t events = 0, allocs = 0, bytes = 0, file_bytes = 0;
+  uint64_t events = 0, allocs = 0, bytes = 0, file_bytes = 0, lost = 0;
   std::string executable;
 };
 
@@ -153,6 +153,7 @@ TraceSummary summarize(const std::string &path) {
     s.events = end->events;
     s.allocs = end->allocs;
     s.bytes = end->bytes_allocated;
+    s.lost = end->lost_events;
   } else {
     s.events = r.block_event_count();
   }
@@ -185,10 +186,11 @@ void print_summary_line(const TraceSummary &s, const std::string &path) {
                            : file_system_full(path)
                                ? " (incomplete: the file system holding it is full)"
                                : " (incomplete: the program did not finish writing it)";
-  std::string totals = s.complete
-                           ? " (" + human(static_cast<double>(s.allocs), "") + " allocations, " +
-                                 human(static_cast<double>(s.bytes), "B") + ")"
-                           : "";
+  std::string totals =
+      s.complete ? " (" + human(static_cast<double>(s.allocs), "") + " allocations, " +
+                       human(static_cast<double>(s.bytes), "B") +
+                       (s.lost ? ", " + human(static_cast<double>(s.lost), "") + " lost" : "") + ")"
+                 : "";
   std::fprintf(stderr, "memlayout: %s events%s, %s trace, %.2f B/event%s -> %s\n",
                human(static_cast<double>(s.events), "").c_str(), totals.c_str(),
                human(static_cast<double>(s.file_bytes), "B").c_str(),

@@ -293,6 +293,11 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     out.reader_warnings.push_back(std::to_string(r.suppressed_warnings()) + " more warnings");
   for (const std::string &w : out.reader_warnings)
     out.notes.push_back("reading the trace: " + w);
+  if (const auto &end = r.final_end(); end && end->lost_events)
+    out.notes.push_back(std::to_string(end->lost_events) +
+                        " events were lost: the recorder could not keep them (its own memory "
+                        "ran out, or they came from inside itself or a signal handler "
+                        "interrupting it): objects they made or ended are missing or live here");
   if (const auto &end = r.final_end(); end && end->reason == trace::EndReason::kExec)
     out.notes.push_back(r.header().executable +
                         " replaced itself with another program (exec): this trace holds only "
