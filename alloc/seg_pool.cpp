@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 namespace memlayout::seg {
 
@@ -91,6 +92,12 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
     return nullptr;
   }
   size_t reserve = options.reserve_bytes ? options.reserve_bytes : kDefaultReserve;
+  // Reserved address space counts against RLIMIT_AS: under a limit, a pool
+  // that asked for no particular reserve takes an eighth of it at most, and
+  // leaves the program the rest.
+  if (rlimit as{};
+      !options.reserve_bytes && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    reserve = std::min<size_t>(reserve, static_cast<size_t>(as.rlim_cur / 8));
   reserve = round_up(reserve < kMinReserve ? kMinReserve : reserve, kHugePage);
   // Padded objects are large ones, served from the half of the range that
   // is not the small objects' pages: past that, none could ever be served.
@@ -113,8 +120,9 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   // the address space is limited (valgrind, ulimit -v), a pool that asked
   // for no particular reserve takes what it can get, down to 1 GiB.
   bool reserved = pool->range.reserve(reserve, kOwnerGranule, options.huge_pages);
-  while (!reserved && !options.reserve_bytes && reserve > kFallbackReserveMin) {
-    reserve = std::max(reserve / 2, kFallbackReserveMin);
+  const size_t fallback_min = std::min(reserve, kFallbackReserveMin);
+  while (!reserved && !options.reserve_bytes && reserve > fallback_min) {
+    reserve = std::max(reserve / 2, fallback_min);
     reserved = pool->range.reserve(reserve, kOwnerGranule, options.huge_pages);
   }
   if (!reserved)

@@ -23,6 +23,35 @@ void *map_fixed_none(void *addr, size_t bytes) {
 
 void force_strict_reservations(bool on) { g_force_strict.store(on); }
 
+namespace {
+
+// `bytes` at a multiple of `align` without the slack the over-reservation
+// takes, for an address space too small for it (RLIMIT_AS): where the kernel
+// would put them, then the aligned places either side, if they are free.
+void *map_aligned_in_place(size_t bytes, size_t align, int prot, int flags) {
+  void *probe = mmap(nullptr, bytes, prot, flags, -1, 0);
+  if (probe == MAP_FAILED)
+    return MAP_FAILED;
+  auto at = reinterpret_cast<uintptr_t>(probe);
+  if (at % align == 0)
+    return probe;
+  munmap(probe, bytes);
+  const uintptr_t down = at / align * align;
+  for (uintptr_t want : {down, down + align, down - align}) {
+    if (want == 0)
+      continue;
+    void *got =
+        mmap(reinterpret_cast<void *>(want), bytes, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == reinterpret_cast<void *>(want))
+      return got;
+    if (got != MAP_FAILED) // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+      munmap(got, bytes);
+  }
+  return MAP_FAILED;
+}
+
+} // namespace
+
 bool Range::reserve(size_t bytes, size_t align, bool huge_pages) {
   if (bytes == 0 || bytes > kMaxBytes || bytes % kPage || align < kPage) {
     errno = ENOMEM;
@@ -43,6 +72,10 @@ bool Range::reserve(size_t bytes, size_t align, bool huge_pages) {
   }
   if (strict)
     raw = mmap(nullptr, span, PROT_NONE, kFlags, -1, 0);
+  if (raw == MAP_FAILED) {
+    raw = map_aligned_in_place(bytes, align, strict ? PROT_NONE : PROT_READ | PROT_WRITE, kFlags);
+    span = bytes;
+  }
   if (raw == MAP_FAILED) {
     errno = ENOMEM;
     return false;

@@ -60,7 +60,7 @@ struct Placed {
 // Where a rule puts n bytes: in its pool, or in the program's allocator
 // padded and aligned (`align` already the rule's where that is more).
 // {nullptr, 0} when there is no memory.
-Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) {
+Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t align, bool zero) {
   size_t size = n < r.pad ? r.pad : n;
   if (api == Api::kPvalloc) { // its contract: whole pages, at least one, all of them usable
     size_t page = sys::page_size();
@@ -71,8 +71,8 @@ Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) 
   }
   void *p;
   size_t usable;
-  if (r.pool) {
-    p = seg::pool_alloc(r.pool, size, align);
+  if (pool) {
+    p = seg::pool_alloc(pool, size, align);
     if (p && zero)
       memset(p, 0, size);
     usable = p ? seg::pool_usable_size(p) : 0;
@@ -93,7 +93,8 @@ Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) 
                                      size_t align, bool zero, const UnwindStart &start) {
   if (align < r.align)
     align = r.align;
-  auto [p, usable] = place_routed(api, r, n, align, zero);
+  seg::Pool *pool = route_pool(r, ts.busy);
+  auto [p, usable] = place_routed(api, r, pool, n, align, zero);
   if (!p) {
     errno = ENOMEM;
     return nullptr;
@@ -101,7 +102,7 @@ Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) 
   count_routed(r, n);
   if (begin(ts)) {
     record_alloc(ts, api, p, n, align, start, usable < n ? n : usable);
-    if (r.name)
+    if (pool)
       record_tag(ts, p, r.name);
     ts.busy = 0;
   }
@@ -116,7 +117,8 @@ Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) 
 // new one's allocation, as a pool's realloc is.
 [[gnu::noinline]] void *routed_realloc(ThreadState &ts, Api api, const Route &r, void *old,
                                        size_t n, const UnwindStart &start) {
-  auto [p, usable] = place_routed(api, r, n, r.align, false);
+  seg::Pool *pool = route_pool(r, ts.busy);
+  auto [p, usable] = place_routed(api, r, pool, n, r.align, false);
   if (!p) {
     errno = ENOMEM;
     return nullptr; // the old block stays the program's
@@ -127,7 +129,7 @@ Placed place_routed(Api api, const Route &r, size_t n, size_t align, bool zero) 
   if (begin(ts)) {
     record_free(ts, api, old);
     record_alloc(ts, api, p, n, r.align, start, usable < n ? n : usable);
-    if (r.name)
+    if (pool)
       record_tag(ts, p, r.name);
     ts.busy = 0;
   }

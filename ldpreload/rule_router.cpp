@@ -553,6 +553,43 @@ size_t router_encode_stats(uint8_t *buf, size_t cap) {
   return static_cast<size_t>(w - buf);
 }
 
+namespace {
+SpinLock g_pool_lock;
+std::atomic<bool> g_pool_failed[rules::kMaxRules];
+} // namespace
+
+seg::Pool *make_route_pool(const Route &cr, uint8_t &busy) {
+  if (g_pool_failed[cr.index].load(std::memory_order_relaxed))
+    return nullptr;
+  Route &r = g_routes[cr.index];
+  const rules::Rule &rule = g_rules->rules[cr.index];
+  // Whatever the pool's making allocates goes to the program's allocator
+  // unrecorded (a handler interrupting it too): no lock is taken twice.
+  uint8_t was = busy;
+  busy = 1;
+  seg::Pool *p;
+  {
+    LockGuard g(g_pool_lock);
+    p = r.pool.load(std::memory_order_acquire);
+    if (!p && !g_pool_failed[cr.index].load(std::memory_order_relaxed)) {
+      seg::PoolOptions o;
+      o.alignment = rule.align;
+      o.pad_to = rule.pad;
+      o.huge_pages = rule.huge_pages;
+      p = seg::pool_create(rule.pool, o);
+      if (p) {
+        g_pools_exist.store(true, std::memory_order_release);
+        r.pool.store(p, std::memory_order_release);
+      } else {
+        g_pool_failed[cr.index].store(true, std::memory_order_relaxed);
+        sys::warn("cannot create pool (its allocations go to the program's allocator)", rule.pool);
+      }
+    }
+  }
+  busy = was;
+  return p;
+}
+
 void router_init() {
   const char *text = getenv("MEMLAYOUT_RULES");
   if (!text || !*text || !load_rules_text(text))
@@ -570,20 +607,8 @@ void router_init() {
     route.align = r.align;
     route.size_min = r.has_size ? r.size_min : 0;
     route.size_max = r.has_size ? r.size_max : UINT64_MAX;
-    if (r.pool[0]) {
-      seg::PoolOptions o;
-      o.alignment = r.align;
-      o.pad_to = r.pad;
-      o.huge_pages = r.huge_pages;
-      route.pool = seg::pool_create(r.pool, o);
-      if (!route.pool) {
-        sys::warn("cannot create pool (rule left out)", r.pool);
-        route.size_min = 1, route.size_max = 0; // never matches
-        continue;
-      }
-      route.name = seg::pool_name(route.pool);
-      g_pools_exist.store(true, std::memory_order_release);
-    }
+    if (r.pool[0])
+      route.name = r.pool; // the pool itself at the first allocation (route_pool)
     // file= and type= keys are resolved by the CLI into function names; a
     // rule left with only them cannot be placed here and matches nothing.
     if (r.function[0]) {

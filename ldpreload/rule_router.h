@@ -24,11 +24,11 @@ namespace memlayout::preload {
 
 // What to do with a matched allocation.
 struct Route {
-  seg::Pool *pool;   // NULL: the program's allocator with pad/align
-  size_t pad;        // at least this many bytes (0: the requested size)
-  size_t align;      // at least this alignment (0: none)
-  const char *name;  // pool name: the objects' tag in the trace
-  uint64_t size_min; // the rule's size range (inclusive)
+  std::atomic<seg::Pool *> pool; // made at the route's first allocation (route_pool)
+  const char *name;              // the rule's pool, the objects' tag in the trace; NULL: none
+  size_t pad;                    // at least this many bytes (0: the requested size)
+  size_t align;                  // at least this alignment (0: none)
+  uint64_t size_min;             // the rule's size range (inclusive)
   uint64_t size_max;
   unsigned index; // the rule's position
 };
@@ -105,6 +105,21 @@ inline const Route *route_for(const UnwindStart &start, size_t size) {
 // Set by the lifecycle: makes sure the thread-exit destructor runs for the
 // calling thread (router_thread_exit folds its counts).
 extern void (*g_arm_thread_exit)();
+
+// The route's pool, made at its first allocation, or NULL: the route has
+// none, or it could not be made (its allocations then go to the program's
+// allocator with the rule's pad and align; a warning says so once). Not at
+// start: each pool reserves 64 GiB of address space, which a program that
+// lowers its RLIMIT_AS afterwards would find spent, every allocation of its
+// own failing. `busy`: the calling thread's recorder flag, set while the
+// pool is made, so what that allocates passes through unrouted.
+seg::Pool *make_route_pool(const Route &r, uint8_t &busy);
+inline seg::Pool *route_pool(const Route &r, uint8_t &busy) {
+  seg::Pool *p = r.pool.load(std::memory_order_acquire);
+  if (__builtin_expect(p != nullptr, 1) || !r.name)
+    return p;
+  return make_route_pool(r, busy);
+}
 
 // Counts an allocation a rule routed (per thread, summed at exit).
 void count_routed(const Route &r, size_t size);

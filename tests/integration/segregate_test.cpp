@@ -562,3 +562,23 @@ TEST_CASE("segregate.buffers_grown_by_realloc_move_to_the_pool", "[segregate]") 
   }
   CHECK(pooled == 20000);
 }
+
+// A program that caps its address space after it starts: pools are made at
+// their rule's first allocation, within an eighth of the cap, so the program
+// gets what it would without the rules (before, 64 GiB reserved at start
+// left it none: every allocation failed; under jemalloc it crashed).
+TEST_CASE("segregate.a_program_that_caps_its_address_space", "[segregate]") {
+  RunResult direct = run({program("rlimit_as"), "512"});
+  REQUIRE(direct.exit_code() == 0);
+  REQUIRE(direct.out == "64 buffers, 1000 records\n");
+  for (const char *allocator : {"native", "jemalloc"}) {
+    INFO("allocator " << allocator);
+    RunResult ran = run({memlayout_bin(), "run", "--allocator", allocator, "--segregate",
+                         "size=100,pool=records", "--", program("rlimit_as"), "512"});
+    INFO("run stderr: " << ran.err);
+    CHECK(ran.exit_code() == 0);
+    CHECK(ran.out == direct.out);
+    CHECK(ran.err.find("size=100,pool=records): 1000 allocations") != std::string::npos);
+    CHECK(ran.err.find("cannot create pool") == std::string::npos);
+  }
+}

@@ -45,6 +45,7 @@ std::string program(const std::string &name) {
       {"sparse_allocs", MLT_PATH_sparse_allocs},
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
+      {"rlimit_as", MLT_PATH_rlimit_as},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
