@@ -23,6 +23,21 @@ std::string lower(std::string s) {
   return s;
 }
 
+// A function's qualified name, with its own template arguments where it is
+// a function template's specialization ("mk<5>"): its instantiations
+// allocate different types at one line, and the recorded stacks tell them
+// apart by those arguments.
+std::string function_name(const clang::FunctionDecl &fd) {
+  if (!fd.getTemplateSpecializationArgs())
+    return fd.getQualifiedNameAsString();
+  std::string name;
+  llvm::raw_string_ostream out(name);
+  clang::PrintingPolicy policy(fd.getASTContext().getLangOpts());
+  policy.SuppressUnwrittenScope = true;
+  fd.getNameForDiagnostic(out, policy, /*Qualified=*/true);
+  return out.str();
+}
+
 // The function a statement is in, as a qualified name; a lambda's body
 // counts as its enclosing function's, marked "::<lambda>".
 std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
@@ -35,7 +50,7 @@ std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
     if (const auto *fd = p.get<clang::FunctionDecl>()) {
       const auto *md = llvm::dyn_cast<clang::CXXMethodDecl>(fd);
       if (!md || !md->getParent()->isLambda())
-        return fd->getQualifiedNameAsString() + suffix;
+        return function_name(*fd) + suffix;
     }
     // A default member initializer ("Node *head = new Node;") runs in the
     // class's constructors, which the recorded stack names "Sent::Sent".

@@ -136,6 +136,46 @@ size_t common_suffix(std::string_view a, std::string_view b) {
   return n;
 }
 
+// The demangler names a function template's specialization with its return
+// type first ("SkipNode<5>* mk<5>(long)"); the map, and rules, by the name
+// ("mk<5>"). What follows the last space outside brackets before the
+// parameters, "operator new" and the like left whole.
+std::string without_return_type(const std::string &name) {
+  size_t params = name.size();
+  int depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c == '<' || c == '[')
+      ++depth;
+    else if ((c == '>' || c == ']') && depth > 0)
+      --depth;
+    else if (c == '(' && depth == 0 && name.compare(i, 21, "(anonymous namespace)") != 0) {
+      params = i;
+      break;
+    } else if (c == '(')
+      i += 20;
+  }
+  size_t cut = std::string::npos;
+  depth = 0;
+  for (size_t i = 0; i < params; ++i) {
+    char c = name[i];
+    if (c == '<' || c == '[' || c == '(')
+      ++depth;
+    else if ((c == '>' || c == ']' || c == ')') && depth > 0)
+      --depth;
+    else if (c == ' ' && depth == 0)
+      cut = i;
+  }
+  if (cut == std::string::npos)
+    return name;
+  size_t word = name.rfind(' ', cut - 1); // "operator new", "operator delete[]"
+  std::string_view before(name.data() + (word == std::string::npos ? 0 : word + 1),
+                          cut - (word == std::string::npos ? 0 : word + 1));
+  if (before.size() >= 8 && before.substr(before.size() - 8) == "operator")
+    return name;
+  return name.substr(cut + 1);
+}
+
 bool starts_as_function(const std::string &recorded, const std::string &mapped) {
   if (mapped.empty() || recorded.compare(0, mapped.size(), mapped) != 0)
     return false;
@@ -287,8 +327,9 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
   return site_type(function, file, line).type;
 }
 
-TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::string &file,
+TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::string &file,
                                      uint32_t line) const {
+  const std::string function = without_return_type(recorded);
   const std::string canonical = canonical_cxx_name(function);
   auto same = [&](const AllocSite *s) {
     size_t i = static_cast<size_t>(s - sites_.data());
@@ -310,7 +351,7 @@ TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::str
       }
     }
     if (best.empty())
-      return factory_type(function);
+      return factory_type(recorded);
     if (SiteType t = single_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });
@@ -321,7 +362,7 @@ TypeMap::SiteType TypeMap::site_type(const std::string &function, const std::str
   for (const AllocSite &s : sites_)
     if (same(&s))
       best.push_back(&s);
-  return best.empty() ? factory_type(function) : single_type(best);
+  return best.empty() ? factory_type(recorded) : single_type(best);
 }
 
 TypeMap::SiteType TypeMap::factory_type(const std::string &function) const {

@@ -128,6 +128,17 @@ TEST_CASE("C allocation sites: sizeof expressions, offsetof, conversions, pools"
   CHECK(flex->function == "flexible");
 }
 
+TEST_CASE("a function template's instantiations name their sites with their arguments", "[sites]") {
+  const ScanResult r = scan("function_templates.cpp", {"-std=c++20"});
+  const uint32_t line = line_of("function_templates.cpp", "new Skip<L>");
+  const AllocSite *one = site_at(r, line, "Skip<1>");
+  const AllocSite *four = site_at(r, line, "Skip<4>");
+  REQUIRE(one);
+  REQUIRE(four);
+  CHECK(one->function == "make_skip<1>");
+  CHECK(four->function == "make_skip<4>");
+}
+
 TEST_CASE("an uninstantiated template's site keeps the type as written", "[sites]") {
   const ScanResult r = scan("template_sites.hpp", {"-x", "c++", "-std=c++20"});
   std::vector<std::string> calls;

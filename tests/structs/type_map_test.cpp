@@ -81,7 +81,9 @@ StructsReport sample() {
             "ns::Tree<std::basic_string<char>>::Node"),
        site("/home/me/proj/src/ops.cpp", 7, 7, "make_desc", "Desc", "malloc"),
        site("/home/me/proj/src/ops.cpp", 9, 9, "share_desc", "Desc", "make_shared"),
-       site("/home/me/proj/test/ops.cpp", 7, 7, "make_test_desc", "ns::Tree<int>::Node")},
+       site("/home/me/proj/test/ops.cpp", 7, 7, "make_test_desc", "ns::Tree<int>::Node"),
+       site("/home/me/proj/src/skip.cpp", 8, 8, "make_skip<1>", "ns::Tree<int>::Node"),
+       site("/home/me/proj/src/skip.cpp", 8, 8, "make_skip<4>", "ns::Tree<long>::Node")},
       64);
 }
 
@@ -101,7 +103,7 @@ TEST_CASE("a structs map reads back as written", "[types]") {
   const StructsReport r = sample();
   const TypeMap map = round_trip(r);
   REQUIRE(map.records().size() == 3);
-  REQUIRE(map.sites().size() == 6);
+  REQUIRE(map.sites().size() == 8);
   const RecordLayout &node = map.records()[0];
   CHECK(node.name == "ns::Tree<int>::Node");
   CHECK(node.size == 40);
@@ -130,6 +132,12 @@ TEST_CASE("a recorded call site finds its type", "[types]") {
     CHECK(map.type_at("make_desc", "src/ops.cpp", 8).empty());
     CHECK(map.type_at("ns::Tree<int>::insert(int const&)", "src/tree.cpp", 43) ==
           "ns::Tree<int>::Node");
+  }
+  SECTION("a function template's instantiations, named with their return type") {
+    CHECK(map.type_at("ns::Tree<int>::Node* make_skip<1>(long)", "src/skip.cpp", 8) ==
+          "ns::Tree<int>::Node");
+    CHECK(map.type_at("ns::Tree<long>::Node* make_skip<4>(long)", "src/skip.cpp", 8) ==
+          "ns::Tree<long>::Node");
   }
   SECTION("a template's instantiations told apart by function") {
     CHECK(map.type_at("ns::Tree<long>::insert(long const&)", "tree.cpp", 42) ==
