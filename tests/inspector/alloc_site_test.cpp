@@ -132,6 +132,27 @@ struct Synthetic {
   }
 };
 
+// label_module's ranges for a rules file's text, checked sorted and disjoint.
+struct Labels {
+  rules::RuleSet set{};
+  std::vector<routes::RangeEntry> ranges;
+  const routes::RangeEntry *at(uint64_t a) const {
+    for (const auto &x : ranges)
+      if (a >= x.lo && a < x.hi)
+        return &x;
+    return nullptr;
+  }
+};
+Labels label(const ModuleCode &code, const WrapperPolicy &p, const std::string &text) {
+  Labels l;
+  rules::ParseError e{};
+  REQUIRE(rules::parse_rules(text.data(), text.size(), &l.set, &e));
+  l.ranges = label_module(code, p, l.set);
+  for (size_t i = 1; i < l.ranges.size(); ++i)
+    CHECK(l.ranges[i - 1].hi <= l.ranges[i].lo);
+  return l;
+}
+
 } // namespace
 
 TEST_CASE("wrappers from debug info: untyped memory handed to several callers", "[alloc_site]") {
@@ -161,18 +182,10 @@ TEST_CASE("the route table labels sites, inlined copies and wrapper code", "[all
   Synthetic s;
   WrapperPolicy p;
   detect_wrappers_in_binary(s.code, p);
-  rules::RuleSet set{};
   std::string text = "function=create_node,pool=nodes\nfunction=create_op,pool=ops\n"
                      "function=zalloc,pool=z\n";
-  rules::ParseError e{};
-  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
-  std::vector<routes::RangeEntry> r = label_module(s.code, p, set);
-  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
-    for (const auto &x : r)
-      if (a >= x.lo && a < x.hi)
-        return &x;
-    return nullptr;
-  };
+  const Labels labels = label(s.code, p, text);
+  auto label_at = [&](uint64_t a) { return labels.at(a); };
   // The pool inlined into create_node belongs to create_node's site.
   REQUIRE(label_at(0x12c));
   CHECK(label_at(0x12c)->rules == 1);
@@ -188,12 +201,10 @@ TEST_CASE("the route table labels sites, inlined copies and wrapper code", "[all
   // A rule naming a wrapper labels nothing of it: its callers are the sites.
   CHECK(label_at(0x430)->flags == routes::kSkipFrame);
   CHECK(label_at(0x430)->rules == 0);
-  // Sorted, disjoint, merged where labels agree: create_node's range is one.
-  for (size_t i = 1; i < r.size(); ++i)
-    CHECK(r[i - 1].hi <= r[i].lo);
+  // Merged where labels agree: create_node's range is one.
   CHECK(label_at(0x121)->lo == 0x120);
   CHECK(label_at(0x121)->hi == 0x140);
-  CHECK(rules_naming("ns::create_node", set) == 1); // by scopes
+  CHECK(rules_naming("ns::create_node", labels.set) == 1); // by scopes
 }
 
 TEST_CASE("wrappers from debug info across modules: the program's calls into a library",
@@ -275,19 +286,9 @@ TEST_CASE("the route table labels the return addresses of tail-called constructo
 
   WrapperPolicy p;
   p.wrappers = {"pool_get"};
-  rules::RuleSet set{};
   std::string text = "function=new_node,pool=nodes\nfunction=main,pool=m\n";
-  rules::ParseError e{};
-  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
-  std::vector<routes::RangeEntry> r = label_module(code, p, set);
-  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
-    for (const auto &x : r)
-      if (a >= x.lo && a < x.hi)
-        return &x;
-    return nullptr;
-  };
-  for (size_t i = 1; i < r.size(); ++i)
-    CHECK(r[i - 1].hi <= r[i].lo);
+  const Labels labels = label(code, p, text);
+  auto label_at = [&](uint64_t a) { return labels.at(a); };
   // The byte before the return address (lookups use pc - 1) is new_node's
   // site, not main's.
   REQUIRE(label_at(0x20c));
@@ -321,19 +322,9 @@ TEST_CASE("the route table labels unnamed code: pending frames as alloc_site has
 
   WrapperPolicy p;
   p.wrappers = {"db_malloc_zero"};
-  rules::RuleSet set{};
   std::string text = "function=lib_new_record,pool=r\nfunction=new_node,pool=n\n";
-  rules::ParseError e{};
-  REQUIRE(rules::parse_rules(text.data(), text.size(), &set, &e));
-  std::vector<routes::RangeEntry> r = label_module(code, p, set);
-  auto label_at = [&](uint64_t a) -> const routes::RangeEntry * {
-    for (const auto &x : r)
-      if (a >= x.lo && a < x.hi)
-        return &x;
-    return nullptr;
-  };
-  for (size_t i = 1; i < r.size(); ++i)
-    CHECK(r[i - 1].hi <= r[i].lo);
+  const Labels labels = label(code, p, text);
+  auto label_at = [&](uint64_t a) { return labels.at(a); };
   REQUIRE(label_at(0x80));
   CHECK(label_at(0x80)->flags == routes::kUnnamedCode);
   CHECK(label_at(0x80)->rules == 0);
