@@ -25,9 +25,10 @@ namespace {
 using trace::EventKind;
 
 // A free that another thread's allocation of the same address must follow is
-// searched for this far past the allocation's timestamp: samples are taken
-// every 16 events, so a thread's stamp can lag its real time by its last 16
-// events' worth; 1 ms covers threads that slept between two allocations.
+// searched for this far past the allocation's timestamp: a thread samples its
+// clock every 1 to 128 events (fewer the sparser they come), so its stamp can
+// lag its real time by that many events' worth; 1 ms covers threads that
+// slept between two allocations.
 constexpr double kCausalityWindowNs = 1e6;
 // At most this many events of one thread are decoded ahead while searching.
 constexpr size_t kMaxLookahead = size_t{1} << 16;
