@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <memory>
 #include <string>
@@ -427,6 +428,43 @@ ElfKind elf_kind(const std::string &file) {
   return kind;
 }
 
+// Whether an ELF64 file defines malloc itself in its dynamic symbols (an
+// executable exports what the libraries it links refer to): the program's
+// own allocator, which the recorder's malloc never sees.
+bool defines_malloc(const std::string &file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  auto read_at = [fd](void *to, size_t n, uint64_t at) {
+    return pread(fd, to, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+  };
+  bool found = false;
+  Elf64_Ehdr eh;
+  if (read_at(&eh, sizeof eh, 0) && std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr)) {
+    for (uint16_t i = 0; i < eh.e_shnum && !found; ++i) {
+      Elf64_Shdr sh, strtab;
+      if (!read_at(&sh, sizeof sh, eh.e_shoff + uint64_t{i} * sizeof sh))
+        break;
+      if (sh.sh_type != SHT_DYNSYM || sh.sh_entsize != sizeof(Elf64_Sym) ||
+          sh.sh_link >= eh.e_shnum ||
+          !read_at(&strtab, sizeof strtab, eh.e_shoff + uint64_t{sh.sh_link} * sizeof strtab))
+        continue;
+      for (uint64_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym) && k < 1000000 && !found; ++k) {
+        Elf64_Sym sym;
+        char name[8] = {};
+        if (!read_at(&sym, sizeof sym, sh.sh_offset + k * sizeof sym))
+          break;
+        found = sym.st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym.st_info) == STT_FUNC &&
+                sym.st_name < strtab.sh_size && read_at(name, 7, strtab.sh_offset + sym.st_name) &&
+                std::strcmp(name, "malloc") == 0;
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
 // -o's file made ready before the program runs: replaced as a shell's >
 // replaces it, or written to when a device (/dev/null); a FIFO would block
 // the program. *created says whether the launcher made it: what was there
@@ -502,6 +540,12 @@ void print_summary(const std::string &path, const char *command, bool created, p
     return;
   }
   print_summary_line(s, path);
+  if (s.complete && s.allocs == 0)
+    if (std::string file = find_in_path(command); !file.empty() && defines_malloc(file))
+      std::fprintf(stderr,
+                   "memlayout: %s defines malloc itself: its allocations go to its own "
+                   "allocator, which the recorder does not see\n",
+                   file.c_str());
   print_exec_chain(path, s, pid, follow_children, notes);
   print_unrecorded(notes, pid);
   std::vector<std::string> children = child_traces(path, pid, started);

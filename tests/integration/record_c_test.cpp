@@ -380,6 +380,23 @@ TEST_CASE("c_threads.threads_cancelled_while_allocating", "[record][c]") {
       }
 }
 
+// A program whose executable defines malloc: nothing reaches the recorder,
+// and the summary says why rather than leave an empty trace unexplained.
+TEST_CASE("c_threads.a_program_with_its_own_malloc_is_told_apart", "[record][c]") {
+  std::string dir = work_dir("own_malloc");
+  RunResult direct = run({program("own_malloc")});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", dir + "/own.trace"}, {program("own_malloc")});
+  CHECK(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  CHECK(rec.err.find("defines malloc itself: its allocations go to its own allocator") !=
+        std::string::npos);
+  // A program using the C library's malloc is not suspected.
+  RunResult plain = record({"-o", dir + "/plain.trace"}, {program("join_frees"), "1", "10"});
+  CHECK(plain.exit_code() == 0);
+  CHECK(plain.err.find("defines malloc itself") == std::string::npos);
+}
+
 // Hundreds of threads on two cores flushing their events at once: waiters
 // for the recorder's locks sleep instead of spinning through the time
 // slices of a preempted holder (before, 1 run in 3 took minutes).

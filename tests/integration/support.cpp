@@ -46,6 +46,7 @@ std::string program(const std::string &name) {
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
       {"rlimit_as", MLT_PATH_rlimit_as},
+      {"own_malloc", MLT_PATH_own_malloc},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
