@@ -114,7 +114,8 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
 // string builder's buffer is born in one function and grown in another; the
 // report groups it where it was last grown, and a rule naming that function
 // would otherwise route nothing. Recorded as the old block's free and the
-// new one's allocation, as a pool's realloc is.
+// new one's allocation, as a pool's realloc is. Only where the allocator
+// says how many bytes the old block holds (realloc_impl checks).
 [[gnu::noinline]] void *routed_realloc(ThreadState &ts, Api api, const Route &r, void *old,
                                        size_t n, const UnwindStart &start) {
   seg::Pool *pool = route_pool(r, ts.busy);
@@ -123,7 +124,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
     errno = ENOMEM;
     return nullptr; // the old block stays the program's
   }
-  size_t had = g_real.usable_size ? g_real.usable_size(old) : n;
+  size_t had = g_real.usable_size(old);
   memcpy(p, old, had < n ? had : n);
   count_routed(r, n);
   if (begin(ts)) {
@@ -237,7 +238,7 @@ void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
   }
   if (old && from_pool(old))
     return pool_realloc(ts, api, old, n, start);
-  if (!old || n)
+  if (!old || (n && g_real.usable_size))
     if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
       return old ? routed_realloc(ts, api, *r, old, n, start)
                  : routed_alloc(ts, api, *r, n, 0, false, start);

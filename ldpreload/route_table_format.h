@@ -24,6 +24,8 @@
 // little-endian, fixed-size, so the interposer can use it in place.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace memlayout::routes {
@@ -50,6 +52,33 @@ struct ModuleEntry {
   char path[240];                    // for messages only
 };
 static_assert(sizeof(ModuleEntry) == 264);
+
+// What a module's symbols name, as LLVM's symbolizer reads them (.symtab, or
+// .dynsym when there is none; defined function, data and untyped symbols):
+// at each address the symbol with the largest size; one with a size names
+// [addr, addr + size) up to the next symbol's address, one without
+// everything up to it. Code none names is kUnnamedCode. The CLI
+// (inspector/sites/code_map.cpp) and the interposer (modules loaded later)
+// both decide by this. Takes symbols as {addr, size}, sorts them, and leaves
+// what they name as {lo, hi} in place, sorted and disjoint; returns how many.
+struct SymbolExtent {
+  uint64_t lo, hi;
+};
+inline size_t symbol_extents(SymbolExtent *syms, size_t n) {
+  std::sort(syms, syms + n, [](const SymbolExtent &a, const SymbolExtent &b) {
+    return a.lo != b.lo ? a.lo < b.lo : a.hi < b.hi;
+  });
+  size_t out = 0; // <= i: the next symbol is read before anything overwrites it
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 1 < n && syms[i + 1].lo == syms[i].lo)
+      continue; // the largest size at this address is the last
+    uint64_t next = i + 1 < n ? syms[i + 1].lo : UINT64_MAX;
+    uint64_t hi = syms[i].hi ? std::min(next, syms[i].lo + syms[i].hi) : next;
+    if (hi > syms[i].lo)
+      syms[out++] = {syms[i].lo, hi};
+  }
+  return out;
+}
 
 // RangeEntry flags.
 inline constexpr uint64_t kSkipFrame = 1;   // look at the calling frame

@@ -141,12 +141,9 @@ void scan_symbols(const unsigned char *image, size_t size, const Elf64_Shdr &sym
   }
 }
 
-// Code of a module the table does not list that no symbol names, as the
-// symbolizer reads symbols (inspector/sites/code_map.h, unnamed_code): the
-// symbols of .symtab, or of .dynsym when it has none, that are defined,
-// functions, data or untyped; one with a size names its bytes up to the next
-// symbol, one without everything up to the next symbol. Labelled
-// kUnnamedCode: a frame there is pending (route_table_format.h).
+// Code of a module the table does not list that no symbol names
+// (routes::symbol_extents), labelled kUnnamedCode: a frame there is pending
+// (route_table_format.h).
 void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehdr &eh,
                         uintptr_t load_bias, RangeTable *t) {
   auto *sh = reinterpret_cast<const Elf64_Shdr *>(image + eh.e_shoff);
@@ -164,9 +161,7 @@ void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehd
     syms = reinterpret_cast<const Elf64_Sym *>(image + table->sh_offset);
     n = table->sh_size / sizeof(Elf64_Sym);
   }
-  struct Sym {
-    uint64_t addr, size;
-  };
+  using Sym = routes::SymbolExtent;
   size_t bytes = (n ? n : 1) * sizeof(Sym);
   auto *found = static_cast<Sym *>(sys::map_pages(bytes));
   if (!found)
@@ -179,18 +174,7 @@ void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehd
       continue;
     found[count++] = {syms[i].st_value, syms[i].st_size};
   }
-  std::sort(found, found + count, [](const Sym &a, const Sym &b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
-  });
-  // What each symbol names: [addr, its end or the next symbol's address).
-  size_t named = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (i + 1 < count && found[i + 1].addr == found[i].addr)
-      continue; // the largest size at this address is the last
-    uint64_t next = i + 1 < count ? found[i + 1].addr : UINT64_MAX;
-    uint64_t hi = found[i].size ? std::min(next, found[i].addr + found[i].size) : next;
-    found[named++] = {found[i].addr, hi}; // .size: the end now
-  }
+  const size_t named = routes::symbol_extents(found, count);
   for (unsigned i = 0; i < eh.e_shnum; ++i) {
     if ((sh[i].sh_flags & (SHF_EXECINSTR | SHF_ALLOC)) != (SHF_EXECINSTR | SHF_ALLOC) ||
         sh[i].sh_type == SHT_NOBITS || !sh[i].sh_size)
@@ -198,16 +182,16 @@ void label_unnamed_code(const unsigned char *image, size_t size, const Elf64_Ehd
     uint64_t at = sh[i].sh_addr, end = sh[i].sh_addr + sh[i].sh_size;
     // The first symbol that may name something at or after `at`.
     size_t k = std::upper_bound(found, found + named, at,
-                                [](uint64_t v, const Sym &x) { return v < x.addr; }) -
+                                [](uint64_t v, const Sym &x) { return v < x.lo; }) -
                found;
     if (k > 0)
       --k;
-    for (; k < named && found[k].addr < end; ++k) {
-      if (found[k].size <= at)
+    for (; k < named && found[k].lo < end; ++k) {
+      if (found[k].hi <= at)
         continue;
-      if (found[k].addr > at)
-        add_range(t, load_bias + at, load_bias + found[k].addr, 0, routes::kUnnamedCode);
-      at = found[k].size;
+      if (found[k].lo > at)
+        add_range(t, load_bias + at, load_bias + found[k].lo, 0, routes::kUnnamedCode);
+      at = found[k].hi;
     }
     if (at < end)
       add_range(t, load_bias + at, load_bias + end, 0, routes::kUnnamedCode);

@@ -529,10 +529,12 @@ void htm_capacity(const Report &r, const HtmGroupAborts &h, const FindingThresho
 // it is laid out. False sharing is left as it is: a few contended locks cost
 // as much as many. So are aborted transactions, which are counted.
 void weigh_by_footprint(const Report &r, const FindingThresholds &t, std::vector<Finding> &out) {
-  uint64_t l1_bytes = 0;
+  uint64_t l1_bytes = 0, line_size = 64;
   for (const auto &level : r.levels)
-    if (level.level == 1)
+    if (level.level == 1) {
       l1_bytes = level.size_bytes;
+      line_size = level.line_size ? level.line_size : 64;
+    }
   for (Finding &f : out) {
     if (f.kind == "false_sharing" || f.kind.rfind("htm_", 0) == 0 || f.groups.empty())
       continue;
@@ -540,7 +542,7 @@ void weigh_by_footprint(const Report &r, const FindingThresholds &t, std::vector
     if (!g || !r.live_bytes)
       continue;
     const double share = static_cast<double>(g->group.bytes) / static_cast<double>(r.live_bytes);
-    const uint64_t footprint = g->lines_total * 64;
+    const uint64_t footprint = g->lines_total * line_size;
     f.metric["heap_share"] = share;
     const bool fits_l1 =
         l1_bytes && static_cast<double>(footprint) <= t.minor_l1_fraction * l1_bytes;

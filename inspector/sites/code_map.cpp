@@ -1,6 +1,7 @@
 #include "code_map.h"
 
 #include "cxx_names.h"
+#include "route_table_format.h"
 #include "symbolizer.h"
 #include "trace_records.h"
 
@@ -267,12 +268,8 @@ std::string qualified_from_scopes(llvm::DWARFDie die, const char *name) {
   return qualified;
 }
 
-// Where the symbolizer names code from the symbol table, read as LLVM 14's
-// SymbolizableObjectFile reads it: .symtab, or .dynsym when there is none;
-// defined function, data and untyped symbols (not sections or files); at
-// each address the symbol with the largest size. An address takes the name
-// of the last symbol at or below it when that symbol has no size or the
-// address lies within its size. `llvm-symbolizer --obj=LIB ADDR` shows it.
+// Where the symbolizer names code from the symbol table (routes::
+// symbol_extents says how; `llvm-symbolizer --obj=LIB ADDR` shows it).
 std::vector<ModuleCode::Range> symbol_coverage(const llvm::object::ObjectFile &obj) {
   const auto *elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(&obj);
   if (!elf)
@@ -280,10 +277,7 @@ std::vector<ModuleCode::Range> symbol_coverage(const llvm::object::ObjectFile &o
   auto syms = elf->symbols();
   if (syms.begin() == syms.end())
     syms = elf->getDynamicSymbolIterators();
-  struct Sym {
-    uint64_t addr, size;
-  };
-  std::vector<Sym> found;
+  std::vector<routes::SymbolExtent> found; // {addr, size}, then what each names
   for (const llvm::object::ELFSymbolRef &s : syms) {
     auto sec = s.getSection();
     if (!sec) {
@@ -310,18 +304,10 @@ std::vector<ModuleCode::Range> symbol_coverage(const llvm::object::ObjectFile &o
     }
     found.push_back({*addr, s.getSize()});
   }
-  std::stable_sort(found.begin(), found.end(), [](const Sym &a, const Sym &b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
-  });
+  found.resize(routes::symbol_extents(found.data(), found.size()));
   std::vector<ModuleCode::Range> out;
-  for (size_t i = 0; i < found.size(); ++i) {
-    if (i + 1 < found.size() && found[i + 1].addr == found[i].addr)
-      continue; // the largest size at this address is the last
-    uint64_t next = i + 1 < found.size() ? found[i + 1].addr : UINT64_MAX;
-    uint64_t hi = found[i].size ? std::min(next, found[i].addr + found[i].size) : next;
-    if (hi > found[i].addr)
-      out.push_back({found[i].addr, hi});
-  }
+  for (const routes::SymbolExtent &e : found)
+    out.push_back({e.lo, e.hi});
   return out;
 }
 

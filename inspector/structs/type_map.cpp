@@ -3,6 +3,7 @@
 #include "json_input.h"
 
 #include "cxx_names.h"
+#include "rules.h"
 #include "structs_report.h"
 
 #include <llvm/Support/Error.h>
@@ -134,46 +135,6 @@ size_t common_suffix(std::string_view a, std::string_view b) {
     b = sb == std::string_view::npos ? std::string_view() : b.substr(0, sb);
   }
   return n;
-}
-
-// The demangler names a function template's specialization with its return
-// type first ("SkipNode<5>* mk<5>(long)"); the map, and rules, by the name
-// ("mk<5>"). What follows the last space outside brackets before the
-// parameters, "operator new" and the like left whole.
-std::string without_return_type(const std::string &name) {
-  size_t params = name.size();
-  int depth = 0;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c == '<' || c == '[')
-      ++depth;
-    else if ((c == '>' || c == ']') && depth > 0)
-      --depth;
-    else if (c == '(' && depth == 0 && name.compare(i, 21, "(anonymous namespace)") != 0) {
-      params = i;
-      break;
-    } else if (c == '(')
-      i += 20;
-  }
-  size_t cut = std::string::npos;
-  depth = 0;
-  for (size_t i = 0; i < params; ++i) {
-    char c = name[i];
-    if (c == '<' || c == '[' || c == '(')
-      ++depth;
-    else if ((c == '>' || c == ']' || c == ')') && depth > 0)
-      --depth;
-    else if (c == ' ' && depth == 0)
-      cut = i;
-  }
-  if (cut == std::string::npos)
-    return name;
-  size_t word = name.rfind(' ', cut - 1); // "operator new", "operator delete[]"
-  std::string_view before(name.data() + (word == std::string::npos ? 0 : word + 1),
-                          cut - (word == std::string::npos ? 0 : word + 1));
-  if (before.size() >= 8 && before.substr(before.size() - 8) == "operator")
-    return name;
-  return name.substr(cut + 1);
 }
 
 bool starts_as_function(const std::string &recorded, const std::string &mapped) {
@@ -329,7 +290,9 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
 
 TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::string &file,
                                      uint32_t line) const {
-  const std::string function = without_return_type(recorded);
+  // The demangler names a function template's specialization with its
+  // return type first ("SkipNode<5>* mk<5>(long)"); the map by the name.
+  const std::string function = recorded.substr(rules::function_name_offset(recorded.c_str()));
   const std::string canonical = canonical_cxx_name(function);
   auto same = [&](const AllocSite *s) {
     size_t i = static_cast<size_t>(s - sites_.data());
