@@ -923,7 +923,7 @@ private:
     case EventKind::kFree: {
       ++res_.heap_events;
       if (e.ptr != 0 && !heap_.remove(e.ptr, nullptr))
-        note_orphan_free(e.ptr, e);
+        note_orphan_free(e.ptr, e, may_search);
       break;
     }
     case EventKind::kRealloc: {
@@ -932,7 +932,7 @@ private:
       if (e.ptr == 0 && e.size != 0)
         break; // failed: the old block stays
       if (e.old_ptr != 0 && !heap_.remove(e.old_ptr, &tag))
-        note_orphan_free(e.old_ptr, e);
+        note_orphan_free(e.old_ptr, e, may_search);
       // A moved object is still the one the program tagged.
       if (e.ptr != 0)
         add(e, seq, tag, may_search);
@@ -1032,34 +1032,40 @@ private:
   // A free of an address not live, kept for a window: its allocation may
   // come next in the merged order though it happened first.
   struct OrphanFree {
-    uint64_t tsc; // the latest one's
+    uint64_t bound; // the latest one's: a stamp its allocation cannot be later than
     uint32_t tid;
     uint32_t count; // of them pending: the address may have gone round more than once
   };
 
-  void note_orphan_free(uint64_t ptr, const Step &e) {
+  // `current`: e is the merger's current event. Its allocation happened
+  // before the free, so by the freeing thread's next sample, which is later
+  // than the window where that thread waited long between its sample and
+  // the free (more threads than CPUs).
+  void note_orphan_free(uint64_t ptr, const Step &e, bool current) {
     ++res_.unknown_frees;
     if (orphan_frees_.size() >= kMaxOrphanFrees)
-      std::erase_if(orphan_frees_, [&](const auto &kv) { return kv.second.tsc + window_ < e.tsc; });
+      std::erase_if(orphan_frees_, [&](const auto &kv) { return kv.second.bound < e.tsc; });
     if (orphan_frees_.size() >= kMaxOrphanFrees)
       return;
+    uint64_t bound = e.tsc + window_;
+    if (current)
+      bound = std::max(bound, m_.current_stamp_bound());
     OrphanFree &o = orphan_frees_[ptr];
-    o = {e.tsc, e.tid, o.count + 1};
+    o = {bound, e.tid, o.count + 1};
   }
 
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
     // Stamps are the thread's last TSC sample, so another thread's free of
     // this object can carry an earlier one than the allocation and come
     // first: the free then found nothing, and the object would live on for
-    // good. An allocation by another thread within the window of a free of
+    // good. An allocation by another thread within the bound of a free of
     // its address that found nothing is that object: it is born freed (a
     // same-thread pair is in order; and where another thread got the
     // address first, per-thread caches make a true free-then-reuse this
     // close all but impossible).
     if (!orphan_frees_.empty() && !heap_.contains(e.ptr)) {
       auto it = orphan_frees_.find(e.ptr);
-      if (it != orphan_frees_.end() && it->second.tid != e.tid &&
-          e.tsc <= it->second.tsc + window_) {
+      if (it != orphan_frees_.end() && it->second.tid != e.tid && e.tsc <= it->second.bound) {
         orphan_tid_ = it->second.tid;
         if (--it->second.count == 0)
           orphan_frees_.erase(it);

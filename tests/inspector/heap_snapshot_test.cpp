@@ -193,6 +193,25 @@ TEST_CASE("a free stamped before its allocation by another thread still frees it
   CHECK(same.unknown_frees == 1);
 }
 
+TEST_CASE("a free stamped long before its allocation by another thread frees it up to the "
+          "freeing thread's next sample",
+          "[snapshot]") {
+  // 1 tick per 3 ns: the 1 ms window is 333 334 ticks. T2 frees A with its
+  // last sample, 200, though the free came after T1's allocation at
+  // 1 000 000 (T2 waited between its sample and the free, as threads do with
+  // more of them than CPUs); T2's next sample, 1 000 100, bounds the free.
+  TraceBuilder t;
+  Block t1(1'000'000, 0, 0);
+  t1.alloc(Api::kMalloc, kA, 64, 72, 1).tick(1'000).alloc(Api::kMalloc, kB, 32, 40, 2);
+  Block t2(200, 0, 0);
+  t2.free(Api::kFree, kA).tick(999'900).alloc(Api::kMalloc, kC, 16, 24, 3);
+  t.events(11, t1).events(22, t2).end(3'000'000, 9'000'000);
+  HeapSnapshot end = snap(t.bytes(), at_end());
+  CHECK(addrs(end) == std::vector<uint64_t>{kB, kC});
+  CHECK(end.unknown_frees == 0);
+  CHECK(end.double_allocs == 0);
+}
+
 TEST_CASE("a reused address with no pending free drops the old object once", "[snapshot]") {
   TraceBuilder t;
   Block b(1000, 1000, 5000);
