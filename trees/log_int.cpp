@@ -27,9 +27,17 @@
 //    list's contains, linearizable by its usual argument (every node it
 //    reaches was on the list at some moment of the walk). Marked nodes' pred
 //    pointers lead to smaller keys, and the min sentinel is never marked, so
-//    the walk left ends. It costs a lookup that misses one read of a mark
-//    (the second line of a baseline node). Seen in 2 of 1 364 runs of the
-//    stress matrix on 2 CPUs (a remover preempted between the two steps).
+//    the walk left ends. Seen in 2 of 1 364 runs of the stress matrix on 2
+//    CPUs (a remover preempted between the two steps).
+//
+//    A remover also tags its node's succ pointer (its low bit) when it marks
+//    the node, before it unlinks it, and the walk tests that tag rather than
+//    the mark: the walk reads succ anyway, while the mark of the published
+//    layout is on a baseline node's second line, which the published lookup
+//    reads only on a hit. A succ read untagged was read while its node was on
+//    the list. Nothing writes a marked node's succ again (writers hold its
+//    succLock and find it marked), so the tag is permanent, and every reader
+//    that may reach a removed node strips it (succ_of).
 //
 // And one of reclamation, found by ThreadSanitizer (issue 12; ours, the
 // paper leaves memory to Java's collector):
@@ -63,6 +71,19 @@ namespace {
 constexpr Key kMinSentinel = kMinKey - 1;
 constexpr Key kMaxSentinel = kMaxKey + 1;
 
+// A removed node's succ carries kRemovedTag (fix 1).
+constexpr uintptr_t kRemovedTag = 1;
+
+template <class N> N *with_removed_tag(N *n) {
+  return reinterpret_cast<N *>(reinterpret_cast<uintptr_t>(n) | kRemovedTag);
+}
+template <class N> bool has_removed_tag(const N *n) {
+  return reinterpret_cast<uintptr_t>(n) & kRemovedTag;
+}
+template <class N> N *without_tag(N *n) {
+  return reinterpret_cast<N *>(reinterpret_cast<uintptr_t>(n) & ~kRemovedTag);
+}
+
 template <class L> void lock(typename L::Lock &l) { L::lock(l); }
 template <class L> void unlock(typename L::Lock &l) { L::unlock(l); }
 
@@ -90,7 +111,7 @@ template <class L> LogInt<L>::LogInt(AllocPolicy policy) : Bst<LogInt, L>("log-i
 // Quiescent: the list holds every node, sentinels included.
 template <class L> LogInt<L>::~LogInt() {
   for (Node *n = min_; n;) {
-    Node *next = n->succ.load(std::memory_order_relaxed);
+    Node *next = without_tag(n->succ.load(std::memory_order_relaxed));
     this->delete_node(n);
     n = next;
   }
@@ -129,11 +150,33 @@ template <class L> typename L::Node *LogInt<L>::search(Key key) const {
 template <class L> typename L::Node *LogInt<L>::list_position(Node *n, Key key) {
   if (n->key == key && !n->mark.load())
     return n;
-  while (n->key >= key || n->mark.load())
+  Node *next;
+  for (;;) {
+    while (n->key >= key)
+      n = n->pred.load();
+    next = n->succ.load();
+    if (!has_removed_tag(next))
+      break;
     n = n->pred.load();
-  while (n->key < key)
-    n = n->succ.load();
-  return n;
+  }
+  while (next->key < key)
+    next = succ_of(next);
+  return next;
+}
+
+template <class L> typename L::Node *LogInt<L>::succ_of(const Node *n) {
+  return without_tag(n->succ.load());
+}
+
+// The list half of removing s (p.succLock and s.succLock held, p = s.pred):
+// the mark is the removal's linearization point; the tag follows it before
+// s leaves the list (fix 1).
+template <class L> void LogInt<L>::unlink_from_list(Node *p, Node *s) {
+  s->mark.store(true);
+  Node *s_succ = s->succ.load();
+  s->succ.store(with_removed_tag(s_succ));
+  s_succ->pred.store(p);
+  p->succ.store(s_succ);
 }
 
 template <class L> bool LogInt<L>::lookup(Key key, Value *value) {
@@ -221,10 +264,7 @@ template <class L> bool LogInt<L>::remove(Key key) {
       lock<L>(s->succ_lock);
       bool has_two_children = acquire_tree_locks(s);
       lock_parent(s);
-      s->mark.store(true); // the removal's linearization point
-      Node *s_succ = s->succ.load();
-      s_succ->pred.store(p);
-      p->succ.store(s_succ);
+      unlink_from_list(p, s);
       unlock<L>(s->succ_lock);
       unlock<L>(p->succ_lock);
       remove_from_tree(s, has_two_children);
@@ -256,7 +296,7 @@ template <class L> bool LogInt<L>::acquire_tree_locks(Node *node) {
     lock<L>(node->tree_lock);
     if (!node->left.load() || !node->right.load())
       return false;
-    Node *s = node->succ.load();
+    Node *s = succ_of(node);
     Node *s_parent = s->parent.load();
     bool locked_parent = false;
     if (s_parent != node) {
@@ -299,7 +339,7 @@ template <class L> void LogInt<L>::remove_from_tree(Node *node, bool has_two_chi
     unlock<L>(node->tree_lock);
     return;
   }
-  Node *s = node->succ.load();
+  Node *s = succ_of(node);
   Node *s_parent = s->parent.load();
   update_child(s_parent, s, s->right.load());
   Node *left = node->left.load();
@@ -366,7 +406,9 @@ template <class L> std::string LogInt<L>::check_structure() const {
 
   size_t i = 0;
   const Node *prev = min_;
-  for (const Node *l = min_->succ.load(); l; prev = l, l = l->succ.load()) {
+  for (const Node *l = min_->succ.load(); l; prev = l, l = succ_of(l)) {
+    if (has_removed_tag(l->succ.load()))
+      errors.fail(l, "removal tag on a node still on the list");
     if (l->pred.load() != prev)
       errors.fail(l, "pred does not mirror succ");
     if (l->key <= prev->key)

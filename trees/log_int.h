@@ -33,7 +33,8 @@ namespace memlayout::trees {
 // study's "similar issue" to int-lf's); the study also padded the node to
 // 192 bytes, an odd number of lines that reaches every set, at the cost of
 // 64 more bytes per key. A search reads key (48) and a child (0/8); a lookup
-// that misses reads pred/succ (32/24) and the mark (64, the second line).
+// that misses reads pred/succ (32/24), one that hits the mark (64, the
+// second line).
 struct LogIntBaselineLayout : PthreadSpinLock {
   struct Node {
     std::atomic<Node *> left;  // 0
@@ -110,6 +111,8 @@ private:
 
   Node *search(Key key) const;
   static Node *list_position(Node *n, Key key);
+  static Node *succ_of(const Node *n);
+  static void unlink_from_list(Node *p, Node *s);
   Node *choose_parent(Node *pred, Node *succ, Node *first_candidate);
   Node *lock_parent(Node *node);
   bool acquire_tree_locks(Node *node);

@@ -6,7 +6,7 @@
 #       [--bench BUILD/bin/memlayout-bench] [--out DIR] [--runs N] [--duration S]
 #       [--size N] [--range N] [--threads N] [--mixes "80/10/10 100/0/0"]
 #       [--trees "occ-avl log-int ..."] [--allocator glibc|jemalloc]
-#       [--fixed-alloc segregated|malloc] [--no-build]
+#       [--fixed-alloc segregated|malloc] [--drachsler-bytes N] [--no-build]
 #   bench/peers/compare_trees.sh --table-only --out DIR [--trees ...] [--mixes ...]
 #       (the table again from DIR/runs.tsv, nothing run)
 #
@@ -24,6 +24,8 @@
 # - builds lockFreeIBST with std::atomic instead of TBB (its header's switch;
 #   Debian's oneTBB has no tbb/atomic.h), returning the result its std::atomic
 #   CAS computes and drops.
+# - with --drachsler-bytes N, pads bst-drachsler's node to N bytes instead of
+#   96 (its padding array; 128 is the study's port, our log-int baseline).
 # It notes in OUT/bin/snapshots which commits it built; --no-build runs the
 # binaries already in OUT/bin (built earlier, or copied to another machine
 # with that file) and reports those commits.
@@ -56,6 +58,7 @@ trees="occ-avl log-int citrus int-lf edge-int-lf edge-ext-lf ticket ext-lf"
 allocator=glibc
 fixed_alloc=segregated
 build=1 table_only=0
+drachsler_bytes=""
 die() { echo "compare_trees.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -73,6 +76,7 @@ while [[ $# -gt 0 ]]; do
   --trees) trees=$2; shift 2 ;;
   --allocator) allocator=$2; shift 2 ;;
   --fixed-alloc) fixed_alloc=$2; shift 2 ;;
+  --drachsler-bytes) drachsler_bytes=$2; shift 2 ;;
   --no-build) build=0; shift ;;
   --table-only) table_only=1; build=0; shift ;;
   -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -82,6 +86,8 @@ done
 for n in runs duration size range threads; do
   [[ "${!n}" =~ ^[0-9]+$ && "${!n}" -gt 0 ]] || die "--$n: expected a positive whole number, got '${!n}'"
 done
+[[ -z "$drachsler_bytes" || ( "$drachsler_bytes" =~ ^[0-9]+$ && "$drachsler_bytes" -ge 96 ) ]] ||
+  die "--drachsler-bytes: expected a whole number of bytes, 96 or more, got '$drachsler_bytes'"
 [[ -x "$bench" ]] || die "$bench not found: build memlayout-bench first, or pass --bench"
 [[ $fixed_alloc == segregated || $fixed_alloc == malloc ]] ||
   die "--fixed-alloc: expected segregated or malloc, got '$fixed_alloc'"
@@ -133,6 +139,11 @@ build_ascylib() {
   export_snapshot "$ascylib" "$src"
   cc -O3 -Wall -I"$src/external/include" -c "$here/ssmem_malloc.c" -o "$out/src/ssmem_malloc.o"
   rm -f "$src/external/lib/libssmem_x86_64.a"
+  if [[ -n "$drachsler_bytes" ]]; then
+    local h="$src/src/bst-drachsler/bst-drachsler.h"
+    grep -q 'char padding\[96-' "$h" || die "--drachsler-bytes: no 96-byte padding array in $h"
+    sed -i "s/char padding\[96-/char padding[$drachsler_bytes-/" "$h"
+  fi
   ar rcs "$src/external/lib/libssmem_x86_64.a" "$out/src/ssmem_malloc.o"
   local mk=(make -C "$src" FREQ_GHZ=1 CORE_NUM="$(nproc)") log="$out/src/ascylib-build.log"
   "${mk[@]}" bst_bronson bst_drachsler bst_tk >"$log" 2>&1 || die "ASCYLIB did not build (see $log)"
@@ -170,7 +181,7 @@ if [[ $build == 1 ]]; then
   if needs ascylib; then [[ -n "$ascylib" ]] || die "--ascylib PATH is required"; build_ascylib; fi
   if needs synchrobench; then [[ -n "$synchrobench" ]] || die "--synchrobench PATH is required"; build_synchrobench; fi
   if needs lfibst; then [[ -n "$lfibst" ]] || die "--lfibst PATH is required"; build_lfibst; fi
-  echo "ASCYLIB $(commit_of "${ascylib:-/nonexistent}"), synchrobench $(commit_of "${synchrobench:-/nonexistent}"), lockFreeIBST $(commit_of "${lfibst:-/nonexistent}")" >"$snapshots"
+  echo "ASCYLIB $(commit_of "${ascylib:-/nonexistent}")${drachsler_bytes:+ (the bst-drachsler node padded to $drachsler_bytes bytes)}, synchrobench $(commit_of "${synchrobench:-/nonexistent}"), lockFreeIBST $(commit_of "${lfibst:-/nonexistent}")" >"$snapshots"
 elif [[ $table_only == 0 && ! -s "$snapshots" ]]; then
   echo "ASCYLIB unknown, synchrobench unknown, lockFreeIBST unknown (no $snapshots)" >"$snapshots"
 fi

@@ -31,18 +31,14 @@ template <class L> struct LogIntProbe {
 
   // Quiescent: every node on the list, sentinels included.
   template <class F> static void for_each_node(const Tree &t, F f) {
-    for (const Node *n = t.min_; n; n = n->succ.load())
+    for (const Node *n = t.min_; n; n = Tree::succ_of(n))
       f(n);
   }
   // The list half of remove(key): marked and off the list, still in the tree.
   static Node *remove_from_list_only(Tree &t, Key key) {
     Node *s = t.search(key);
     REQUIRE(s->key == key);
-    Node *p = s->pred.load();
-    Node *s_succ = s->succ.load();
-    s->mark.store(true);
-    s_succ->pred.store(p);
-    p->succ.store(s_succ);
+    Tree::unlink_from_list(s->pred.load(), s);
     return s;
   }
   // The tree half, then the node is retired as remove() retires it.
