@@ -312,20 +312,27 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     out.notes.push_back(std::to_string(stackless) +
                         " live objects name call stacks the trace's stack tables do not hold "
                         "(a stacks record damaged or missing): their groups read ??");
+  // Stale samples are the trace's to fix where it sampled less than every event.
+  const std::string exact_stamps =
+      r.header().timestamp_period.value_or(1) > 1
+          ? "; MEMLAYOUT_TICK_PERIOD=1 in record's environment stamps every event"
+          : "";
   if (snap.unknown_frees)
     out.notes.push_back(std::to_string(snap.unknown_frees) +
                         " frees of addresses not allocated before them in the trace (memory "
                         "allocated before recording started, or by a parent before fork; or, "
                         "with threads that wait, a free stamped before its allocation: the "
                         "freeing thread's last time sample was older than the allocating "
-                        "thread's, and the object then stays live in the report)");
+                        "thread's, and the object then stays live in the report" +
+                        exact_stamps + ")");
   if (snap.double_allocs)
     out.notes.push_back(std::to_string(snap.double_allocs) +
                         " addresses allocated again while live with no free found: the "
                         "earlier object was dropped (a free the trace lacks or, with more "
                         "threads than CPUs, an allocation stamped long before it happened: its "
                         "thread waited between its last time sample and the allocation; then "
-                        "as many frees of unknown addresses follow)");
+                        "as many frees of unknown addresses follow" +
+                        exact_stamps + ")");
 
   progress(o.progress, "symbolizing call sites");
   Symbolizer::Options sym_opts;

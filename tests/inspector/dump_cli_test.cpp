@@ -395,6 +395,30 @@ int main(int argc, char **argv) {
     EXPECT(lost);
   }
 
+  { // a free of an address never allocated: the note names its causes, and
+    // the way to exact stamps only where the trace sampled less than every event
+    for (uint32_t period : {128u, 1u}) {
+      TraceBuilder t;
+      t.u32(trace::HeaderTag::kTimestampPeriod, period);
+      t.stacks({{1, {0x401000}}});
+      Block b(1000, 1000, 5000);
+      b.free(Api::kFree, 0x7f0000005000).alloc(Api::kMalloc, 0x7f0000001000, 24, 32, 1);
+      t.events(4242, b).end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull);
+      const std::string f = dir + "/unknown_free" + std::to_string(period) + ".mltrace";
+      testing::write_file(f, t.bytes());
+      Run r = run(exe + " report " + f, err);
+      EXPECT(r.status == 0);
+      bool note = false, hint = false;
+      for (const auto &l : r.lines) {
+        note =
+            note || l.find("1 frees of addresses not allocated before them") != std::string::npos;
+        hint = hint || l.find("MEMLAYOUT_TICK_PERIOD=1") != std::string::npos;
+      }
+      EXPECT(note);
+      EXPECT(hint == (period > 1));
+    }
+  }
+
   if (failures)
     std::cerr << failures << " check(s) failed\n";
   else
