@@ -2,6 +2,7 @@
 
 #include "alloc_sites.h"
 #include "cxx_names.h"
+#include "json_input.h"
 #include "struct_layout.h"
 
 #include <clang/AST/ASTContext.h>
@@ -16,6 +17,8 @@
 #include <llvm/Option/ArgList.h>
 #include <llvm/Option/OptTable.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -48,6 +51,63 @@ private:
   std::vector<RecordLayout> &out_;
 };
 
+// clang reads compile_commands.json with its YAML parser, which accepts what
+// JSON does not, reports errors as "YAML:5:2" on stderr, and lets an entry
+// with a number for a command through to a compile that fails with "no input
+// files". Checked as JSON first, the file's own errors name it, their line
+// and column, or the entry and key.
+bool check_database_file(const std::string &path, std::string &error) {
+  auto text = llvm::MemoryBuffer::getFile(path);
+  if (!text) {
+    error = "cannot read '" + path + "': " + text.getError().message();
+    return false;
+  }
+  std::optional<llvm::json::Value> doc =
+      parse_json_input((*text)->getBuffer(), "'" + path + "'", error);
+  if (!doc)
+    return false; // "'PATH': not JSON: [line:column, byte=N]: message"
+  const llvm::json::Array *entries = doc->getAsArray();
+  if (!entries) {
+    error = "'" + path + "' is not a compilation database: expected an array of entries";
+    return false;
+  }
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const std::string entry = "'" + path + "', entry " + std::to_string(i + 1) + ": ";
+    const llvm::json::Object *e = (*entries)[i].getAsObject();
+    if (!e) {
+      error = entry + "expected an object";
+      return false;
+    }
+    for (const char *key : {"directory", "file"})
+      if (!e->getString(key)) {
+        error = entry + "\"" + key + "\" " + (e->get(key) ? "is not a string" : "is missing");
+        return false;
+      }
+    const llvm::json::Value *command = e->get("command");
+    const llvm::json::Value *arguments = e->get("arguments");
+    if (!command && !arguments) {
+      error = entry + "neither \"command\" nor \"arguments\"";
+      return false;
+    }
+    if (command && !command->getAsString()) {
+      error = entry + "\"command\" is not a string";
+      return false;
+    }
+    if (arguments) {
+      const llvm::json::Array *args = arguments->getAsArray();
+      bool strings =
+          args && std::all_of(args->begin(), args->end(), [](const llvm::json::Value &a) {
+            return a.getAsString().hasValue();
+          });
+      if (!strings) {
+        error = entry + "\"arguments\" is not an array of strings";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOptions &o,
                                                                    std::string &error) {
   using clang::tooling::CompilationDatabase;
@@ -59,6 +119,8 @@ std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOpt
   std::string here = o.build_dir + "/compile_commands.json";
   if (!o.build_dir.empty() && llvm::sys::fs::is_regular_file(here)) {
     using namespace clang::tooling;
+    if (!check_database_file(here, error))
+      return nullptr;
     std::unique_ptr<CompilationDatabase> db =
         JSONCompilationDatabase::loadFromFile(here, why, JSONCommandLineSyntax::AutoDetect);
     if (!db) {

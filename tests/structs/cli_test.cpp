@@ -206,8 +206,29 @@ TEST_CASE("a build directory given with -p: its commands, headers included", "[c
   ToolRun unreadable = structs({dir + "/layouts.hpp", "-p", broken});
   CHECK(unreadable.exit_code == 2);
   CHECK(unreadable.err.find("memlayout structs: '" + broken +
-                            "/compile_commands.json' is not a compilation database clang can "
-                            "read: Expected array.") == 0);
+                            "/compile_commands.json': not JSON: [1:0, byte=0]") == 0);
+
+  // Its errors name the file and where in it: the line and column of a
+  // syntax error (clang's own reader printed "YAML:4:3" and went on), the
+  // entry of a command that is not a string (clang compiled "no input files").
+  const std::string db = broken + "/compile_commands.json";
+  write_text(db, "[\n {\"directory\": \"/tmp\",\n  \"file\": \"a.c\"\n  \"command\": \"cc\"}\n]\n");
+  ToolRun syntax = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(syntax.exit_code == 2);
+  CHECK(syntax.err == "memlayout structs: '" + db +
+                          "': not JSON: [4:3, byte=44]: Expected , or } after object property\n");
+  write_text(db, "[{\"directory\": \"/tmp\", \"file\": \"a.c\", \"command\": \"cc\"},\n"
+                 " {\"directory\": \"/tmp\", \"file\": \"b.c\", \"command\": 5}]\n");
+  ToolRun number = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(number.exit_code == 2);
+  CHECK(number.err == "memlayout structs: '" + db + "', entry 2: \"command\" is not a string\n");
+  write_text(db, "[{\"file\": \"a.c\", \"arguments\": [\"cc\", 1]}]\n");
+  ToolRun no_dir = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(no_dir.err == "memlayout structs: '" + db + "', entry 1: \"directory\" is missing\n");
+  write_text(db, "[{\"directory\": \"/tmp\", \"file\": \"a.c\", \"arguments\": [\"cc\", 1]}]\n");
+  ToolRun args = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(args.err ==
+        "memlayout structs: '" + db + "', entry 1: \"arguments\" is not an array of strings\n");
 }
 
 TEST_CASE("a gcc build with precompiled headers (CMake's target_precompile_headers)", "[cli]") {
