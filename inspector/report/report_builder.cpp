@@ -55,7 +55,7 @@ HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const 
     const RecordLayout *record =
         types ? types->record(g.type.empty() ? h.name : g.type, g.site.file, g.type_variant)
               : nullptr;
-    if (auto bytes = record ? prefix_through(*record, h.field) : std::nullopt)
+    if (auto bytes = record ? types->prefix_through(*record, h.field) : std::nullopt)
       return {g.type_offset, *bytes};
     if (record && unmeasured.empty())
       unmeasured = "--hot " + h.name + "=" + h.field + ": " + g.name + "'s objects are " +
@@ -109,11 +109,11 @@ bool check_hot_fields(const std::vector<HotPrefix> &hot, const TypeMap *types, s
       if (!record_selected(r.name, h.name))
         continue;
       named = true;
-      found = r.field(h.field) != nullptr;
+      found = types->prefix_through(r, h.field).has_value();
       if (found)
         break;
-      for (const FieldLayout &f : r.fields)
-        members += (members.empty() ? "" : ", ") + f.name;
+      for (const std::string &m : types->member_names(r))
+        members += (members.empty() ? "" : ", ") + m;
     }
     if (found)
       continue;

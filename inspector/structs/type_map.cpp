@@ -10,6 +10,7 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/MemoryBuffer.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace memlayout::inspector {
@@ -267,6 +268,71 @@ uint32_t TypeMap::layouts_of(const RecordLayout &r) const {
   for (const RecordLayout &other : records_)
     n += other.name == r.name && other.file == r.file && other.line == r.line;
   return n;
+}
+
+namespace {
+
+// Bases of bases: deep enough for any real hierarchy, finite on a map that
+// names a record its own base.
+constexpr int kMaxBaseDepth = 16;
+
+bool is_base(const FieldLayout &f) {
+  return f.role == FieldRole::kBase || f.role == FieldRole::kVirtualBase;
+}
+
+} // namespace
+
+std::optional<uint64_t> TypeMap::prefix_through(const RecordLayout &r,
+                                                std::string_view field) const {
+  std::vector<std::pair<const RecordLayout *, uint64_t>> todo{{&r, 0}};
+  for (int depth = 0; depth < kMaxBaseDepth && !todo.empty(); ++depth) {
+    std::vector<std::pair<const RecordLayout *, uint64_t>> bases;
+    for (auto [rec, at] : todo) {
+      if (auto bytes = inspector::prefix_through(*rec, field))
+        return at + *bytes;
+      for (const FieldLayout &b : rec->fields) {
+        if (!is_base(b))
+          continue;
+        const RecordLayout *base = record(b.name, rec->file);
+        // "Base::x": the member x of the base named Base.
+        size_t scope = field.rfind("::");
+        if (base && scope != std::string_view::npos &&
+            record_selected(base->name, std::string(field.substr(0, scope)))) {
+          if (auto bytes = inspector::prefix_through(*base, field.substr(scope + 2)))
+            return at + b.offset + *bytes;
+        }
+        if (base && base != rec)
+          bases.emplace_back(base, at + b.offset);
+      }
+    }
+    todo = std::move(bases);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> TypeMap::member_names(const RecordLayout &r) const {
+  std::vector<std::string> names;
+  std::vector<const RecordLayout *> seen{&r};
+  auto add = [&](auto &self, const std::vector<FieldLayout> &fields, int depth) -> void {
+    for (const FieldLayout &f : fields) {
+      if (f.role == FieldRole::kVptr)
+        continue;
+      if (f.name.empty()) { // an unnamed struct or union: C names its members directly
+        self(self, f.members, depth);
+        continue;
+      }
+      const RecordLayout *base = is_base(f) ? record(f.name, r.file) : nullptr;
+      if (!base || depth >= kMaxBaseDepth ||
+          std::find(seen.begin(), seen.end(), base) != seen.end()) {
+        names.push_back(f.name);
+        continue;
+      }
+      seen.push_back(base);
+      self(self, base->fields, depth + 1);
+    }
+  };
+  add(add, r.fields, 0);
+  return names;
 }
 
 const RecordLayout *TypeMap::record(const std::string &name) const {

@@ -35,6 +35,15 @@ public:
   // The layout `variant` of that record (0: as the lookup above).
   const RecordLayout *record(const std::string &name, const std::string &site_file,
                              uint32_t variant) const;
+  // The bytes from r's start through the named member (prefix_through()),
+  // looked for in r, then in the records of its bases this map holds, at
+  // the base's offset: C++ names an inherited member as its own ("x"), or
+  // with its base's scope ("Base::x"). nullopt when neither has it.
+  std::optional<uint64_t> prefix_through(const RecordLayout &r, std::string_view field) const;
+  // The names a member of r goes by in prefix_through: its members', an
+  // unnamed struct's or union's members', its bases' (a base of no record
+  // here by the base's own name).
+  std::vector<std::string> member_names(const RecordLayout &r) const;
   // How many layouts translation units gave that record (RecordLayout::
   // variant): the lookups without one return the first.
   uint32_t layouts_of(const RecordLayout &r) const;

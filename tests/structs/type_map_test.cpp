@@ -264,3 +264,41 @@ TEST_CASE("members of unnamed types read back, reachable by name", "[types]") {
   CHECK(back->field("u")->nested == "union");
   CHECK_FALSE(back->field("d"));
 }
+
+// --hot FIELD names what C++ and C name: an inherited member as the derived
+// record's own ("refs") or through its base ("Counted::refs"), an unnamed
+// union's members directly; the list of names says the same.
+TEST_CASE("members through bases and unnamed unions", "[types]") {
+  RecordLayout counted = record_of("Counted", "/src/obj.h", 16, {member("refs", 0, 8)});
+  counted.fields.push_back(member("weak", 8, 8));
+  RecordLayout named = record_of("Named", "/src/obj.h", 8, {member("name", 0, 8)});
+  FieldLayout base1 = member("Counted", 0, 16);
+  base1.role = FieldRole::kBase;
+  FieldLayout base2 = member("Named", 16, 8);
+  base2.role = FieldRole::kBase;
+  FieldLayout anon;
+  anon.nested = "union";
+  anon.offset = 24;
+  anon.size = 8;
+  anon.align = 8;
+  anon.members = {member("i", 24, 8), member("p", 24, 8)};
+  FieldLayout opaque = member("Opaque", 32, 8); // a base the map has no record of
+  opaque.role = FieldRole::kBase;
+  RecordLayout node = record_of("Node", "/src/node.h", 48,
+                                {base1, base2, anon, opaque, member("next", 40, 8)});
+  const TypeMap map = round_trip(analyse_structs({counted, named, node}, {}, 64));
+  const RecordLayout *n = map.record("Node");
+  REQUIRE(n);
+  CHECK(map.prefix_through(*n, "next") == 48u);
+  CHECK(map.prefix_through(*n, "refs") == 8u);
+  CHECK(map.prefix_through(*n, "weak") == 16u);
+  CHECK(map.prefix_through(*n, "Counted::weak") == 16u);
+  CHECK(map.prefix_through(*n, "name") == 24u);
+  CHECK(map.prefix_through(*n, "Named::name") == 24u);
+  CHECK(map.prefix_through(*n, "p") == 32u);
+  CHECK(map.prefix_through(*n, "Named") == 24u); // through the base itself
+  CHECK_FALSE(map.prefix_through(*n, "Named::refs"));
+  CHECK_FALSE(map.prefix_through(*n, "nope"));
+  CHECK(map.member_names(*n) ==
+        std::vector<std::string>{"refs", "weak", "name", "i", "p", "Opaque", "next"});
+}
