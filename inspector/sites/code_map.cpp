@@ -11,6 +11,9 @@
 #include <llvm/DebugInfo/DWARF/DWARFDie.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/CRC.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
 
 #include <algorithm>
 #include <unistd.h>
@@ -53,6 +56,54 @@ bool has_section(const llvm::object::ObjectFile &obj, llvm::StringRef name) {
       llvm::consumeError(n.takeError());
   }
   return false;
+}
+
+// The file a module's .gnu_debuglink names (`objcopy --add-gnu-debuglink`,
+// for debug info kept apart without a build-id), where GDB and
+// llvm-symbolizer look for it: beside the module, in its .debug directory,
+// under each debug directory at the module's own directory; the first whose
+// CRC is the link's. "" when there is no link or no such file.
+std::string debuglink_target(const llvm::object::ObjectFile &obj, const std::string &path,
+                             const std::vector<std::string> &debug_dirs) {
+  llvm::StringRef link;
+  for (const auto &s : obj.sections()) {
+    auto n = s.getName();
+    if (!n) {
+      llvm::consumeError(n.takeError());
+      continue;
+    }
+    if (*n != ".gnu_debuglink")
+      continue;
+    auto c = s.getContents();
+    if (!c) {
+      llvm::consumeError(c.takeError());
+      return {};
+    }
+    link = *c;
+    break;
+  }
+  // The name, NUL-terminated and padded to 4 bytes, then its file's CRC-32.
+  size_t end = link.find('\0');
+  if (end == llvm::StringRef::npos || end == 0)
+    return {};
+  size_t crc_at = (end + 4) & ~size_t{3};
+  if (link.size() < crc_at + 4)
+    return {};
+  const auto *b = reinterpret_cast<const uint8_t *>(link.data() + crc_at);
+  const uint32_t crc = b[0] | b[1] << 8 | b[2] << 16 | uint32_t{b[3]} << 24;
+  const std::string name = link.substr(0, end).str();
+  const std::string dir = llvm::sys::path::parent_path(path).str();
+  std::vector<std::string> candidates = {dir + "/" + name, dir + "/.debug/" + name};
+  for (const std::string &d : debug_dirs)
+    candidates.push_back(d + (dir.empty() || dir[0] != '/' ? "/" : "") + dir + "/" + name);
+  for (const std::string &c : candidates) {
+    if (c == path || access(c.c_str(), R_OK) != 0)
+      continue;
+    auto text = llvm::MemoryBuffer::getFile(c, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (text && llvm::crc32(llvm::arrayRefFromStringRef((*text)->getBuffer())) == crc)
+      return c;
+  }
+  return {};
 }
 
 // The DIE that carries `attr` for `die`: itself, or what its abstract origin
@@ -560,6 +611,18 @@ std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
       debug = std::move(*d);
       obj = debug.getBinary();
       break;
+    }
+  }
+  if (!has_section(*obj, ".debug_info")) {
+    std::string linked = debuglink_target(*obj, path, debug_dirs);
+    if (!linked.empty()) {
+      auto d = llvm::object::ObjectFile::createObjectFile(linked);
+      if (d) {
+        debug = std::move(*d);
+        obj = debug.getBinary();
+      } else {
+        llvm::consumeError(d.takeError());
+      }
     }
   }
   auto code = std::make_unique<ModuleCode>();

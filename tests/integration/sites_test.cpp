@@ -747,6 +747,36 @@ TEST_CASE("sites.unnamed_frames_in_a_stripped_library", "[sites]") {
   CHECK(rule_allocations(*rp.getAsObject(), "main") == 2);
 }
 
+// Debug info in a separate file that the stripped library's .gnu_debuglink
+// names (no build-id): the report names the static constructor from it, and
+// a rule naming that function routes what replay says it would.
+TEST_CASE("sites.a_library_whose_debug_info_a_debuglink_names", "[sites]") {
+  std::string dir = work_dir("sites_debuglink");
+  std::string trace = dir + "/d.trace", rules = dir + "/d.rules";
+  const std::string prog = program("debuglink_main"), n = "10000";
+  RunResult direct = run({prog, n});
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", trace}, {prog, n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value r = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *entries = group_by_site(*r.getAsObject(), "new_entry");
+  REQUIRE(entries);
+  CHECK(entries->getInteger("objects").getValueOr(-1) == 10000);
+  {
+    std::ofstream out(rules);
+    out << "function=new_entry,pool=entries\n";
+  }
+  llvm::json::Value rp =
+      json_of({memlayout_bin(), "replay", trace, "--rules", rules, "--format", "json"});
+  CHECK(rule_allocations(*rp.getAsObject(), "new_entry") == 10000);
+  RunResult ran = run({memlayout_bin(), "run", "--rules", rules, "--", prog, n});
+  INFO("run stderr: " << ran.err);
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.out == direct.out);
+  CHECK(routed_by(ran.err, "new_entry") == 10000);
+  CHECK(ran.err.find("matches no function") == std::string::npos);
+}
+
 // Wrappers defined in a shared library: the program's call sites show their
 // callers. grab_mem (two callers) is looked through as in the one-file
 // build; grab_zero has one caller and is a site of its own, which the

@@ -66,6 +66,7 @@ std::string program(const std::string &name) {
       {"lib_wrappers_main", MLT_PATH_lib_wrappers_main},
       {"one_file_wrappers", MLT_PATH_one_file_wrappers},
       {"stripped_wrappers_main", MLT_PATH_stripped_wrappers_main},
+      {"debuglink_main", MLT_PATH_debuglink_main},
   };
   auto it = paths.find(name);
   if (it == paths.end())
