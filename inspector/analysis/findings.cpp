@@ -184,7 +184,7 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
       f.fix = "segregate them, which packs them " + std::to_string(g.group.size_class) +
               " bytes apart, or pad them to an odd number of lines (pad=" + std::to_string(pad) +
               "): " + segregate_flag(own_pool(g.group));
-    } else {
+    } else if (stride >= 4096) {
       // jemalloc's classes from 4 KiB up are whole multiples of 16 lines, and
       // a pool's large objects start on pages too: no rule moves them.
       f.fix = "no padding gives these objects an odd line stride in a pool's size classes "
@@ -193,6 +193,16 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
               " bytes, and a pool keeps them page-aligned as well: stagger their hot fields "
               "in the program instead (cache colouring: start each object's hot part a "
               "different multiple of 64 bytes into it), or make them smaller than a page";
+    } else {
+      // From 512 bytes up, jemalloc's classes (4 to each doubling) are all an
+      // even number of lines: padding reaches half the sets at best.
+      f.fix = "no padding gives these objects an odd line stride in a pool's size classes "
+              "(jemalloc's, all an even number of lines from 512 bytes up) at " +
+              std::to_string(lines * 64) +
+              " bytes: stagger their hot fields in the program instead (cache colouring: "
+              "start each object's hot part a different multiple of 64 bytes into it), or "
+              "make them 448 bytes or less (7 lines), which padding can then place on "
+              "every set";
     }
   } else {
     f.fix =
@@ -229,15 +239,34 @@ void line_straddle(const GroupReport &g, const FindingThresholds &t, std::vector
   // into would interleave with that class's other groups.
   // Behind a control block, the hot part ends hot_offset + bytes into the
   // object: the start's alignment must keep all of that within a line.
-  const uint64_t end = (g.hot_bytes ? g.hot_offset : 0) + bytes;
+  const uint64_t offset = g.hot_bytes ? g.hot_offset : 0;
+  const uint64_t end = offset + bytes;
   const uint64_t align = straddle_align(end);
   const std::string rule = own_pool(g.group) + ",align=" + std::to_string(align);
+  // Blocks on lines put the hot part `offset % 64` bytes into one: where it
+  // then crosses more lines than its size needs, no alignment of the blocks
+  // helps, only the record's own alignment or a smaller hot part.
+  const uint64_t need = (bytes + 63) / 64;
+  if (offset && (offset % 64 + bytes + 63) / 64 > need) {
+    f.fix = "behind make_shared's " + std::to_string(offset) + "-byte control block, " +
+            g.group.type + "'s hot " + std::to_string(bytes) + " bytes start " +
+            std::to_string(offset % 64) +
+            " bytes into a line however the blocks are aligned: "
+            "no rule keeps them within " +
+            std::to_string(need) + (need > 1 ? " lines" : " line") + ". In the program: give " +
+            g.group.type +
+            " alignas(64) (make_shared then starts it on a line of its own), or "
+            "bring the fields searches read within its first " +
+            std::to_string(need * 64 - offset % 64) + " bytes";
+    out.push_back(std::move(f));
+    return;
+  }
   if (end <= 64)
     f.fix = "align the objects to " + std::to_string(align) +
             " bytes, in a pool of their own: " + segregate_flag(rule);
   else if (g.hot_bytes)
-    f.fix = "the hot part is more than a line from the object's start: put the fields searches "
-            "read first, within 64 bytes of it, and align to 64: " +
+    f.fix = "the hot part is more than a line: put the fields searches read first, and align "
+            "to 64, which keeps them on as few lines as their size needs: " +
             segregate_flag(rule);
   else
     f.fix = "put the fields searches read first, pass --hot to measure them, and align to 64: " +
@@ -297,7 +326,9 @@ bool thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
   if (share < t.cross_thread_share)
     return false;
   Finding f;
-  bool small = g.group.size_class <= t.false_sharing_max_size;
+  // The record's own size: one padded to a line is still several to a line
+  // in an allocator's larger chunks (64 bytes in glibc's 80).
+  bool small = g.group.requested_size <= t.false_sharing_max_size;
   f.kind = small ? "false_sharing" : "cross_thread_line_sharing";
   f.severity = small ? "high" : "medium";
   f.groups = {g.group.id};
@@ -326,7 +357,7 @@ bool thread_sharing(const GroupReport &g, const FindingThresholds &t, std::vecto
 void lock_line_sharing(const GroupReport &g, const FindingThresholds &t,
                        std::vector<Finding> &out) {
   if (g.lock_fields.empty() || g.objects < t.min_objects ||
-      g.group.size_class > t.false_sharing_max_size)
+      g.group.requested_size > t.false_sharing_max_size)
     return;
   uint64_t sharing = 0; // objects with another of the group on one of their lines
   for (const auto &n : g.neighbours)
@@ -343,14 +374,17 @@ void lock_line_sharing(const GroupReport &g, const FindingThresholds &t,
   f.severity = "medium";
   f.groups = {g.group.id};
   f.metric["lock_line_share"] = share;
-  f.message = pct(share) + " of " + g.group.name + "'s objects (" +
-              std::to_string(g.group.size_class) +
-              " bytes with the allocator's rounding) share a "
-              "line with another, and each holds a lock (" +
-              fields +
-              "): threads that take neighbouring objects write one line. One thread allocated "
-              "them, so which threads write them is not in the trace: confirm with perf c2c "
-              "where a PMU exists";
+  f.message =
+      pct(share) + " of " + g.group.name + "'s objects (" + std::to_string(g.group.size_class) +
+      " bytes with the allocator's rounding) share a "
+      "line with another, and each holds a lock (" +
+      fields + "): threads that take neighbouring objects write one line" +
+      (g.group.requested_size == 64 && g.group.size_class != 64
+           ? " (padded to a line but not aligned to one: the allocator starts them at different "
+             "offsets of a line)"
+           : std::string()) +
+      ". One thread allocated them, so which threads write them is not in the trace: "
+      "confirm with perf c2c where a PMU exists";
   f.fix = "pad each object to a line, in a pool of their own: " +
           segregate_flag(own_pool(g.group) + ",pad=64,align=64");
   out.push_back(std::move(f));
@@ -748,9 +782,18 @@ void keep_layout(const Report &r, Finding &f, const FindingThresholds &t) {
   const GroupReport *subject = f.groups.empty() ? nullptr : by_id(r, f.groups[0]);
   if (f.rule.empty() || !subject || !rules::parse_rule(f.rule.data(), f.rule.size(), 1, &rule, &e))
     return;
-  std::string why = keep_pool_layout(rule, *subject, t);
+  bool few_sets = false;
+  std::string why = keep_pool_layout(rule, *subject, t, &few_sets);
   if (why.empty())
     return;
+  if (few_sets && f.kind == "set_underutilization") {
+    // The rule would leave the finding as it is: no rule, the reason instead.
+    f.rule.clear();
+    f.fix = "no rule helps (" + why +
+            "): stagger their hot fields in the program instead (cache colouring: start each "
+            "object's hot part a different multiple of 64 bytes into it), or make them smaller";
+    return;
+  }
   set_rule(f, rule);
   f.fix += " (" + why + ")";
 }

@@ -72,17 +72,22 @@ PoolLayout predict_pool_layout(uint64_t size, uint64_t pad, uint64_t align, uint
 uint64_t straddle_align(uint64_t end) { return std::clamp<uint64_t>(std::bit_ceil(end), 16, 64); }
 
 uint64_t odd_stride_pad(uint64_t lines) {
-  for (uint64_t want_gcd : {1, 2})
-    for (uint64_t l = lines + 1; l <= 2 * lines + 1; ++l) {
-      uint64_t pad = l * kLine;
-      uint64_t stride = jemalloc_size_class(pad);
-      if (stride % kLine != 0 || std::gcd(stride / kLine, kL1Sets) <= want_gcd)
-        return pad;
-    }
+  // An even number of lines reaches half of the sets at most, which the
+  // finding still calls high: only an odd one (or a stride of no whole
+  // lines) is a fix. jemalloc has none from 512 bytes up.
+  for (uint64_t l = lines + 1; l <= 2 * lines + 1; ++l) {
+    uint64_t pad = l * kLine;
+    uint64_t stride = jemalloc_size_class(pad);
+    if (stride % kLine != 0 || std::gcd(stride / kLine, kL1Sets) == 1)
+      return pad;
+  }
   return 0;
 }
 
-std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const FindingThresholds &t) {
+std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const FindingThresholds &t,
+                             bool *few_sets_left) {
+  if (few_sets_left)
+    *few_sets_left = false;
   if (!rule.pool[0] || g.group.program_pool)
     return {};
   const uint64_t offset = g.hot_bytes ? g.hot_offset : 0;
@@ -134,6 +139,8 @@ std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const Find
       why += (why.empty() ? "" : "; ") + ("pad=" + std::to_string(best) + ": " + what);
     } else {
       why += (why.empty() ? "" : "; ") + ("no padding helps: " + what);
+      if (few_sets_left)
+        *few_sets_left = true;
     }
   }
   return why;

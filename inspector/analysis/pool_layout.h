@@ -54,7 +54,9 @@ uint64_t odd_stride_pad(uint64_t lines);
 // straddle lines (t.straddle_medium) nor, where the group has enough lines
 // for set use to count (t.set_min_lines), use less than
 // t.set_fraction_medium of the L1's sets. Returns what it added and why, in
-// words ("" when the rule was fine as it was).
-std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const FindingThresholds &t);
+// words ("" when the rule was fine as it was). `few_sets`, when given, is
+// set where no padding brings the pool's objects onto enough sets.
+std::string keep_pool_layout(rules::Rule &rule, const GroupReport &g, const FindingThresholds &t,
+                             bool *few_sets = nullptr);
 
 } // namespace memlayout::inspector

@@ -943,3 +943,86 @@ TEST_CASE("rules: a rule with the same site and a size range holding another's s
   CHECK(shadows(parsed_rule("function=f,pool=a"), parsed_rule("function=f,size=8,pool=b")));
   CHECK_FALSE(shadows(parsed_rule("file=a.c:3,pool=a"), parsed_rule("file=a.c:4,pool=b")));
 }
+
+TEST_CASE("findings: 512-byte objects get no padding, which jemalloc's classes cannot give",
+          "[findings]") {
+  // 576 bytes lands in jemalloc's 640-byte class, 10 lines apart: half the
+  // L1's sets, still high. No class from 512 bytes up is an odd number of lines.
+  CHECK(odd_stride_pad(8) == 0);
+  CHECK(odd_stride_pad(4) == 320); // 5 lines
+  CHECK(odd_stride_pad(2) == 192);
+  Report r = base_report();
+  r.allocator = "jemalloc";
+  GroupReport g = clean_group(1, "new_page", 512);
+  g.hot_bytes = 16; // --hot: one line of each object is read
+  g.set_effective_fraction = {0.125, 0.125, 0.125};
+  g.strides = {{512, 0.95}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("pad=") == std::string::npos);
+  CHECK(f->fix.find("448 bytes or less") != std::string::npos);
+  // Interleaved with another group of its class, segregating would still
+  // leave them 512 bytes apart in the pool: no rule that keeps the finding.
+  GroupReport other = clean_group(2, "new_meta", 512);
+  r.groups = {g, other};
+  interleave(r.groups[0], r.groups[1]);
+  r.groups[0].set_effective_fraction = {0.125, 0.125, 0.125};
+  r.groups[0].strides = {{1024, 0.95}};
+  auto mixed = find_problems(r);
+  f = find(mixed, "set_underutilization");
+  REQUIRE(f);
+  INFO(f->fix);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("no rule helps") != std::string::npos);
+}
+
+TEST_CASE("findings: a hot part behind make_shared's control block that no alignment keeps "
+          "within a line",
+          "[findings]") {
+  // Conn's first 64 bytes, 16 bytes into each block: at any alignment of the
+  // blocks they start 16 bytes into a line and cross into the next.
+  Report r = base_report();
+  GroupReport g = clean_group(1, "open_conns", 96);
+  g.group.requested_size = 80;
+  g.group.type = "Conn";
+  g.hot_bytes = 64;
+  g.hot_offset = 16;
+  g.straddle_fraction = 0.5;
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("alignas(64)") != std::string::npos);
+  CHECK(f->fix.find("within its first 48 bytes") != std::string::npos);
+  // 40 hot bytes behind the block end at 56: align=64 keeps them on one line.
+  r.groups[0].hot_bytes = 40;
+  auto fits = find_problems(r);
+  f = find(fits, "line_straddle");
+  REQUIRE(f);
+  CHECK(f->rule.find("align=64") != std::string::npos);
+}
+
+TEST_CASE("findings: locks padded to a line but not aligned share lines in larger chunks",
+          "[findings]") {
+  // 64-byte records in glibc's 80-byte chunks: three starts in four share
+  // their last line with the next record's lock.
+  Report r = base_report();
+  GroupReport g = clean_group(1, "account_new", 80);
+  g.group.requested_size = 64;
+  g.lock_fields = {"m"};
+  g.neighbours = {{1, g.objects * 3 / 4, 0, g.objects}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "false_sharing");
+  REQUIRE(f);
+  CHECK(f->message.find("padded to a line but not aligned to one") != std::string::npos);
+  CHECK(f->rule.find("align=64") != std::string::npos);
+  // More than a line of its own: not this finding.
+  r.groups[0].group.requested_size = 72;
+  auto big = find_problems(r);
+  CHECK_FALSE(find(big, "false_sharing"));
+}
