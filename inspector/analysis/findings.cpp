@@ -181,7 +181,10 @@ void set_underutilization(const Report &r, const GroupReport &g, const FindingTh
               std::to_string(stride) +
               " bytes apart: " + segregate_flag(own_pool(g.group) + ",pad=" + std::to_string(pad));
     } else if (pad) {
-      f.fix = "segregate them, which packs them " + std::to_string(g.group.size_class) +
+      // A pool's class, not the program allocator's block (glibc's 56
+      // usable bytes of a 48-byte request sit 48 apart in a pool).
+      f.fix = "segregate them, which packs them " +
+              std::to_string(pool_stride(g.group.requested_size, 0, 0)) +
               " bytes apart, or pad them to an odd number of lines (pad=" + std::to_string(pad) +
               "): " + segregate_flag(own_pool(g.group));
     } else if (stride >= 4096) {
@@ -403,9 +406,9 @@ void page_spread(const GroupReport &g, const FindingThresholds &t, std::vector<F
   f.metric["pages_4k"] = static_cast<double>(g.pages_4k);
   f.metric["pages_min"] = static_cast<double>(g.pages_min);
   f.metric["regions_2m"] = static_cast<double>(g.regions_2m);
-  f.message = g.group.name + " spreads over " + std::to_string(g.pages_4k) + " pages where " +
-              std::to_string(g.pages_min) + " would hold it (" + num(ratio) +
-              "x): that many more TLB entries on every traversal";
+  f.message = g.group.name + " spreads over " + std::to_string(g.pages_4k) +
+              " pages where its bytes would fill " + std::to_string(g.pages_min) + " (" +
+              num(ratio) + "x): that many more TLB entries on every traversal";
   f.fix = "segregate it into a pool (its own contiguous pages): " +
           segregate_flag(own_pool(g.group) + (g.pages_min >= 512 ? ",hugepages=1" : ""));
   out.push_back(std::move(f));

@@ -1026,3 +1026,19 @@ TEST_CASE("findings: locks padded to a line but not aligned share lines in large
   auto big = find_problems(r);
   CHECK_FALSE(find(big, "false_sharing"));
 }
+
+TEST_CASE("findings: the stride a segregation fix promises is the pool's class", "[findings]") {
+  // 48-byte wrappers between other objects, 128 bytes apart; glibc gives
+  // each 56 usable bytes, a pool packs them in its 48-byte class.
+  Report r = base_report();
+  GroupReport g = clean_group(1, "new_wrapper", 56);
+  g.group.requested_size = 48;
+  g.set_effective_fraction = {0.5, 0.5, 0.5};
+  g.strides = {{128, 0.95}};
+  r.groups = {g};
+  auto fs = find_problems(r);
+  const Finding *f = find(fs, "set_underutilization");
+  REQUIRE(f);
+  INFO(f->fix);
+  CHECK(f->fix.find("packs them 48 bytes apart") != std::string::npos);
+}
