@@ -15,6 +15,8 @@ Json group(const inspector::GroupReport &g) {
   Json site = {{"function", g.group.site.function},
                {"file", g.group.site.file},
                {"line", g.group.site.line}};
+  if (g.group.site.column)
+    site["column"] = g.group.site.column;
   if (!g.group.site.caller.empty())
     site["caller"] = g.group.site.caller;
   j["site"] = std::move(site);

@@ -622,7 +622,9 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
     size_t merged = 0;
     for (size_t j = i + 1; site && j < in.size(); ++j) {
       const Group *other = site_of(in[j]);
-      if (used[j] || in[j].kind != f.kind || !other || !same_site(site->site, other->site))
+      // Size classes of one call: two calls on one line are findings apart.
+      if (used[j] || in[j].kind != f.kind || !other || !same_site(site->site, other->site) ||
+          site->site.column != other->site.column)
         continue;
       used[j] = true;
       ++merged;

@@ -97,6 +97,9 @@ struct Group {
     std::string caller;
     // Wrapper frames between the allocator and the site, innermost first.
     std::vector<LookedThrough> looked_through;
+    // Of the allocating call, where the debug info has columns (0 when not):
+    // two allocations on one line are two sites.
+    uint32_t column = 0;
   } site;
   uint64_t size_class = 0;     // usable size most of its objects got
   uint64_t requested_size = 0; // the most common requested size
@@ -127,7 +130,8 @@ struct Group {
 
 // One call site: the same function, file, line and (for an unresolved site)
 // named caller. Its size classes are several groups, and a rule for one of
-// them is meant for all.
+// them is meant for all; so are two calls on one line (columns apart), which
+// no rule tells apart.
 bool same_site(const Group::Site &a, const Group::Site &b);
 
 // A group's object indices in address order. Group::objects is documented as

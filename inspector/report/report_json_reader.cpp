@@ -197,6 +197,8 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
     s.str("function", g.group.site.function);
     s.str("file", g.group.site.file);
     s.uint("line", g.group.site.line);
+    if (s.has("column"))
+      s.uint("column", g.group.site.column);
     if (s.has("caller"))
       s.str("caller", g.group.site.caller);
   }

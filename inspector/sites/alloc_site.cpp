@@ -28,6 +28,7 @@ Group::Site site_of(const SymbolizedAddress &a, const SourceFrame &f) {
   Group::Site s;
   s.function = f.function;
   s.line = f.line;
+  s.column = f.line ? f.column : 0;
   if (a.resolved)
     s.file = f.file;
   else if (a.module)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -114,8 +116,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
         alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly, o.code);
     it->second.looked_through = std::move(site.looked_through);
     site.looked_through.clear();
-    std::string key =
-        site.function + '\0' + site.file + '\0' + std::to_string(site.line) + '\0' + site.caller;
+    std::string key = site.function + '\0' + site.file + '\0' + std::to_string(site.line) + ':' +
+                      std::to_string(site.column) + '\0' + site.caller;
     auto [sit, new_site] = site_ids.emplace(std::move(key), static_cast<uint32_t>(sites.size()));
     if (new_site)
       sites.push_back(std::move(site));
@@ -225,9 +227,23 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
       }
     }
   }
-  for (Group &g : groups)
-    if (g.name.empty())
-      g.name = g.type.empty() ? site_name(g.site) : g.type;
+  // Two allocations on one line (`items.push_back(x); index.emplace(k, v);`)
+  // are two sites, named apart by their columns; a line's one site keeps the
+  // plain name.
+  std::map<std::string, std::set<uint32_t>> columns_of_line;
+  for (const Group::Site &site : sites)
+    columns_of_line[site_name(site)].insert(site.column);
+  for (Group &g : groups) {
+    if (!g.name.empty())
+      continue;
+    if (!g.type.empty()) {
+      g.name = g.type;
+      continue;
+    }
+    g.name = site_name(g.site);
+    if (g.site.column && g.site.line && g.site.caller.empty() && columns_of_line[g.name].size() > 1)
+      g.name.insert(g.name.size() - 1, ":" + std::to_string(g.site.column));
+  }
   std::sort(groups.begin(), groups.end(), [](const Group &a, const Group &b) {
     if (a.bytes != b.bytes)
       return a.bytes > b.bytes;

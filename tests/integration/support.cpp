@@ -67,6 +67,7 @@ std::string program(const std::string &name) {
       {"one_file_wrappers", MLT_PATH_one_file_wrappers},
       {"stripped_wrappers_main", MLT_PATH_stripped_wrappers_main},
       {"debuglink_main", MLT_PATH_debuglink_main},
+      {"one_line_sites", MLT_PATH_one_line_sites},
   };
   auto it = paths.find(name);
   if (it == paths.end())
