@@ -39,6 +39,7 @@ std::string program(const std::string &name) {
       {"annotated", MLT_PATH_annotated},
       {"dlopen_main", MLT_PATH_dlopen_main},
       {"edge_cases", MLT_PATH_edge_cases},
+      {"errno_contract", MLT_PATH_errno_contract},
       {"node_descriptor", MLT_PATH_node_descriptor},
       {"seg_pools", MLT_PATH_seg_pools},
       {"join_frees", MLT_PATH_join_frees},
