@@ -47,6 +47,7 @@ std::string program(const std::string &name) {
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
       {"rlimit_as", MLT_PATH_rlimit_as},
+      {"fsize_limit", MLT_PATH_fsize_limit},
       {"own_malloc", MLT_PATH_own_malloc},
       {"many_threads", MLT_PATH_many_threads},
       {"lambdas", MLT_PATH_lambdas},
