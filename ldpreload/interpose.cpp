@@ -8,6 +8,7 @@
 #include "real_alloc.h"
 #include "recorder.h"
 #include "rule_router.h"
+#include "sys.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -242,8 +243,12 @@ void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
     if (const Route *r = route_of(ts, n, start); ML_UNLIKELY(r != nullptr))
       return old ? routed_realloc(ts, api, *r, old, n, start)
                  : routed_alloc(ts, api, *r, n, 0, false, start);
-  if (!begin(ts))
-    return have_real() ? g_real.realloc(old, n) : nullptr;
+  if (!begin(ts)) {
+    if (have_real())
+      return g_real.realloc(old, n);
+    errno = ENOMEM;
+    return nullptr;
+  }
   void *p = g_real.realloc(old, n);
   if (p) {
     if (old)
@@ -310,7 +315,11 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   if (align < sizeof(void *) || (align & (align - 1)))
     return EINVAL; // as every allocator answers, and nothing to record
   if (const Route *r = route_of(tl_state, n, ML_START); ML_UNLIKELY(r != nullptr)) {
-    void *p = routed_alloc(tl_state, Api::kPosixMemalign, *r, n, align, false, ML_START);
+    void *p;
+    {
+      sys::KeepErrno keep; // posix_memalign returns its error and leaves errno alone
+      p = routed_alloc(tl_state, Api::kPosixMemalign, *r, n, align, false, ML_START);
+    }
     if (!p)
       return ENOMEM;
     *out = p;

@@ -34,6 +34,32 @@ void *pvalloc_via_memalign(size_t n) {
 }
 void *valloc_via_memalign(size_t n) { return g_real.memalign(sys::page_size(), n); }
 
+// jemalloc 5.3's memalign, valloc and realloc fail without setting errno (its
+// malloc, calloc, aligned_alloc and posix_memalign keep the contract). The C
+// and POSIX contract, which glibc keeps and programs test, is EINVAL for an
+// alignment that is not a power of two and ENOMEM for no memory: set it, so
+// that jemalloc mode answers like jemalloc and fails like malloc.
+void *je_memalign(size_t align, size_t n) {
+  void *p = mlje_memalign(align, n);
+  if (!p)
+    errno = align && !(align & (align - 1)) ? ENOMEM : EINVAL;
+  return p;
+}
+void *je_valloc(size_t n) {
+  void *p = mlje_valloc(n);
+  if (!p)
+    errno = ENOMEM;
+  return p;
+}
+// realloc(p, 0) frees p and returns NULL with errno alone (jemalloc's
+// opt.zero_realloc, as glibc does): not a failure.
+void *je_realloc(void *old, size_t n) {
+  void *p = mlje_realloc(old, n);
+  if (!p && n)
+    errno = ENOMEM;
+  return p;
+}
+
 template <class F> void next(F *slot, const char *name) {
   *slot = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
 }
@@ -43,9 +69,9 @@ template <class F> void next(F *slot, const char *name) {
 void resolve_real_allocator(AllocatorMode mode) {
   if (mode == AllocatorMode::kJemalloc) {
     g_real = RealAllocator{mlje_malloc,          mlje_free,
-                           mlje_calloc,          mlje_realloc,
-                           mlje_memalign,        mlje_posix_memalign,
-                           mlje_aligned_alloc,   mlje_valloc,
+                           mlje_calloc,          je_realloc,
+                           je_memalign,          mlje_posix_memalign,
+                           mlje_aligned_alloc,   je_valloc,
                            pvalloc_via_memalign, mlje_malloc_usable_size};
     g_usable_model = trace::UsableModel::kJemalloc;
     return;
@@ -87,8 +113,10 @@ void *bootstrap_alloc(size_t size, size_t align) {
   // Each block carries its size just before it for bootstrap_usable/realloc.
   size_t need = round_up(size + 16, 16) + align;
   size_t start = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
-  if (start + need > sizeof g_bootstrap)
+  if (start + need > sizeof g_bootstrap) {
+    errno = ENOMEM;
     return nullptr;
+  }
   uintptr_t base = reinterpret_cast<uintptr_t>(g_bootstrap) + start + 16;
   uintptr_t p = round_up(base, align);
   reinterpret_cast<size_t *>(p)[-1] = size;

@@ -549,6 +549,9 @@ seg::Pool *make_route_pool(const Route &cr, uint8_t &busy) {
   const rules::Rule &rule = g_rules->rules[cr.index];
   // Whatever the pool's making allocates goes to the program's allocator
   // unrecorded (a handler interrupting it too): no lock is taken twice.
+  // Its system calls are ours: the allocation that makes the pool, when it
+  // succeeds, leaves the program's errno as it was.
+  sys::KeepErrno keep_errno;
   uint8_t was = busy;
   busy = 1;
   seg::Pool *p;

@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cpuid.h>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -115,7 +117,45 @@ long read_file(const char *path, char *buf, size_t cap) {
   return static_cast<long>(n);
 }
 
+namespace {
+// SIGXFSZ's bit in the kernel's sigset (the rt_sig* calls take 8 bytes).
+constexpr uint64_t kXfszBit = uint64_t{1} << (SIGXFSZ - 1);
+
+uint64_t pending_signals() {
+  uint64_t set = 0;
+  syscall(SYS_rt_sigpending, &set, sizeof set);
+  return set;
+}
+} // namespace
+
+HoldXfsz::HoldXfsz() {
+  KeepErrno keep;
+  uint64_t block = kXfszBit;
+  old_mask_ = 0;
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, &old_mask_, sizeof block);
+  pending_before_ = pending_signals() & kXfszBit;
+}
+
+HoldXfsz::~HoldXfsz() {
+  KeepErrno keep;
+  if (!pending_before_ && (pending_signals() & kXfszBit)) {
+    uint64_t set = kXfszBit;
+    timespec now{};
+    syscall(SYS_rt_sigtimedwait, &set, nullptr, &now, sizeof set);
+  }
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask_, nullptr, sizeof old_mask_);
+}
+
+uint64_t file_size_limit() {
+  KeepErrno keep;
+  rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return UINT64_MAX;
+  return rl.rlim_cur;
+}
+
 bool write_all(int fd, const void *buf, size_t n) {
+  HoldXfsz hold;
   const char *p = static_cast<const char *>(buf);
   while (n) {
     long r = syscall(SYS_write, fd, p, n);

@@ -60,8 +60,31 @@ void close_file(int fd);
 long read_file(const char *path, char *buf, size_t cap);
 
 // Writes all of buf to fd, retrying on EINTR and short writes. Returns false
-// on any other error (errno is left as the failing call set it).
+// on any other error (errno is left as the failing call set it). Never
+// raises SIGXFSZ in the program (HoldXfsz).
 bool write_all(int fd, const void *buf, size_t n);
+
+// For the recorder's writes to files. Past RLIMIT_FSIZE the kernel fails a
+// write with EFBIG and sends the writing thread SIGXFSZ, whose default action
+// kills the program, and which a handler of the program's would see: neither
+// may happen for a write of ours. Blocks SIGXFSZ for its lifetime and, at
+// the end, takes back a SIGXFSZ that became pending meanwhile (one pending
+// before, the program's own, stays for the program).
+class HoldXfsz {
+public:
+  HoldXfsz();
+  ~HoldXfsz();
+  HoldXfsz(const HoldXfsz &) = delete;
+  HoldXfsz &operator=(const HoldXfsz &) = delete;
+
+private:
+  uint64_t old_mask_;
+  bool pending_before_;
+};
+
+// RLIMIT_FSIZE's soft limit in bytes, UINT64_MAX when there is none. Read
+// each time: the program may set it whenever it likes.
+uint64_t file_size_limit();
 
 // "memlayout: <msg>\n" on stderr, for the rare things a user must know
 // (trace unwritable, options invalid). Never allocates.

@@ -89,7 +89,21 @@ enum class RecordType : uint8_t {
   kEnd = 7,       // the process ended cleanly; totals
   kRules = 8,     // segregation rules in force and what each routed (below)
   kHtmAborts = 9, // aborted hardware (or emulated) transactions (below)
+  kStop = 10,     // the recorder stopped writing before the process ended (below)
 };
+
+// ---- Stop (payload of kStop) ---------------------------------------------
+//
+// payload := u8 cause (StopCause), varint limit, varint offset
+// Written once, when the recorder stops writing a trace because the next
+// record would not fit (kFileSizeLimit: `limit` is RLIMIT_FSIZE in bytes,
+// `offset` the trace's size before the record that did not fit). After it
+// come at most the records other threads were writing then: no end record
+// follows, and a reader reports the trace truncated, for this cause. The
+// writer keeps room for it under the limit. A v1 reader that predates it
+// skips it with a warning.
+enum class StopCause : uint8_t { kFileSizeLimit = 1 };
+inline constexpr size_t kMaxStopPayload = 1 + 10 + 10;
 
 // ---- Rules (payload of kRules, written once before kEnd) --------------------
 //

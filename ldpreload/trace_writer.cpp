@@ -4,10 +4,8 @@
 #include "sys.h"
 
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -138,8 +136,18 @@ bool TraceWriter::open(const char *path, const void *header, size_t n) {
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   fd_ = fd;
+  regular_ = S_ISREG(st.st_mode);
   broken_.store(false);
+  stopped_.store(false);
   errors_.store(0);
+  end_.store(n);
+  if (regular_ && n + kStopRecordBytes > sys::file_size_limit()) {
+    // Not even the header fits under the file size limit: an empty file,
+    // which the launcher explains, rather than a header cut short.
+    broken_.store(true);
+    errors_.fetch_add(1);
+    return true;
+  }
   if (!sys::write_all(fd_, header, n)) {
     broken_.store(true);
     errors_.fetch_add(1);
@@ -190,38 +198,15 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
     }
   }
   h.payload_bytes = static_cast<uint32_t>(body_n);
-  iovec iov[2] = {{&h, sizeof h}, {const_cast<void *>(body), body_n}};
   size_t total = sizeof h + body_n;
-  // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action would
-  // kill the program for our write: keep it blocked and take it back.
-  sigset_t xfsz, old_mask;
-  sigemptyset(&xfsz);
-  sigaddset(&xfsz, SIGXFSZ);
-  pthread_sigmask(SIG_BLOCK, &xfsz, &old_mask);
-  bool ok = ensure_descriptor();
-  if (ok) {
-    long w; // not libc's writev: a cancellation point (sys.h)
-    do
-      w = syscall(SYS_writev, fd_, iov, 2);
-    while (w < 0 && errno == EINTR);
-    if (w >= 0 && static_cast<size_t>(w) < total) {
-      // A short write (disk full, quota) leaves a partial record: try to
-      // finish it, then give up for good.
-      size_t done = static_cast<size_t>(w);
-      ok = done >= sizeof h
-               ? sys::write_all(fd_, static_cast<const char *>(body) + (done - sizeof h),
-                                total - done)
-               : sys::write_all(fd_, reinterpret_cast<const char *>(&h) + done, sizeof h - done) &&
-                     sys::write_all(fd_, body, body_n);
-    } else {
-      ok = w >= 0;
-    }
+  uint64_t limit = 0, at = 0;
+  bool ok;
+  if (fits(total, &limit, &at)) {
+    ok = write_whole(h, body, body_n);
+  } else {
+    stop_at_limit(limit, at);
+    ok = false;
   }
-  if (!ok && errno == EFBIG && !sigismember(&old_mask, SIGXFSZ)) {
-    timespec now{};
-    syscall(SYS_rt_sigtimedwait, &xfsz, nullptr, &now, _NSIG / 8);
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (c)
     c->lock.unlock();
   if (!ok) {
@@ -229,6 +214,62 @@ size_t TraceWriter::write_record(trace::RecordType type, uint32_t tid, uint32_t 
     errors_.fetch_add(1, std::memory_order_relaxed);
   }
   return ok ? body_n : 0;
+}
+
+// Claims the next `total` bytes of the file. Under a file size limit a
+// record that would leave no room for the stop record is refused, and so is
+// every record claimed after it (the end only grows): what was claimed
+// before fits with the stop record, in whatever order the writes land.
+// Refused: *limit and *at say at what limit and where.
+bool TraceWriter::fits(size_t total, uint64_t *limit, uint64_t *at) {
+  *at = end_.fetch_add(total, std::memory_order_relaxed);
+  if (!regular_)
+    return true; // a device: no limit applies
+  *limit = sys::file_size_limit();
+  return *limit == UINT64_MAX || *at + total + kStopRecordBytes <= *limit;
+}
+
+// The record that says why the trace ends here, written once, by the first
+// writer refused (fits() left it the room).
+void TraceWriter::stop_at_limit(uint64_t limit, uint64_t at) {
+  if (stopped_.exchange(true))
+    return;
+  uint8_t payload[trace::kMaxStopPayload];
+  uint8_t *w = payload;
+  *w++ = static_cast<uint8_t>(trace::StopCause::kFileSizeLimit);
+  w = trace::put_varint(w, limit);
+  w = trace::put_varint(w, at);
+  trace::RecordHeader h{};
+  h.magic = trace::kRecordMagic;
+  h.type = static_cast<uint8_t>(trace::RecordType::kStop);
+  h.count = 1;
+  h.payload_bytes = h.raw_bytes = static_cast<uint32_t>(w - payload);
+  write_whole(h, payload, h.payload_bytes);
+}
+
+// One record with one writev (O_APPEND: never interleaved with another
+// thread's), finished by plain writes if the kernel wrote part of it.
+bool TraceWriter::write_whole(const trace::RecordHeader &h, const void *body, size_t body_n) {
+  sys::HoldXfsz hold; // a limit set after fits() looked must not kill the program either
+  if (!ensure_descriptor())
+    return false;
+  iovec iov[2] = {{const_cast<trace::RecordHeader *>(&h), sizeof h},
+                  {const_cast<void *>(body), body_n}};
+  size_t total = sizeof h + body_n;
+  long w; // not libc's writev: a cancellation point (sys.h)
+  do
+    w = syscall(SYS_writev, fd_, iov, 2);
+  while (w < 0 && errno == EINTR);
+  if (w < 0 || static_cast<size_t>(w) == total)
+    return w >= 0;
+  // A short write (disk full, quota) leaves a partial record: try to finish
+  // it, then give up for good.
+  size_t done = static_cast<size_t>(w);
+  return done >= sizeof h
+             ? sys::write_all(fd_, static_cast<const char *>(body) + (done - sizeof h),
+                              total - done)
+             : sys::write_all(fd_, reinterpret_cast<const char *>(&h) + done, sizeof h - done) &&
+                   sys::write_all(fd_, body, body_n);
 }
 
 void TraceWriter::prepare_fork() {

@@ -22,6 +22,9 @@ public:
   // Writes one record, zstd-compressing the payload when `compress`. Drops the
   // record (counting it) once a write has failed: a trace with a hole in the
   // middle would be silently wrong, one cut short is detectably truncated.
+  // Under a file size limit (RLIMIT_FSIZE) the record that would not fit is
+  // not written: a stop record naming the limit is, so that the reader can
+  // say why the trace ends there. Never raises SIGXFSZ in the program.
   // Returns the payload bytes stored (0 when nothing was written).
   size_t write_record(trace::RecordType type, uint32_t tid, uint32_t count, const void *payload,
                       size_t n, bool compress = true);
@@ -38,11 +41,22 @@ public:
   void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }
   uint64_t write_errors() const { return errors_.load(std::memory_order_relaxed); }
 
+  // A stop record with its header: the room kept for it under a file size
+  // limit.
+  static constexpr size_t kStopRecordBytes = sizeof(trace::RecordHeader) + trace::kMaxStopPayload;
+
 private:
   bool ensure_descriptor();
+  bool fits(size_t total, uint64_t *limit, uint64_t *at);
+  void stop_at_limit(uint64_t limit, uint64_t at);
+  bool write_whole(const trace::RecordHeader &h, const void *body, size_t body_n);
   int fd_ = -1;
   uint64_t dev_ = 0, ino_ = 0;
+  bool regular_ = false;
   int level_ = 1;
+  // The file's size once every record claimed so far is written.
+  std::atomic<uint64_t> end_{0};
+  std::atomic<bool> stopped_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> raw_only_{false};
   std::atomic<uint64_t> errors_{0};

@@ -321,8 +321,10 @@ int advise_main(int argc, char **argv) {
     text += "# the trace is damaged (" + one_line(report.damage) +
             "): these rules come from the records before the damage\n";
   else if (report.partial)
-    text += "# the trace is incomplete (the program did not finish writing it): these rules "
-            "come from what it wrote\n";
+    text += "# the trace is incomplete (" +
+            (report.cut_cause.empty() ? "the program did not finish writing it"
+                                      : one_line(report.cut_cause)) +
+            "): these rules come from what it wrote\n";
   if (!wrappers.empty()) {
     text += "\n# the sites below were found through these wrappers; the rules route their\n"
             "# callers' allocations only while they are looked through\n";

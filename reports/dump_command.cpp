@@ -499,6 +499,28 @@ public:
     o_.put("}\n");
   }
 
+  // Where the recorder stopped writing, and why: the last record of a trace
+  // cut short by a file size limit.
+  void stop() {
+    if (!r_.stopped())
+      return;
+    const inspector::StopRecord &s = *r_.stopped();
+    if (!jsonl_) {
+      o_.put("stop: ");
+      o_.put(inspector::stop_cause_text(s));
+      o_.put(" (at offset ");
+      o_.u64(s.offset);
+      o_.put(")\n");
+      return;
+    }
+    o_.put("{\"ev\":\"stop\",\"tid\":0,\"cause\":\"");
+    o_.put(s.cause == trace::StopCause::kFileSizeLimit ? "file_size_limit" : "unknown");
+    o_.put('"');
+    num("limit", s.limit);
+    num("offset", s.offset);
+    o_.put("}\n");
+  }
+
   void rules() {
     if (!r_.rules())
       return;
@@ -1070,6 +1092,9 @@ int dump_main(int argc, char **argv) {
       break;
     case Item::kHtmAborts:
       d.htm_aborts();
+      break;
+    case Item::kStop:
+      d.stop();
       break;
     case Item::kStacks:
     case Item::kStrings:

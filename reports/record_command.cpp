@@ -17,6 +17,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -138,6 +139,7 @@ struct TraceSummary {
   bool ended_by_exec = false; // the image replaced itself (its last end record says so)
   uint64_t events = 0, allocs = 0, bytes = 0, file_bytes = 0, lost = 0;
   std::string executable;
+  std::optional<inspector::StopRecord> stopped; // why the recorder stopped writing early
 };
 
 // The reader's prescan: record headers and tables, no event block decoded.
@@ -148,6 +150,7 @@ TraceSummary summarize(const std::string &path) {
     return s;
   s.file_bytes = r.file_size();
   s.executable = r.header().executable;
+  s.stopped = r.stopped();
   if (const auto &end = r.final_end()) {
     s.complete = true;
     s.ended_by_exec = end->reason == trace::EndReason::kExec;
@@ -181,12 +184,32 @@ bool file_system_full(const std::string &path) {
   return statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 && fs.f_bavail == 0;
 }
 
+// RLIMIT_FSIZE as the launcher runs under it (the program inherited it, as
+// from `ulimit -f`), in bytes; 0 when there is none.
+uint64_t inherited_file_size_limit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return 0;
+  return rl.rlim_cur;
+}
+
+// Why a trace with no end record ends where it does. The recorder says so in
+// a stop record where the file size limit cut it; one without (that write
+// failed too) that is as large as the limit the launcher runs under, which
+// the program inherited, was cut by that limit all the same.
+std::string cut_short_cause(const TraceSummary &s, const std::string &path) {
+  if (s.stopped)
+    return inspector::stop_cause_text(*s.stopped);
+  if (uint64_t limit = inherited_file_size_limit(); limit && s.file_bytes >= limit)
+    return inspector::stop_cause_text({trace::StopCause::kFileSizeLimit, limit, s.file_bytes});
+  if (file_system_full(path))
+    return "the file system holding it is full";
+  return "the program did not finish writing it";
+}
+
 void print_summary_line(const TraceSummary &s, const std::string &path) {
   // Without an end record the totals are unknown; the blocks tell the events.
-  const char *incomplete = s.complete ? ""
-                           : file_system_full(path)
-                               ? " (incomplete: the file system holding it is full)"
-                               : " (incomplete: the program did not finish writing it)";
+  std::string incomplete = s.complete ? "" : " (incomplete: " + cut_short_cause(s, path) + ")";
   std::string totals =
       s.complete ? " (" + human(static_cast<double>(s.allocs), "") + " allocations, " +
                        human(static_cast<double>(s.bytes), "B") +
@@ -196,7 +219,7 @@ void print_summary_line(const TraceSummary &s, const std::string &path) {
                human(static_cast<double>(s.events), "").c_str(), totals.c_str(),
                human(static_cast<double>(s.file_bytes), "B").c_str(),
                s.events ? static_cast<double>(s.file_bytes) / static_cast<double>(s.events) : 0.0,
-               incomplete, path.c_str());
+               incomplete.c_str(), path.c_str());
 }
 
 // The trace of the pid's Nth image after the root process's first.
@@ -516,6 +539,11 @@ std::string why_no_trace(const char *command, const std::string &path) {
     return "it is a device, not a file";
   if (file_system_full(path))
     return "the file system holding it is full";
+  // The recorder writes no header that the limit would cut (a header is at
+  // most 32 KiB, and a few KiB unless the command line is long).
+  if (uint64_t limit = inherited_file_size_limit(); limit && limit < (32 << 10))
+    return "the file size limit (RLIMIT_FSIZE, ulimit -f) of " + std::to_string(limit) +
+           " bytes leaves no room for its header";
   return "the program never loaded the recorder (a statically linked or set-user-ID program, "
          "or one started by it, cannot be recorded) or could not write to it";
 }

@@ -169,6 +169,7 @@ struct Report {
   bool partial = false;
   std::string damage;    // the trace is damaged there (not only cut short): the reader's error
   std::string cut_short; // partial and not damaged: where the reader stopped
+  std::string cut_cause; // why, where the trace says (stop_cause_text); "" when it does not
   std::vector<std::string> reader_warnings; // what the reader skipped or doubted, with offsets
   std::vector<std::string> symbol_warnings; // modules rebuilt since recording (names may be wrong)
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;

@@ -284,6 +284,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                         "): this is the layout of the records before the damage");
   else if (snap.partial) {
     out.cut_short = r.error().message;
+    if (r.stopped())
+      out.cut_cause = stop_cause_text(*r.stopped());
     out.notes.push_back("the trace is incomplete (" + out.cut_short +
                         "): this is the layout of its readable part");
   }

@@ -61,13 +61,15 @@ const char *record_type_name(uint8_t t) {
     return "rules";
   case RecordType::kHtmAborts:
     return "htm aborts";
+  case RecordType::kStop:
+    return "stop";
   }
   return "unknown";
 }
 
 bool known_record_type(uint8_t t) {
   return t >= static_cast<uint8_t>(RecordType::kEvents) &&
-         t <= static_cast<uint8_t>(RecordType::kHtmAborts);
+         t <= static_cast<uint8_t>(RecordType::kStop);
 }
 
 std::string cut_nuls(const uint8_t *p, size_t n) {
@@ -77,6 +79,15 @@ std::string cut_nuls(const uint8_t *p, size_t n) {
 }
 
 } // namespace
+
+std::string stop_cause_text(const StopRecord &s) {
+  switch (s.cause) {
+  case trace::StopCause::kFileSizeLimit:
+    return "the file size limit (RLIMIT_FSIZE, ulimit -f) of " + std::to_string(s.limit) +
+           " bytes stopped the recorder";
+  }
+  return "the recorder stopped writing (cause " + std::to_string(static_cast<int>(s.cause)) + ")";
+}
 
 const char *event_name(const Event &e) {
   switch (e.kind) {
@@ -139,6 +150,7 @@ void TraceReader::reset() {
   rec_threads_.clear();
   map_ = {};
   end_ = {};
+  stop_.reset();
   frames_.clear();
   stacks_.clear();
   strings_.clear();
@@ -558,9 +570,10 @@ Item TraceReader::next_record() {
     if (l == Load::kEof) {
       if (!have_end_) {
         stop(ReadStatus::kTruncated, offset, "");
-        error_.message = name_ + ": truncated at offset " + std::to_string(offset) +
-                         ": no end record; the process did not finish writing the trace "
-                         "(killed?)";
+        error_.message =
+            name_ + ": truncated at offset " + std::to_string(offset) + ": no end record; " +
+            (stop_ ? stop_cause_text(*stop_) + ": what the program did after it is not in the trace"
+                   : std::string("the process did not finish writing the trace (killed?)"));
       }
       done_ = true;
       return Item::kDone;
@@ -665,6 +678,10 @@ bool TraceReader::decode_record(uint64_t offset, const RecordHeader &h, Cursor c
   case RecordType::kHtmAborts:
     item = Item::kHtmAborts;
     ok = decode_htm_aborts(c, offset, h.tid, add);
+    break;
+  case RecordType::kStop:
+    item = Item::kStop;
+    ok = decode_stop(c);
     break;
   case RecordType::kEnd:
     item = Item::kEnd;
@@ -1019,6 +1036,18 @@ bool TraceReader::decode_memory_map(Cursor c) {
     }
   }
   return !c.bad && c.at_end();
+}
+
+// A cause this reader does not know is kept: the trace still stopped there.
+bool TraceReader::decode_stop(Cursor c) {
+  StopRecord s;
+  s.cause = static_cast<trace::StopCause>(c.u8());
+  s.limit = c.varint();
+  s.offset = c.varint();
+  if (c.bad)
+    return false;
+  stop_ = s;
+  return true;
 }
 
 bool TraceReader::decode_end(Cursor c) {

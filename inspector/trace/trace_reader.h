@@ -49,6 +49,7 @@ enum class Item : uint8_t {
   kEnd,
   kRules,
   kHtmAborts, // record_htm_aborts(); also gathered whole-file in htm_aborts()
+  kStop,      // stopped(): the recorder stopped writing here
   kDone,      // check status()
 };
 
@@ -119,6 +120,10 @@ public:
   // that counts) and the events its blocks hold by their headers (kTick
   // included), which is all a truncated trace can say without decoding.
   const std::optional<EndRecord> &final_end() const { return final_end_; }
+  // Why the recorder stopped writing the trace before the process ended
+  // (prescan, or once next() reached it); a trace without one that has no
+  // end record was cut short for a reason it does not tell.
+  const std::optional<StopRecord> &stopped() const { return stop_; }
   // The rules record, when the trace was recorded under rules (prescan).
   const std::optional<RulesRecord> &rules() const { return rules_; }
   // Every aborted transaction the trace records (prescan), and the lines
@@ -192,6 +197,7 @@ private:
   bool decode_threads(trace::Cursor c);
   bool decode_memory_map(trace::Cursor c);
   bool decode_end(trace::Cursor c);
+  bool decode_stop(trace::Cursor c);
   bool decode_rules(trace::Cursor c, bool add);
   bool decode_htm_aborts(trace::Cursor c, uint64_t offset, uint32_t tid, bool add);
   void prescan();
@@ -236,6 +242,7 @@ private:
   MemoryMap map_;
   EndRecord end_;
   std::optional<EndRecord> final_end_;
+  std::optional<StopRecord> stop_;
   Options opts_;
   bool prescanned_ = false, from_buffer_ = false;
   std::vector<uint64_t> *skipped_events_ = nullptr;

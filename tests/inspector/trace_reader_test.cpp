@@ -478,6 +478,35 @@ TEST_CASE("a trace without an end record is partial", "[reader][errors]") {
   CHECK(r.error().offset == b.size());
 }
 
+// The recorder stopped at a file size limit: the trace is partial as one
+// without an end record is, and says why, with the limit.
+TEST_CASE("a stop record names why the trace ends", "[reader][errors]") {
+  TraceBuilder t;
+  Block blk(1000, 1000, 5000);
+  blk.alloc(Api::kMalloc, 0x10, 1, 1, 1);
+  t.events(1, blk);
+  memlayout::testing::Payload stop;
+  stop.u8(static_cast<uint8_t>(trace::StopCause::kFileSizeLimit)).v(102400).v(101000);
+  t.record(trace::RecordType::kStop, 0, 1, stop.b, false);
+  Bytes b = t.bytes();
+  TraceReader r;
+  REQUIRE(r.open_buffer(b.data(), b.size(), "s.trace"));
+  REQUIRE(r.stopped()); // known from the prescan, before next()
+  CHECK(r.stopped()->limit == 102400);
+  CHECK(r.stopped()->offset == 101000);
+  Collected c = drain(r);
+  CHECK(c.events.size() == 1);
+  CHECK(std::count(c.items.begin(), c.items.end(), Item::kStop) == 1);
+  for (const auto &w : r.warnings()) // a record this reader knows, not one it skips
+    CHECK_FALSE(contains(w.message, "unknown type"));
+  CHECK(r.partial());
+  CHECK_FALSE(r.fatal());
+  CHECK(r.error().message ==
+        "s.trace: truncated at offset " + std::to_string(b.size()) +
+            ": no end record; the file size limit (RLIMIT_FSIZE, ulimit -f) of 102400 bytes "
+            "stopped the recorder: what the program did after it is not in the trace");
+}
+
 TEST_CASE("payload past the end of the file reports what is missing", "[reader][errors]") {
   TraceBuilder t;
   Block blk(1000, 1000, 5000);

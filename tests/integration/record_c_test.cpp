@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -297,6 +299,104 @@ TEST_CASE("c_api.edge_cases", "[record][c]") {
   CHECK(je.out.find("errno after successful calls") != std::string::npos);
   Dump d = dump(dir + "/out.trace", false);
   CHECK(d.run.exit_code() == 0);
+}
+
+namespace {
+
+// errno_contract's output as the program sees it under jemalloc: glibc 2.36
+// rounds an alignment of 0 or 3 up for memalign and aligned_alloc, jemalloc
+// refuses it (EINVAL); every other line is the same. (jemalloc 5.3 itself,
+// LD_PRELOADed, answers these lines alike but leaves errno alone where
+// memalign, valloc and realloc fail: the contract, which jemalloc mode
+// keeps, is glibc's errno.)
+std::string errno_contract_under_jemalloc(const std::string &glibc_out) {
+  static const char *const kRefused[] = {"memalign(3, 100)", "memalign(0, 100)",
+                                         "aligned_alloc(3, 100)", "aligned_alloc(0, 100)"};
+  std::istringstream in(glibc_out);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    for (const char *label : kRefused)
+      if (line.compare(0, std::strlen(label) + 1, std::string(label) + " ") == 0) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%-44s %-7s errno %s", label, "NULL", "EINVAL");
+        line = buf;
+      }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// Runs errno_contract under `memlayout ARGS --allocator A -- PROGRAM` and
+// checks that it saw what it sees without memlayout.
+void check_errno_contract(const std::vector<std::string> &args, const std::string &expected) {
+  std::vector<std::string> argv = {memlayout_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--");
+  argv.push_back(program("errno_contract"));
+  RunResult r = run(argv);
+  std::string command;
+  for (const auto &a : args)
+    command += " " + a;
+  INFO("memlayout" << command << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.out == expected);
+}
+
+} // namespace
+
+// Every entry point keeps the C and POSIX error contract under the recorder:
+// failures set errno (EINVAL for a bad alignment, ENOMEM for no memory),
+// successes and posix_memalign leave it alone, in both allocator modes. The
+// program prints what it saw; it must be what it sees without memlayout.
+TEST_CASE("c_api.errno_contract", "[record][c]") {
+  std::string dir = work_dir("errno_contract");
+  RunResult direct = run({program("errno_contract")});
+  REQUIRE(direct.exit_code() == 0);
+  // The program itself says what glibc's contract is.
+  REQUIRE(direct.out.find("realloc(p, SIZE_MAX)                         NULL    errno ENOMEM, "
+                          "old block kept\n") != std::string::npos);
+  REQUIRE(direct.out.find("memalign(SIZE_MAX/2+2, 100)                  NULL    errno EINVAL\n") !=
+          std::string::npos);
+  for (const std::string allocator : {"native", "jemalloc"}) {
+    SECTION(allocator) {
+      std::string expected =
+          allocator == "native" ? direct.out : errno_contract_under_jemalloc(direct.out);
+      check_errno_contract(
+          {"record", "-o", dir + "/" + allocator + ".trace", "--allocator", allocator}, expected);
+      check_errno_contract({"run", "--allocator", allocator}, expected);
+    }
+  }
+}
+
+// The same under segregation rules: allocations routed to a pool, or padded
+// and aligned through the program's allocator, fail as the allocator would.
+TEST_CASE("c_api.errno_contract_under_rules", "[record][c][segregate]") {
+  std::string dir = work_dir("errno_contract_rules");
+  RunResult direct = run({program("errno_contract")});
+  REQUIRE(direct.exit_code() == 0);
+  // Every call site of the program, whether its helpers were inlined or not.
+  const std::vector<std::string> sites = {"main", "try_posix_memalign", "try_realloc_fails",
+                                          "errno_contract_new"};
+  for (const std::string allocator : {"native", "jemalloc"}) {
+    for (const std::string action : {"pool=contract", "pad=192", "align=256"}) {
+      SECTION(allocator + " " + action) {
+        std::string expected =
+            allocator == "native" ? direct.out : errno_contract_under_jemalloc(direct.out);
+        std::vector<std::string> rules;
+        for (const auto &fn : sites) {
+          rules.push_back("--segregate");
+          rules.push_back("function=" + fn + "," + action);
+        }
+        std::vector<std::string> ran = {"run", "--allocator", allocator};
+        ran.insert(ran.end(), rules.begin(), rules.end());
+        check_errno_contract(ran, expected);
+        std::vector<std::string> recorded = {"record", "-o", dir + "/" + allocator + ".trace",
+                                             "--allocator", allocator};
+        recorded.insert(recorded.end(), rules.begin(), rules.end());
+        check_errno_contract(recorded, expected);
+      }
+    }
+  }
 }
 
 // Main frees what its workers allocated once it has joined them. Its last

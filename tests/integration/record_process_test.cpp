@@ -725,6 +725,80 @@ TEST_CASE("record.full_file_system", "[record]") {
   CHECK(r.err.find("the file system holding it is full") != std::string::npos);
 }
 
+// A trace cut short by a file size limit (RLIMIT_FSIZE) names it, with the
+// limit, wherever it is read: record's summary, report's warning and note,
+// advise's rules file, dump. The program sees what it sees without the
+// recorder (its own write cut at the limit, one EFBIG, one SIGXFSZ, or its
+// death by SIGXFSZ), whether the limit came from the shell or from itself.
+TEST_CASE("record.file_size_limit", "[record][diskfull]") {
+  struct Case {
+    const char *name;
+    long inherited;      // RLIMIT_FSIZE memlayout runs under (ulimit -f), -1: none
+    const char *own;     // what the program sets, "0": none
+    const char *sigxfsz; // handler, default
+  };
+  const Case c = GENERATE(values<Case>({
+      {"ulimit", 100 * 1024, "0", "handler"},
+      {"setrlimit", -1, "102400", "handler"},
+      {"setrlimit_default_action", -1, "102400", "default"},
+  }));
+  CAPTURE(c.name);
+  std::string dir = work_dir(std::string("fsize_limit_") + c.name);
+  std::string trace = dir + "/t.trace";
+  std::vector<std::string> argv = {program("fsize_limit"), c.own, "100000", dir + "/own.out",
+                                   c.sigxfsz};
+  RunOptions opts;
+  opts.fsize_limit = c.inherited;
+  RunResult direct = run(argv, opts);
+  RunResult recorded = record({"-o", trace}, argv, opts);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  if (std::string(c.sigxfsz) == "default")
+    CHECK(direct.term_signal() == SIGXFSZ);
+  else
+    CHECK(direct.out.find("wrote 102400 bytes, then EFBIG; SIGXFSZ: 1\n") != std::string::npos);
+  const std::string cause =
+      "the file size limit (RLIMIT_FSIZE, ulimit -f) of 102400 bytes stopped the recorder";
+  CHECK(recorded.err.find("(incomplete: " + cause + ") -> " + trace + "\n") != std::string::npos);
+  struct stat st;
+  REQUIRE(stat(trace.c_str(), &st) == 0);
+  CHECK(st.st_size <= 102400);
+
+  RunResult report = run({memlayout_bin(), "report", trace});
+  INFO("memlayout report stderr:\n" << report.err);
+  CHECK(report.exit_code() == 1);
+  CHECK(report.err.find("memlayout report: warning: the trace is incomplete: " + trace +
+                        ": truncated at offset ") != std::string::npos);
+  CHECK(report.err.find("no end record; " + cause) != std::string::npos);
+  CHECK(report.out.find(cause) != std::string::npos); // the report's note
+  RunResult advise = run({memlayout_bin(), "advise", trace, "--no-replay"});
+  CHECK(advise.out.find("# the trace is incomplete (" + cause + ")") != std::string::npos);
+  Dump d = dump(trace, false);
+  CHECK(d.run.exit_code() == 1);
+  CHECK(d.line_kinds["stop"] == 1);
+  CHECK(d.count("alloc") > 0); // what was written before the limit reads back
+  CHECK(d.run.out.find("{\"ev\":\"stop\",\"tid\":0,\"cause\":\"file_size_limit\",\"limit\":"
+                       "102400,") != std::string::npos);
+}
+
+// A limit too small for the trace's header: no trace, the program unharmed,
+// and the summary says why.
+TEST_CASE("record.file_size_limit_below_the_header", "[record][diskfull]") {
+  std::string dir = work_dir("fsize_limit_header");
+  std::string trace = dir + "/t.trace";
+  std::vector<std::string> argv = {program("churn"), "1000"};
+  RunOptions opts;
+  opts.fsize_limit = 100;
+  RunResult direct = run(argv, opts);
+  RunResult recorded = record({"-o", trace}, argv, opts);
+  INFO("memlayout record stderr:\n" << recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  CHECK(recorded.err.find("memlayout: no trace was written to " + trace +
+                          ": the file size limit (RLIMIT_FSIZE, ulimit -f) of 100 bytes leaves "
+                          "no room for its header\n") != std::string::npos);
+  CHECK_FALSE(file_exists(trace));
+}
+
 // Two recordings into one file would interleave into a trace that reads as
 // one: the second is refused while the first runs, and the first's trace
 // stays whole.

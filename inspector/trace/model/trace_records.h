@@ -115,6 +115,17 @@ struct EndRecord {
            write_errors = 0;
 };
 
+// Why the recorder stopped writing before the process ended (kStop).
+struct StopRecord {
+  trace::StopCause cause = trace::StopCause::kFileSizeLimit;
+  uint64_t limit = 0;  // kFileSizeLimit: RLIMIT_FSIZE in bytes
+  uint64_t offset = 0; // the trace's size before the record that did not fit
+};
+
+// The cause in words, for messages: "the file size limit (RLIMIT_FSIZE,
+// ulimit -f) of 102400 bytes stopped the recorder".
+std::string stop_cause_text(const StopRecord &s);
+
 // `message` is complete ("FILE: offset N: ..."), ready to print.
 struct Diagnostic {
   uint64_t offset = 0;
