@@ -210,3 +210,63 @@ TEST_CASE("report --hot through the layout each call site's unit gave the record
     said |= n.getAsString()->contains("which has no member extra: measured whole");
   CHECK(said);
 }
+
+namespace {
+
+// wrapper_alloc.c, its map and one trace: allocation through the program's
+// own wrappers.
+const Recorded &recorded_wrappers() {
+  static const Recorded r = [] {
+    Recorded out;
+    out.dir = scratch_dir("report_wrappers." + std::to_string(getpid()));
+    out.program = out.dir + "/wrapper_alloc";
+    out.trace = out.dir + "/wrappers.trace";
+    out.map = out.program + ".memlayout-types.json";
+    std::filesystem::copy_file(WRAPPER_ALLOC_BIN, out.program);
+    ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", WRAPPER_ALLOC_SRC, "--format", "json", "-o",
+                          out.map, "--", "-std=gnu11"});
+    INFO(s.err);
+    REQUIRE(s.exit_code == 0);
+    ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
+    INFO(rec.err);
+    REQUIRE(rec.exit_code == 0);
+    return out;
+  }();
+  return r;
+}
+
+json::Value wrappers_report(std::vector<std::string> extra) {
+  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded_wrappers().trace, "--format",
+                                   "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ToolRun r = run_tool(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  llvm::Expected<json::Value> v = json::parse(r.out);
+  if (!v)
+    FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << r.out);
+  return std::move(*v);
+}
+
+const json::Object *typed_group(const json::Value &doc, const std::string &type) {
+  for (const json::Value &g : *doc.getAsObject()->getArray("groups"))
+    if (text(g.getAsObject()->getString("type")) == type)
+      return g.getAsObject();
+  return nullptr;
+}
+
+} // namespace
+
+// `struct entry *e = fl_get(&entries)`: a site named by the callee, whatever
+// its name, which types the group the report's detected wrapper leaves at
+// that line, so --hot entry=value measures it.
+TEST_CASE("a group allocated through the program's own free list is typed", "[report]") {
+  json::Value doc = wrappers_report({"--hot", "entry=value"});
+  const json::Object *entry = typed_group(doc, "entry");
+  REQUIRE(entry);
+  CHECK(text(entry->getString("name")) == "entry");
+  CHECK(text(entry->getObject("site")->getString("function")) == "entry_new");
+  CHECK(*entry->getInteger("requested_size") == 72);
+  CHECK(*entry->getInteger("objects") == 5000);
+  CHECK(entry->getInteger("hot_bytes").getValueOr(0) == 32); // through value, at 24
+}
