@@ -270,3 +270,34 @@ TEST_CASE("a group allocated through the program's own free list is typed", "[re
   CHECK(*entry->getInteger("objects") == 5000);
   CHECK(entry->getInteger("hot_bytes").getValueOr(0) == 32); // through value, at 24
 }
+
+// zcalloc has one caller: the report keeps it as the site, by design, and
+// the map's site at its call in create_client says what its calloc
+// allocates: clients, whose lock makes their shared lines a finding.
+TEST_CASE("a one-caller allocator's objects are typed by its caller's site", "[report]") {
+  json::Value doc = wrappers_report({});
+  const json::Object *c = typed_group(doc, "client");
+  REQUIRE(c);
+  CHECK(text(c->getObject("site")->getString("function")) == "zcalloc");
+  CHECK(*c->getInteger("requested_size") == 40);
+  const int64_t id = *c->getInteger("id");
+  bool false_sharing = false;
+  for (const json::Value &f : *doc.getAsObject()->getArray("findings")) {
+    const json::Object *o = f.getAsObject();
+    if (text(o->getString("kind")) != "false_sharing")
+      continue;
+    for (const json::Value &g : *o->getArray("groups"))
+      false_sharing |= g.getAsInteger() == id;
+  }
+  CHECK(false_sharing);
+  bool noted = false;
+  for (const json::Value &n : *doc.getAsObject()->getArray("notes"))
+    noted |= n.getAsString()->contains("typed client by the type map's site at its call in "
+                                       "create_client (wrapper_alloc.c:");
+  CHECK(noted);
+  // Looked through, the caller is the site, typed by the same site of the map.
+  json::Value through = wrappers_report({"--wrapper", "zcalloc"});
+  c = typed_group(through, "client");
+  REQUIRE(c);
+  CHECK(text(c->getObject("site")->getString("function")) == "create_client");
+}
