@@ -115,6 +115,11 @@ struct Group {
   // Which of the record's layouts (RecordLayout::variant) the site's
   // translation unit gave it: 0 when it has one.
   uint32_t type_variant = 0;
+  // Where `type` came from the type map's site at a call of the site's
+  // function, not at the site (GroupingOptions::type_from_caller): which,
+  // for people ("the type map's site at its call in createClient
+  // (zm.c:13)"); empty otherwise.
+  std::string type_caller;
   // Most of its objects came from the program's own pool (seg_malloc and
   // kin): rules do not reroute them, the pool's options place them.
   bool program_pool = false;

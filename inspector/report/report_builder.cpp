@@ -363,10 +363,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   grouping.wrappers = o.wrappers_decided ? o.wrappers_decided : &wrappers;
   grouping.code = &code;
   grouping.pool_of = o.pool_of;
-  if (types)
-    grouping.type_of = [&types](const Group::Site &s) {
-      TypeMap::SiteType t = types->site_type(s.function, s.file, s.line);
-      const RecordLayout *rec = types->record(t.type, s.file, t.variant);
+  if (types) {
+    // `file`: where the allocating call is, for C's file-private records.
+    auto grouping_type = [&types](const TypeMap::SiteType &t, const std::string &file) {
+      const RecordLayout *rec = types->record(t.type, file, t.variant);
       if (!rec)
         return GroupingOptions::SiteType{};
       // libstdc++'s control block: a vtable pointer and two counts, then
@@ -374,7 +374,28 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       uint64_t offset = t.in_control_block ? std::max<uint64_t>(16, rec->align) : 0;
       return GroupingOptions::SiteType{t.type, rec->size, offset, rec->variant};
     };
+    grouping.type_of = [&types, grouping_type](const Group::Site &s) {
+      return grouping_type(types->site_type(s.function, s.file, s.line), s.file);
+    };
+    grouping.type_from_caller = [&types, grouping_type](const Group::Site &s,
+                                                        const Group::Site *caller) {
+      if (!caller)
+        return grouping_type(types->called_type(s.function, nullptr), s.file);
+      TypeMap::Caller c{caller->function, caller->file, caller->line};
+      return grouping_type(types->called_type(s.function, &c), caller->file);
+    };
+  }
   std::vector<Group> groups = group_objects(snap, r, sym, grouping);
+  // A function the wrapper rule leaves as the site (one caller,
+  // docs/report.md) typed by its caller's site: say so, and how to make the
+  // caller the site instead.
+  for (const Group &g : groups)
+    if (!g.type_caller.empty())
+      out.notes.push_back("group " + std::to_string(g.id) + " (" + g.name + ") is typed " + g.type +
+                          " by " + g.type_caller + "; " + g.site.function +
+                          " stays its site (a function is looked through as a wrapper with two "
+                          "callers or more), --wrapper " +
+                          g.site.function + " makes the caller the site");
   out.groups_total = groups.size();
   // A module rebuilt since recording: its names are another build's.
   out.symbol_warnings = sym.take_warnings();

@@ -233,7 +233,7 @@ bool WrapperPolicy::is_skipped(const std::string &function) const {
 }
 
 Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p,
-                       CodeMaps *code) {
+                       CodeMaps *code, Group::Site *caller) {
   // Unresolved frames (stripped libraries) are looked through like wrappers,
   // except that the innermost one after the last wrapper is the best site we
   // have: it tells call paths apart, and its first named caller says where.
@@ -241,9 +241,11 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
   last.function = "??";
   bool have_unresolved = false;
   std::vector<LookedThrough> through;
+  size_t site_frame = 0; // the site's index in the frames visit() found it in
   // The frames of one address; true when the site is among them (in `site`).
   auto visit = [&](const SymbolizedAddress &a) {
-    for (const SourceFrame &f : a.frames) {
+    for (size_t i = 0; i < a.frames.size(); ++i) {
+      const SourceFrame &f = a.frames[i];
       last = site_of(a, f);
       if (!a.resolved) {
         if (!have_unresolved) {
@@ -269,23 +271,51 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
         site.caller = f.function;
       }
       site.looked_through = std::move(through);
+      site_frame = i;
       return true;
     }
     return false;
   };
+  // The frame that called the site's function, for `caller`: the next one
+  // out, an inlining function's in the same address, else the first of the
+  // next return address, which a function tail-called on the way precedes
+  // as it does for the site. Only a resolved one: an unnamed frame's line
+  // says nothing.
+  auto called_from = [&](const SymbolizedAddress &a, size_t next_pc) {
+    if (!caller || !site.caller.empty() || site.function == "??")
+      return;
+    const SymbolizedAddress *c = &a;
+    size_t frame = site_frame + 1;
+    if (frame >= a.frames.size()) {
+      if (next_pc >= stack.size())
+        return;
+      const std::string *below = &a.frames.back().function;
+      c = code ? code->tail_called(stack[next_pc], below) : nullptr;
+      if (!c)
+        c = &sym.symbolize(stack[next_pc]);
+      frame = 0;
+    }
+    if (c->resolved && c->frames[frame].function != "??")
+      *caller = site_of(*c, c->frames[frame]);
+  };
   const std::string *below = nullptr; // nullptr: the allocator
   bool below_resolved = true;
-  for (uint64_t pc : stack) {
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const uint64_t pc = stack[i];
     // Everything below was looked through. A function the call at pc went
     // to that left no frame was tail-called: its frames come first. Past the
     // allocator's caller, one looked through adds nothing but a name.
     if (code && below_resolved && !have_unresolved)
       if (const SymbolizedAddress *t = code->tail_called(pc, below);
-          t && (!below || !p.is_skipped(t->frames.back().function)) && visit(*t))
+          t && (!below || !p.is_skipped(t->frames.back().function)) && visit(*t)) {
+        called_from(*t, i); // past its frames, the frame at pc made the tail call
         return site;
+      }
     const SymbolizedAddress &a = sym.symbolize(pc);
-    if (visit(a))
+    if (visit(a)) {
+      called_from(a, i + 1);
       return site;
+    }
     below = &a.frames.back().function;
     below_resolved = a.resolved;
   }

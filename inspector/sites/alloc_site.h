@@ -90,8 +90,13 @@ class CodeMaps;
 // F's frames before its own (CodeMaps::tail_called), as gdb shows tail-call
 // frames: `return malloc(sizeof(struct node))` compiled to a jump is the
 // site of its allocations.
+//
+// `caller`, when given, receives the frame that called the site's function
+// (its function, file and line: the call), left as it is when the stack
+// shows none (the site is the outermost frame, or an unnamed one): what a
+// type map's sites at that call say the site's function hands out.
 Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const WrapperPolicy &p,
-                       CodeMaps *code = nullptr);
+                       CodeMaps *code = nullptr, Group::Site *caller = nullptr);
 
 // Where a function that a call site calls has its code: the first of
 // `modules` holding it, and its tail call there. `may_tail_call`: it can be

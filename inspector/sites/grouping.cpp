@@ -56,6 +56,8 @@ struct Tally {
   std::unordered_map<uint32_t, uint64_t> tags;    // tag string id -> objects
   std::unordered_map<std::string, uint64_t> pools;
   std::unordered_set<uint32_t> tids;
+  // caller id (0: none shown) -> objects: for GroupingOptions::type_from_caller.
+  std::unordered_map<uint32_t, uint64_t> callers;
   uint64_t seg_api = 0;  // objects from seg_malloc and kin
   uint64_t reallocs = 0; // objects a realloc moved or grew last
   uint64_t aligned = 0;  // objects from posix_memalign, aligned_alloc, aligned new...
@@ -69,6 +71,49 @@ std::string site_name(const Group::Site &s) {
   if (s.line == 0)
     return s.function + " (" + basename(s.file) + ")";
   return s.function + " (" + basename(s.file) + ":" + std::to_string(s.line) + ")";
+}
+
+// The type a group's site's function was called for, by the calls its
+// stacks show (`counts`: caller id -> objects): the one most of its objects
+// came through, and in `via` which site of the map that is, for people.
+// Without a caller shown, what type_from_caller says with none.
+GroupingOptions::SiteType type_from_callers(const Group &g,
+                                            const std::unordered_map<uint32_t, uint64_t> &counts,
+                                            const std::vector<Group::Site> &callers,
+                                            const GroupingOptions &o, std::string &via) {
+  auto shown = [](const auto &c) { return c.first != 0; };
+  if (std::none_of(counts.begin(), counts.end(), shown)) {
+    via = "the type map's only site that calls it";
+    return o.type_from_caller(g.site, nullptr);
+  }
+  struct Votes {
+    GroupingOptions::SiteType type;
+    uint64_t objects = 0;
+    uint32_t caller = 0; // the one that gave it most
+    uint64_t most = 0;
+  };
+  std::map<std::string, Votes> by_type;
+  for (const auto &[id, n] : counts) {
+    if (id == 0)
+      continue;
+    GroupingOptions::SiteType t = o.type_from_caller(g.site, &callers[id]);
+    if (t.name.empty())
+      continue;
+    Votes &v = by_type[t.name];
+    v.type = t;
+    v.objects += n;
+    // Ties by id, the order callers were first seen: deterministic.
+    if (n > v.most || (n == v.most && id < v.caller)) {
+      v.most = n;
+      v.caller = id;
+    }
+  }
+  for (const auto &[name, v] : by_type)
+    if (v.objects * 2 > g.objects.size()) {
+      via = "the type map's site at its call in " + site_name(callers[v.caller]);
+      return v.type;
+    }
+  return {};
 }
 
 } // namespace
@@ -101,8 +146,13 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
   // other wrappers).
   std::vector<Group::Site> sites;
   std::unordered_map<std::string, uint32_t> site_ids;
+  // The frames that called sites' functions, when type_from_caller asks:
+  // id 0 is none shown.
+  std::vector<Group::Site> callers(1);
+  std::unordered_map<std::string, uint32_t> caller_ids;
   struct StackSite {
     uint32_t site = 0;
+    uint32_t caller = 0;
     uint32_t last_tally = UINT32_MAX; // its wrappers already added there
     std::vector<LookedThrough> looked_through;
   };
@@ -112,8 +162,17 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     if (!fresh)
       return it->second;
     static const WrapperPolicy kBuiltinOnly;
-    Group::Site site =
-        alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly, o.code);
+    Group::Site caller;
+    Group::Site site = alloc_site(r.stack(stack_id), sym, o.wrappers ? *o.wrappers : kBuiltinOnly,
+                                  o.code, o.type_from_caller ? &caller : nullptr);
+    if (!caller.function.empty()) {
+      std::string key = caller.function + '\0' + caller.file + '\0' + std::to_string(caller.line);
+      auto [cit, new_caller] =
+          caller_ids.emplace(std::move(key), static_cast<uint32_t>(callers.size()));
+      if (new_caller)
+        callers.push_back(std::move(caller));
+      it->second.caller = cit->second;
+    }
     it->second.looked_through = std::move(site.looked_through);
     site.looked_through.clear();
     std::string key = site.function + '\0' + site.file + '\0' + std::to_string(site.line) + ':' +
@@ -173,6 +232,8 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     if (!pool.empty())
       ++t.pools[pool];
     t.tids.insert(obj.tid);
+    if (o.type_from_caller)
+      ++t.callers[stack.caller];
     t.seg_api += obj.api == trace::Api::kSegPool;
     t.reallocs += obj.api == trace::Api::kRealloc || obj.api == trace::Api::kReallocArray;
     t.aligned += trace::api_is_aligned(obj.api);
@@ -180,7 +241,9 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
 
   std::vector<Group> groups;
   groups.reserve(tallies.size());
+  std::vector<std::unordered_map<uint32_t, uint64_t>> group_callers;
   for (Tally &t : tallies) {
+    group_callers.push_back(std::move(t.callers));
     Group &g = t.g;
     uint64_t n = g.objects.size();
     g.requested_size = most_common(t.sizes).first;
@@ -205,10 +268,15 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
       g.name = pool;
     groups.push_back(std::move(g));
   }
-  if (o.type_of) {
+  if (o.type_of || o.type_from_caller) {
     std::vector<GroupingOptions::SiteType> types(groups.size());
-    for (size_t i = 0; i < groups.size(); ++i)
-      types[i] = o.type_of(groups[i].site);
+    std::vector<std::string> via(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (o.type_of)
+        types[i] = o.type_of(groups[i].site);
+      if (types[i].name.empty() && o.type_from_caller)
+        types[i] = type_from_callers(groups[i], group_callers[i], callers, o, via[i]);
+    }
     for (size_t i = 0; i < groups.size(); ++i) {
       const GroupingOptions::SiteType &t = types[i];
       uint64_t size = groups[i].requested_size;
@@ -224,6 +292,7 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
         groups[i].type = t.name;
         groups[i].type_offset = t.offset;
         groups[i].type_variant = t.variant;
+        groups[i].type_caller = std::move(via[i]);
       }
     }
   }

@@ -43,6 +43,15 @@ struct GroupingOptions {
     uint32_t variant = 0; // the record's layout there (TypeMap::SiteType::variant)
   };
   std::function<SiteType(const Group::Site &)> type_of;
+  // Where type_of names nothing: the record the site's function hands to
+  // the frame that called it, by the type map's site at that call
+  // (TypeMap::called_type); `caller` nullptr when no stack shows one. A
+  // function with one caller is the site, not looked through as a wrapper
+  // (docs/report.md), yet `client *c = zcalloc(sizeof(client))` there says
+  // what its calloc allocates. The type most of the group's objects were
+  // called for names it, under type_of's conditions; the group keeps its
+  // site.
+  std::function<SiteType(const Group::Site &site, const Group::Site *caller)> type_from_caller;
 };
 
 // The snapshot's distinct stacks weighted by their live objects: what

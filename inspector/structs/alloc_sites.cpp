@@ -127,6 +127,107 @@ bool returns_memory(const clang::FunctionDecl &fd) {
   return r->isPointerType() || r->isDependentType() || fd.getNameAsString() == "posix_memalign";
 }
 
+// What an allocator hands out: a pointer to writable memory of no type yet,
+// void *, char *, unsigned char *, signed char * or std::byte *, through
+// typedefs. A const pointee is memory to read, not new memory.
+bool is_untyped_memory(clang::QualType t) {
+  t = t.getCanonicalType();
+  if (!t->isPointerType())
+    return false;
+  clang::QualType to = t->getPointeeType();
+  return !to.isConstQualified() && (to->isVoidType() || to->isCharType() || to->isStdByteType());
+}
+
+// The record a call's untyped result becomes (`struct entry *e = fl_get(fl)`,
+// `static_cast<Node *>(pool.get())`), or nullopt.
+std::optional<clang::QualType> converted_to_record(const clang::Expr &call,
+                                                   clang::ASTContext &ctx) {
+  std::optional<clang::QualType> t = converted_to(call, ctx);
+  if (!t || !(*t)->isRecordType())
+    return std::nullopt;
+  return t;
+}
+
+// Whether an argument points at objects of `record` (`list_next(l, node)`
+// into a node, `grow(v, n)` into a vec): the call hands back memory of that
+// kind it was given, an element it found or the same object moved, not a
+// new one.
+bool takes_pointer_to(const clang::CallExpr &c, clang::QualType record) {
+  const clang::QualType want = record.getCanonicalType().getUnqualifiedType();
+  for (const clang::Expr *arg : c.arguments()) {
+    clang::QualType t = arg->IgnoreParenImpCasts()->getType().getCanonicalType();
+    if (t->isPointerType() && t->getPointeeType().getUnqualifiedType() == want)
+      return true;
+  }
+  return false;
+}
+
+bool allocates(const clang::Stmt *s, ObtainsMemory &known);
+
+// A function returning untyped memory that may be an allocator of the
+// program's own (pool_get, arena_push, fl_get, xnew) rather than one of the
+// many functions that return a pointer into memory they were given or
+// already hold (memcpy, strchr, bsearch, pthread_getspecific, getenv, a
+// hash table's lookup). The fewest wrong sites come from what is known of
+// the function, not from a list of names:
+//   - a library builtin (memcpy, memset, strchr, ... even declared by hand)
+//     or a function first declared in a system header is the C or C++
+//     library's, and the library's allocators all say so in their names
+//     (malloc, calloc, aligned_alloc, ...: is_allocating_function). A
+//     deny-list of standard names would be the same rule, never complete;
+//   - a function this translation unit defines must obtain memory itself:
+//     its body allocates (new, an allocator, or such a function of its own),
+//     so `vec_at`, `list_first` and lookups that walk a table make no
+//     sites. One defined elsewhere is judged by its signature alone.
+// `known`: the bodies judged so far (false while being judged: recursion).
+bool may_allocate(const clang::FunctionDecl &fd, ObtainsMemory &known) {
+  if (!is_untyped_memory(fd.getReturnType()) || fd.getBuiltinID() != 0)
+    return false;
+  const clang::SourceManager &sm = fd.getASTContext().getSourceManager();
+  if (sm.isInSystemHeader(sm.getExpansionLoc(fd.getCanonicalDecl()->getLocation())))
+    return false;
+  const clang::FunctionDecl *def = nullptr;
+  if (!fd.hasBody(def) || !def)
+    return true;
+  auto [it, fresh] = known.try_emplace(def, false);
+  if (!fresh)
+    return it->second;
+  bool yes = allocates(def->getBody(), known);
+  known[def] = yes; // `it` may have moved: the body's callees were added
+  return yes;
+}
+
+// A call in a body that obtains memory: new, a call to an allocator by name
+// (directly or through a pointer whose name says so), or to a function
+// may_allocate() accepts.
+bool allocates(const clang::Stmt *s, ObtainsMemory &known) {
+  if (!s)
+    return false;
+  if (const auto *n = llvm::dyn_cast<clang::CXXNewExpr>(s)) {
+    const clang::FunctionDecl *op = n->getOperatorNew();
+    if (!op || !op->isReservedGlobalPlacementOperator())
+      return true;
+  }
+  if (const auto *c = llvm::dyn_cast<clang::CallExpr>(s)) {
+    if (const clang::FunctionDecl *fd = c->getDirectCallee()) {
+      if ((is_allocating_function(fd->getNameAsString()) && returns_memory(*fd)) ||
+          may_allocate(*fd, known))
+        return true;
+    } else if (const auto *d = llvm::dyn_cast_or_null<clang::NamedDecl>(c->getCalleeDecl());
+               d && d->getIdentifier() && is_allocating_function(d->getName().str()) &&
+               c->getType()->isPointerType()) {
+      return true;
+    }
+  }
+  // A lambda defined in the body allocates when it is called, not here.
+  if (llvm::isa<clang::LambdaExpr>(s))
+    return false;
+  for (const clang::Stmt *child : s->children())
+    if (allocates(child, known))
+      return true;
+  return false;
+}
+
 } // namespace
 
 bool is_allocating_function(const std::string &name) {
@@ -145,6 +246,11 @@ void AllocSiteCollector::add_matchers(MatchFinder &finder) {
       callExpr(unless(isExpansionInSystemHeader()), callee(functionDecl().bind("callee")))
           .bind("call"),
       this);
+  // Calls through function pointers: no declaration names a function.
+  finder.addMatcher(callExpr(unless(isExpansionInSystemHeader()), unless(callee(functionDecl())),
+                             unless(callee(unresolvedLookupExpr())))
+                        .bind("indirect"),
+                    this);
   // std::make_shared<T>() in a template nothing instantiates names no
   // function yet: only the templates it may call.
   finder.addMatcher(callExpr(unless(isExpansionInSystemHeader()),
@@ -193,16 +299,41 @@ void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
       call = fd->getNameAsString();
       if ((*type)->isArrayType())
         call += "[]";
-    } else {
-      call = fd->getNameAsString();
-      if (!is_allocating_function(call) || !returns_memory(*fd))
+    } else if (call = fd->getNameAsString(); is_allocating_function(call)) {
+      if (!returns_memory(*fd))
         return;
       type = sized_type(c);
       if (!type)
         type = value_type(*fd, ctx);
       if (!type)
         type = converted_to(*c, ctx);
+    } else {
+      // The program's own allocator, named as it likes (fl_get, pool_get,
+      // arena_push): its untyped result becomes a record. The record, not
+      // a sizeof in the arguments, is the type: the call says what it is
+      // for, the arguments may size something else (a pool's slot).
+      if (!is_untyped_memory(fd->getReturnType()))
+        return;
+      type = converted_to_record(*c, ctx);
+      if (!type || takes_pointer_to(*c, *type) || !may_allocate(*fd, obtains_memory_))
+        return;
     }
+  } else if (const auto *ind = result.Nodes.getNodeAs<clang::CallExpr>("indirect")) {
+    // Through a function pointer (`a->alloc(a, sizeof(T))`, `(*alloc_fn)(n)`)
+    // only the pointer's name is known: a site when that name says it
+    // allocates, as a function's would. Any other name is not, however
+    // untyped its result: no body says whether it allocates, and callbacks
+    // returning void * (a table's find, an iterator's next) mostly hand
+    // back memory that exists.
+    const auto *d = llvm::dyn_cast_or_null<clang::NamedDecl>(ind->getCalleeDecl());
+    if (ind->getDirectCallee() || !d || !d->getIdentifier() || !ind->getType()->isPointerType() ||
+        !is_allocating_function(d->getName().str()))
+      return;
+    e = ind;
+    call = d->getName().str();
+    type = sized_type(ind);
+    if (!type)
+      type = converted_to(*ind, ctx);
   }
   if (!e || !type || type->isNull())
     return;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
 
 namespace memlayout::inspector {
 namespace {
@@ -158,6 +159,56 @@ struct Spelled {
 bool same_function(Spelled recorded, Spelled mapped) {
   return starts_as_function(recorded.written, mapped.written) ||
          starts_as_function(recorded.canonical, mapped.canonical);
+}
+
+// A recorded function's name as a call site's `call` has it: no return
+// type, parameters, template arguments or scopes ("ns::Pool<int>::get(long)
+// const" -> "get", "void* zcalloc(unsigned long)" -> "zcalloc").
+std::string unqualified_function(const std::string &recorded) {
+  std::string_view f(recorded);
+  f.remove_prefix(std::min(f.size(), rules::function_name_offset(recorded.c_str())));
+  // The parameter list: the first '(' outside template arguments, but not
+  // operator()'s own.
+  int depth = 0;
+  size_t end = f.size();
+  for (size_t i = 0; i < f.size(); ++i) {
+    char c = f[i];
+    if (f.substr(i).starts_with("(anonymous namespace)"))
+      i += std::string_view("(anonymous namespace)").size() - 1;
+    else if (c == '<')
+      ++depth;
+    else if (c == '>' && depth > 0)
+      --depth;
+    else if (c == '(' && depth == 0 && !f.substr(0, i).ends_with("operator")) {
+      end = i;
+      break;
+    }
+  }
+  f = f.substr(0, end);
+  // Its own template arguments ("mk<5>"), then its scopes.
+  while (f.ends_with('>') && !f.ends_with("operator>") && !f.ends_with("operator>>")) {
+    depth = 0;
+    size_t i = f.size();
+    while (i-- > 0) {
+      if (f[i] == '>')
+        ++depth;
+      else if (f[i] == '<' && --depth == 0)
+        break;
+    }
+    if (i == std::string_view::npos || i == 0)
+      break;
+    f = f.substr(0, i);
+  }
+  depth = 0;
+  for (size_t i = f.size(); i-- > 0;) {
+    if (f[i] == '>')
+      ++depth;
+    else if (f[i] == '<')
+      --depth;
+    else if (f[i] == ':' && depth == 0 && i > 0 && f[i - 1] == ':')
+      return std::string(f.substr(i + 1));
+  }
+  return std::string(f);
 }
 
 bool makes_shared(const std::string &call) {
@@ -356,6 +407,17 @@ std::string TypeMap::type_at(const std::string &function, const std::string &fil
 
 TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::string &file,
                                      uint32_t line) const {
+  std::vector<const AllocSite *> all;
+  all.reserve(sites_.size());
+  for (const AllocSite &s : sites_)
+    all.push_back(&s);
+  std::optional<SiteType> t = match(all, recorded, file, line);
+  return t ? *t : factory_type(recorded);
+}
+
+std::optional<TypeMap::SiteType> TypeMap::match(const std::vector<const AllocSite *> &candidates,
+                                                const std::string &recorded,
+                                                const std::string &file, uint32_t line) const {
   // The demangler names a function template's specialization with its
   // return type first ("SkipNode<5>* mk<5>(long)"); the map by the name.
   const std::string function = recorded.substr(rules::function_name_offset(recorded.c_str()));
@@ -368,30 +430,53 @@ TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::str
   if (!file.empty() && line) {
     const std::string base = basename(file);
     size_t best_score = 0;
-    for (const AllocSite &s : sites_) {
-      if (line < s.line || line > std::max(s.line, s.end_line) || basename(s.file) != base)
+    for (const AllocSite *s : candidates) {
+      if (line < s->line || line > std::max(s->line, s->end_line) || basename(s->file) != base)
         continue;
-      size_t score = common_suffix(s.file, file);
+      size_t score = common_suffix(s->file, file);
       if (score > best_score)
         best.clear();
       if (score >= best_score) {
         best_score = score;
-        best.push_back(&s);
+        best.push_back(s);
       }
     }
     if (best.empty())
-      return factory_type(recorded);
+      return std::nullopt;
     if (SiteType t = single_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });
     return single_type(best);
   }
   if (function.empty())
+    return SiteType{};
+  for (const AllocSite *s : candidates)
+    if (same(s))
+      best.push_back(s);
+  if (best.empty())
+    return std::nullopt;
+  return single_type(best);
+}
+
+TypeMap::SiteType TypeMap::called_type(const std::string &callee, const Caller *caller) const {
+  const std::string name = unqualified_function(callee);
+  if (name.empty())
     return {};
+  std::vector<const AllocSite *> calls;
   for (const AllocSite &s : sites_)
-    if (same(&s))
-      best.push_back(&s);
-  return best.empty() ? factory_type(recorded) : single_type(best);
+    if (s.call == name)
+      calls.push_back(&s);
+  if (calls.empty())
+    return {};
+  if (caller) {
+    std::optional<SiteType> t = match(calls, caller->function, caller->file, caller->line);
+    return t ? *t : SiteType{};
+  }
+  // No stack says which call it was: the one place that calls it, if one.
+  for (const AllocSite *s : calls)
+    if (s->file != calls[0]->file || s->line != calls[0]->line)
+      return {};
+  return single_type(calls);
 }
 
 TypeMap::SiteType TypeMap::factory_type(const std::string &function) const {

@@ -71,8 +71,27 @@ public:
   };
   SiteType site_type(const std::string &function, const std::string &file, uint32_t line) const;
 
+  // What a function hands out, by the map's sites that call it: a site
+  // whose `call` is `callee` (by its unqualified name, as recorded stacks
+  // name it: "zcalloc", "ns::Pool::get(unsigned long)") at the caller's
+  // call, matched as site_type() matches. Without a caller (no stack shows
+  // one), the single place in the map that calls it, if there is one. For
+  // a one-caller allocating function, which the report keeps as the site
+  // rather than look through (docs/report.md): `client *c =
+  // zcalloc(sizeof(client))` types the objects of zcalloc's calloc.
+  struct Caller {
+    std::string function, file;
+    uint32_t line = 0;
+  };
+  SiteType called_type(const std::string &callee, const Caller *caller) const;
+
 private:
   SiteType factory_type(const std::string &function) const;
+  // site_type() over `candidates`: nullopt when none is at the file and line
+  // (or, without them, in the function).
+  std::optional<SiteType> match(const std::vector<const AllocSite *> &candidates,
+                                const std::string &function, const std::string &file,
+                                uint32_t line) const;
 
   std::string path_;
   std::vector<RecordLayout> records_;

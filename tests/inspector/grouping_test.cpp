@@ -217,6 +217,18 @@ TEST_CASE("the call site skips wrappers to the caller's line", "[grouping]") {
   CHECK(site.file.find("grouping_test.cpp") != std::string::npos);
   CHECK(site.line > 0);
 
+  // The frame that called the site's function: the wrapper's caller, at its
+  // call, which is the site once the wrapper is looked through.
+  Group::Site caller;
+  alloc_site(stack, *sym, WrapperPolicy{}, nullptr, &caller);
+  CHECK(caller.function == "grouping_make_node");
+  CHECK(caller.file == site.file);
+  CHECK(caller.line == site.line);
+  Group::Site none;
+  CHECK(alloc_site({stack.data(), 1}, *sym, WrapperPolicy{}, nullptr, &none).function ==
+        "grouping_xmalloc_like");
+  CHECK(none.function.empty()); // the stack ends there
+
   // Every frame a wrapper: the outermost one names the site.
   o.wrappers.push_back("grouping_make_*");
   CHECK(alloc_site({stack.data(), 2}, *sym, o).function == "grouping_make_node");
@@ -318,6 +330,42 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     CHECK(typed[2].type.empty());
     CHECK(typed[2].name.rfind("grouping_make_node (grouping_test.cpp:", 0) == 0);
     CHECK(typed[3].type.empty()); // 32-byte objects are no 120-byte record
+  }
+
+  SECTION("a caller hook types a site's objects by the calls of its function") {
+    // grouping_xmalloc_like not looked through: it is the site of every
+    // group, and what its callers' calls allocate types them. The site and
+    // the name by tag stay; a site type_of names wins.
+    GroupingOptions t;
+    std::vector<std::string> asked;
+    t.type_from_caller = [&asked](const Group::Site &site, const Group::Site *caller) {
+      asked.push_back(caller ? caller->function : "(none)");
+      if (site.function != "grouping_xmalloc_like" || !caller)
+        return GroupingOptions::SiteType{};
+      return caller->function == "grouping_make_node" ? GroupingOptions::SiteType{"node", 40}
+                                                      : GroupingOptions::SiteType{"edge", 100};
+    };
+    std::vector<Group> typed = group_objects(g->s, g->r, *sym, t);
+    REQUIRE(typed.size() == 4);
+    CHECK(typed[0].name == "edge_t"); // the tag still wins
+    CHECK(typed[0].type == "edge");
+    CHECK(typed[1].site.function == "grouping_xmalloc_like");
+    CHECK(typed[1].size_class == 48);
+    CHECK(typed[1].type == "node");
+    CHECK(typed[1].name == "node");
+    CHECK(typed[1].type_caller.find("grouping_make_node (grouping_test.cpp:" +
+                                    std::to_string(node48.site.line) + ")") != std::string::npos);
+    CHECK(typed[2].type.empty()); // 50 bytes: not the 40-byte record
+    CHECK(typed[2].type_caller.empty());
+    CHECK(typed[3].type.empty()); // 24 bytes: no 100-byte record
+    CHECK(std::count(asked.begin(), asked.end(), "(none)") == 0);
+
+    t.type_of = [](const Group::Site &) { return GroupingOptions::SiteType{"direct", 8}; };
+    std::vector<Group> direct = group_objects(g->s, g->r, *sym, t);
+    for (const Group &gr : direct) {
+      CHECK(gr.type == "direct");
+      CHECK(gr.type_caller.empty());
+    }
   }
 
   SECTION("a record behind a control block names only objects of exactly that size") {

@@ -210,3 +210,94 @@ TEST_CASE("report --hot through the layout each call site's unit gave the record
     said |= n.getAsString()->contains("which has no member extra: measured whole");
   CHECK(said);
 }
+
+namespace {
+
+// wrapper_alloc.c, its map and one trace: allocation through the program's
+// own wrappers.
+const Recorded &recorded_wrappers() {
+  static const Recorded r = [] {
+    Recorded out;
+    out.dir = scratch_dir("report_wrappers." + std::to_string(getpid()));
+    out.program = out.dir + "/wrapper_alloc";
+    out.trace = out.dir + "/wrappers.trace";
+    out.map = out.program + ".memlayout-types.json";
+    std::filesystem::copy_file(WRAPPER_ALLOC_BIN, out.program);
+    ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", WRAPPER_ALLOC_SRC, "--format", "json", "-o",
+                          out.map, "--", "-std=gnu11"});
+    INFO(s.err);
+    REQUIRE(s.exit_code == 0);
+    ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
+    INFO(rec.err);
+    REQUIRE(rec.exit_code == 0);
+    return out;
+  }();
+  return r;
+}
+
+json::Value wrappers_report(std::vector<std::string> extra) {
+  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded_wrappers().trace, "--format",
+                                   "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ToolRun r = run_tool(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  llvm::Expected<json::Value> v = json::parse(r.out);
+  if (!v)
+    FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << r.out);
+  return std::move(*v);
+}
+
+const json::Object *typed_group(const json::Value &doc, const std::string &type) {
+  for (const json::Value &g : *doc.getAsObject()->getArray("groups"))
+    if (text(g.getAsObject()->getString("type")) == type)
+      return g.getAsObject();
+  return nullptr;
+}
+
+} // namespace
+
+// `struct entry *e = fl_get(&entries)`: a site named by the callee, whatever
+// its name, which types the group the report's detected wrapper leaves at
+// that line, so --hot entry=value measures it.
+TEST_CASE("a group allocated through the program's own free list is typed", "[report]") {
+  json::Value doc = wrappers_report({"--hot", "entry=value"});
+  const json::Object *entry = typed_group(doc, "entry");
+  REQUIRE(entry);
+  CHECK(text(entry->getString("name")) == "entry");
+  CHECK(text(entry->getObject("site")->getString("function")) == "entry_new");
+  CHECK(*entry->getInteger("requested_size") == 72);
+  CHECK(*entry->getInteger("objects") == 5000);
+  CHECK(entry->getInteger("hot_bytes").getValueOr(0) == 32); // through value, at 24
+}
+
+// zcalloc has one caller: the report keeps it as the site, by design, and
+// the map's site at its call in create_client says what its calloc
+// allocates: clients, whose lock makes their shared lines a finding.
+TEST_CASE("a one-caller allocator's objects are typed by its caller's site", "[report]") {
+  json::Value doc = wrappers_report({});
+  const json::Object *c = typed_group(doc, "client");
+  REQUIRE(c);
+  CHECK(text(c->getObject("site")->getString("function")) == "zcalloc");
+  CHECK(*c->getInteger("requested_size") == 40);
+  const int64_t id = *c->getInteger("id");
+  bool false_sharing = false;
+  for (const json::Value &f : *doc.getAsObject()->getArray("findings")) {
+    const json::Object *o = f.getAsObject();
+    if (text(o->getString("kind")) != "false_sharing")
+      continue;
+    for (const json::Value &g : *o->getArray("groups"))
+      false_sharing |= g.getAsInteger() == id;
+  }
+  CHECK(false_sharing);
+  bool noted = false;
+  for (const json::Value &n : *doc.getAsObject()->getArray("notes"))
+    noted |= n.getAsString()->contains("typed client by the type map's site at its call in "
+                                       "create_client (wrapper_alloc.c:");
+  CHECK(noted);
+  // Looked through, the caller is the site, typed by the same site of the map.
+  json::Value through = wrappers_report({"--wrapper", "zcalloc"});
+  c = typed_group(through, "client");
+  REQUIRE(c);
+  CHECK(text(c->getObject("site")->getString("function")) == "create_client");
+}

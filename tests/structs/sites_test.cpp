@@ -128,6 +128,29 @@ TEST_CASE("C allocation sites: sizeof expressions, offsetof, conversions, pools"
   CHECK(flex->function == "flexible");
 }
 
+// fl_get, pool_get, arena_push: what the program's own allocators are
+// called. Sites where their untyped result becomes a record; none where the
+// callee is the C library's, finds what it was given, or allocates nothing.
+TEST_CASE("C allocation sites through the program's own allocators", "[sites]") {
+  const ScanResult r = scan("c_wrapper_sites.c", {"-std=c11"});
+  const std::set<SiteKey> expected = marked_sites(kFixtures + "/c_wrapper_sites.c");
+  REQUIRE(expected.size() == 8);
+  CHECK(reported(r, "c_wrapper_sites.c") == expected);
+  const AllocSite *e = site_at(r, line_of("c_wrapper_sites.c", "*e = fl_get(&entries)"), "entry");
+  REQUIRE(e);
+  CHECK(e->function == "entry_new");
+}
+
+TEST_CASE("C++ allocation sites through the program's own allocators", "[sites]") {
+  const ScanResult r = scan("wrapper_sites.cpp", {"-std=c++20"});
+  const std::set<SiteKey> expected = marked_sites(kFixtures + "/wrapper_sites.cpp");
+  REQUIRE(expected.size() == 4);
+  CHECK(reported(r, "wrapper_sites.cpp") == expected);
+  const AllocSite *t = site_at(r, line_of("wrapper_sites.cpp", "T *make_in("), "ws::Node");
+  REQUIRE(t);
+  CHECK(t->function == "ws::make_in<ws::Node>");
+}
+
 TEST_CASE("a function template's instantiations name their sites with their arguments", "[sites]") {
   const ScanResult r = scan("function_templates.cpp", {"-std=c++20"});
   const uint32_t line = line_of("function_templates.cpp", "new Skip<L>");

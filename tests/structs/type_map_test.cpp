@@ -302,3 +302,47 @@ TEST_CASE("members through bases and unnamed unions", "[types]") {
   CHECK(map.member_names(*n) ==
         std::vector<std::string>{"refs", "weak", "name", "i", "p", "Opaque", "next"});
 }
+
+// A one-caller allocating function stays a report's site (docs/report.md):
+// its objects' type is what the map's sites that call it allocate.
+TEST_CASE("a function's objects typed by the map's sites that call it", "[types]") {
+  RecordLayout client =
+      record_of("client", "/src/zm.c", 40, {member("lock", 0, 4), member("fd", 4, 4)});
+  RecordLayout entry = record_of("entry", "/src/kv.c", 72, {member("key", 0, 8)});
+  RecordLayout node = record_of("ns::Node", "/src/pool.cpp", 24, {member("key", 0, 8)});
+  const TypeMap map =
+      round_trip(analyse_structs({client, entry, node},
+                                 {site("/src/zm.c", 13, 13, "createClient", "client", "zcalloc"),
+                                  site("/src/kv.c", 23, 23, "entry_new", "entry", "fl_get"),
+                                  site("/src/kv.c", 40, 41, "entry_copy", "entry", "fl_get"),
+                                  site("/src/pool.cpp", 9, 9, "ns::make", "ns::Node", "get")},
+                                 64));
+  auto at = [&](const char *callee, const char *function, const char *file, uint32_t line) {
+    TypeMap::Caller c{function, file, line};
+    return map.called_type(callee, &c).type;
+  };
+  SECTION("the caller's call, by file and line") {
+    CHECK(at("zcalloc", "createClient", "/build/zm.c", 13) == "client");
+    CHECK(at("fl_get", "entry_copy", "kv.c", 41) == "entry");
+    // A call the map has no site at, or of another function there.
+    CHECK(at("zcalloc", "createClient", "zm.c", 14).empty());
+    CHECK(at("zmalloc", "createClient", "zm.c", 13).empty());
+    // The map's site there is not a call of it: its own allocation's type
+    // is site_type's answer, not this one.
+    CHECK(at("malloc", "createClient", "zm.c", 13).empty());
+  }
+  SECTION("recorded names: parameters, scopes and template arguments dropped") {
+    CHECK(at("void* zcalloc(unsigned long)", "createClient", "zm.c", 13) == "client");
+    CHECK(at("ns::Pool<ns::Node>::get(unsigned long)", "ns::make()", "pool.cpp", 9) == "ns::Node");
+    CHECK(at("(anonymous namespace)::get()", "ns::make()", "pool.cpp", 9) == "ns::Node");
+  }
+  SECTION("no line information: the caller function's sites") {
+    CHECK(at("zcalloc", "createClient", "", 0) == "client");
+    CHECK(at("zcalloc", "main", "", 0).empty());
+  }
+  SECTION("no caller shown: the one place that calls it") {
+    CHECK(map.called_type("zcalloc", nullptr).type == "client");
+    CHECK(map.called_type("fl_get", nullptr).type.empty()); // two places
+    CHECK(map.called_type("nothing_calls_it", nullptr).type.empty());
+  }
+}
