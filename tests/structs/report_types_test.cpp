@@ -47,8 +47,10 @@ const Recorded &recorded() {
   return r;
 }
 
-json::Value report(std::vector<std::string> extra, int expect_exit = 0) {
-  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded().trace, "--format", "json"};
+// `memlayout report TRACE --format json EXTRA...`, parsed.
+json::Value report_of(const std::string &trace, std::vector<std::string> extra,
+                      int expect_exit = 0) {
+  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", trace, "--format", "json"};
   args.insert(args.end(), extra.begin(), extra.end());
   ToolRun r = run_tool(args);
   INFO(r.err);
@@ -57,6 +59,10 @@ json::Value report(std::vector<std::string> extra, int expect_exit = 0) {
   if (!v)
     FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << r.out);
   return std::move(*v);
+}
+
+json::Value report(std::vector<std::string> extra, int expect_exit = 0) {
+  return report_of(recorded().trace, std::move(extra), expect_exit);
 }
 
 const json::Object *group(const json::Value &doc, const std::string &name) {
@@ -236,16 +242,7 @@ const Recorded &recorded_wrappers() {
 }
 
 json::Value wrappers_report(std::vector<std::string> extra) {
-  std::vector<std::string> args = {MEMLAYOUT_BIN, "report", recorded_wrappers().trace, "--format",
-                                   "json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  ToolRun r = run_tool(args);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  llvm::Expected<json::Value> v = json::parse(r.out);
-  if (!v)
-    FAIL("not JSON (" << llvm::toString(v.takeError()) << "):\n" << r.out);
-  return std::move(*v);
+  return report_of(recorded_wrappers().trace, std::move(extra));
 }
 
 const json::Object *typed_group(const json::Value &doc, const std::string &type) {

@@ -284,8 +284,8 @@ TEST_CASE("members through bases and unnamed unions", "[types]") {
   anon.members = {member("i", 24, 8), member("p", 24, 8)};
   FieldLayout opaque = member("Opaque", 32, 8); // a base the map has no record of
   opaque.role = FieldRole::kBase;
-  RecordLayout node = record_of("Node", "/src/node.h", 48,
-                                {base1, base2, anon, opaque, member("next", 40, 8)});
+  RecordLayout node =
+      record_of("Node", "/src/node.h", 48, {base1, base2, anon, opaque, member("next", 40, 8)});
   const TypeMap map = round_trip(analyse_structs({counted, named, node}, {}, 64));
   const RecordLayout *n = map.record("Node");
   REQUIRE(n);
