@@ -161,54 +161,15 @@ bool same_function(Spelled recorded, Spelled mapped) {
          starts_as_function(recorded.canonical, mapped.canonical);
 }
 
-// A recorded function's name as a call site's `call` has it: no return
-// type, parameters, template arguments or scopes ("ns::Pool<int>::get(long)
-// const" -> "get", "void* zcalloc(unsigned long)" -> "zcalloc").
+// A recorded function's name as a call site's `call` has it: its last scope
+// of rules::normalize_function's ("ns::Pool<int>::get(long) const" -> "get",
+// "void* zcalloc(unsigned long)" -> "zcalloc").
 std::string unqualified_function(const std::string &recorded) {
-  std::string_view f(recorded);
-  f.remove_prefix(std::min(f.size(), rules::function_name_offset(recorded.c_str())));
-  // The parameter list: the first '(' outside template arguments, but not
-  // operator()'s own.
-  int depth = 0;
-  size_t end = f.size();
-  for (size_t i = 0; i < f.size(); ++i) {
-    char c = f[i];
-    if (f.substr(i).starts_with("(anonymous namespace)"))
-      i += std::string_view("(anonymous namespace)").size() - 1;
-    else if (c == '<')
-      ++depth;
-    else if (c == '>' && depth > 0)
-      --depth;
-    else if (c == '(' && depth == 0 && !f.substr(0, i).ends_with("operator")) {
-      end = i;
-      break;
-    }
-  }
-  f = f.substr(0, end);
-  // Its own template arguments ("mk<5>"), then its scopes.
-  while (f.ends_with('>') && !f.ends_with("operator>") && !f.ends_with("operator>>")) {
-    depth = 0;
-    size_t i = f.size();
-    while (i-- > 0) {
-      if (f[i] == '>')
-        ++depth;
-      else if (f[i] == '<' && --depth == 0)
-        break;
-    }
-    if (i == std::string_view::npos || i == 0)
-      break;
-    f = f.substr(0, i);
-  }
-  depth = 0;
-  for (size_t i = f.size(); i-- > 0;) {
-    if (f[i] == '>')
-      ++depth;
-    else if (f[i] == '<')
-      --depth;
-    else if (f[i] == ':' && depth == 0 && i > 0 && f[i - 1] == ':')
-      return std::string(f.substr(i + 1));
-  }
-  return std::string(f);
+  char buf[1024];
+  size_t n = rules::normalize_function(recorded.c_str(), buf, sizeof buf);
+  std::string_view f(buf, n);
+  size_t scope = f.rfind("::");
+  return std::string(scope == std::string_view::npos ? f : f.substr(scope + 2));
 }
 
 bool makes_shared(const std::string &call) {
@@ -335,20 +296,20 @@ bool is_base(const FieldLayout &f) {
 
 std::optional<uint64_t> TypeMap::prefix_through(const RecordLayout &r,
                                                 std::string_view field) const {
-  std::vector<std::pair<const RecordLayout *, uint64_t>> todo{{&r, 0}};
-  for (int depth = 0; depth < kMaxBaseDepth && !todo.empty(); ++depth) {
+  // Breadth first, each record with where it starts in r.
+  const size_t scope = field.rfind("::"); // "Base::x": the member x of the base named Base
+  const std::string scope_name(scope == std::string_view::npos ? "" : field.substr(0, scope));
+  std::vector<std::pair<const RecordLayout *, uint64_t>> level{{&r, 0}};
+  for (int depth = 0; depth < kMaxBaseDepth && !level.empty(); ++depth) {
     std::vector<std::pair<const RecordLayout *, uint64_t>> bases;
-    for (auto [rec, at] : todo) {
+    for (auto [rec, at] : level) {
       if (auto bytes = inspector::prefix_through(*rec, field))
         return at + *bytes;
       for (const FieldLayout &b : rec->fields) {
         if (!is_base(b))
           continue;
         const RecordLayout *base = record(b.name, rec->file);
-        // "Base::x": the member x of the base named Base.
-        size_t scope = field.rfind("::");
-        if (base && scope != std::string_view::npos &&
-            record_selected(base->name, std::string(field.substr(0, scope)))) {
+        if (base && !scope_name.empty() && record_selected(base->name, scope_name)) {
           if (auto bytes = inspector::prefix_through(*base, field.substr(scope + 2)))
             return at + b.offset + *bytes;
         }
@@ -356,7 +317,7 @@ std::optional<uint64_t> TypeMap::prefix_through(const RecordLayout &r,
           bases.emplace_back(base, at + b.offset);
       }
     }
-    todo = std::move(bases);
+    level = std::move(bases);
   }
   return std::nullopt;
 }
@@ -364,25 +325,27 @@ std::optional<uint64_t> TypeMap::prefix_through(const RecordLayout &r,
 std::vector<std::string> TypeMap::member_names(const RecordLayout &r) const {
   std::vector<std::string> names;
   std::vector<const RecordLayout *> seen{&r};
-  auto add = [&](auto &self, const std::vector<FieldLayout> &fields, int depth) -> void {
+  // `file`: the record's whose fields these are, where its bases are looked up.
+  auto add = [&](auto &self, const std::vector<FieldLayout> &fields, const std::string &file,
+                 int depth) -> void {
     for (const FieldLayout &f : fields) {
       if (f.role == FieldRole::kVptr)
         continue;
       if (f.name.empty()) { // an unnamed struct or union: C names its members directly
-        self(self, f.members, depth);
+        self(self, f.members, file, depth);
         continue;
       }
-      const RecordLayout *base = is_base(f) ? record(f.name, r.file) : nullptr;
+      const RecordLayout *base = is_base(f) ? record(f.name, file) : nullptr;
       if (!base || depth >= kMaxBaseDepth ||
           std::find(seen.begin(), seen.end(), base) != seen.end()) {
         names.push_back(f.name);
         continue;
       }
       seen.push_back(base);
-      self(self, base->fields, depth + 1);
+      self(self, base->fields, base->file, depth + 1);
     }
   };
-  add(add, r.fields, 0);
+  add(add, r.fields, r.file, 0);
   return names;
 }
 

@@ -25,25 +25,32 @@ struct Recorded {
   std::string dir, program, trace, map;
 };
 
-// The program copied into a scratch directory, its map beside it, one trace.
+// `binary` copied into a scratch directory as `name`, the map of `source`
+// (compiled with `flags`) beside it, and one trace of it.
+Recorded record_program(const std::string &name, const char *binary, const char *source,
+                        std::vector<std::string> flags) {
+  Recorded out;
+  // One directory per process: ctest runs each test case in its own.
+  out.dir = scratch_dir("report_" + name + "." + std::to_string(getpid()));
+  out.program = out.dir + "/" + name;
+  out.trace = out.dir + "/" + name + ".trace";
+  out.map = out.program + ".memlayout-types.json";
+  std::filesystem::copy_file(binary, out.program);
+  std::vector<std::string> structs = {MEMLAYOUT_BIN, "structs", source,  "--format",
+                                      "json",        "-o",      out.map, "--"};
+  structs.insert(structs.end(), flags.begin(), flags.end());
+  ToolRun s = run_tool(structs);
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code == 0);
+  return out;
+}
+
 const Recorded &recorded() {
-  static const Recorded r = [] {
-    Recorded out;
-    // One directory per process: ctest runs each test case in its own.
-    out.dir = scratch_dir("report_types." + std::to_string(getpid()));
-    out.program = out.dir + "/typed_alloc";
-    out.trace = out.dir + "/typed.trace";
-    out.map = out.program + ".memlayout-types.json";
-    std::filesystem::copy_file(TYPED_ALLOC_BIN, out.program);
-    ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", TYPED_ALLOC_SRC, "--format", "json", "-o",
-                          out.map, "--", "-std=c++17", "-I" TYPED_ALLOC_DIR});
-    INFO(s.err);
-    REQUIRE(s.exit_code == 0);
-    ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
-    INFO(rec.err);
-    REQUIRE(rec.exit_code == 0);
-    return out;
-  }();
+  static const Recorded r = record_program("typed_alloc", TYPED_ALLOC_BIN, TYPED_ALLOC_SRC,
+                                           {"-std=c++17", "-I" TYPED_ALLOC_DIR});
   return r;
 }
 
@@ -65,11 +72,16 @@ json::Value report(std::vector<std::string> extra, int expect_exit = 0) {
   return report_of(recorded().trace, std::move(extra), expect_exit);
 }
 
-const json::Object *group(const json::Value &doc, const std::string &name) {
+// The first group whose string member `key` is `value`.
+const json::Object *group_where(const json::Value &doc, const char *key, const std::string &value) {
   for (const json::Value &g : *doc.getAsObject()->getArray("groups"))
-    if (text(g.getAsObject()->getString("name")) == name)
+    if (text(g.getAsObject()->getString(key)) == value)
       return g.getAsObject();
   return nullptr;
+}
+
+const json::Object *group(const json::Value &doc, const std::string &name) {
+  return group_where(doc, "name", name);
 }
 
 } // namespace
@@ -222,22 +234,8 @@ namespace {
 // wrapper_alloc.c, its map and one trace: allocation through the program's
 // own wrappers.
 const Recorded &recorded_wrappers() {
-  static const Recorded r = [] {
-    Recorded out;
-    out.dir = scratch_dir("report_wrappers." + std::to_string(getpid()));
-    out.program = out.dir + "/wrapper_alloc";
-    out.trace = out.dir + "/wrappers.trace";
-    out.map = out.program + ".memlayout-types.json";
-    std::filesystem::copy_file(WRAPPER_ALLOC_BIN, out.program);
-    ToolRun s = run_tool({MEMLAYOUT_BIN, "structs", WRAPPER_ALLOC_SRC, "--format", "json", "-o",
-                          out.map, "--", "-std=gnu11"});
-    INFO(s.err);
-    REQUIRE(s.exit_code == 0);
-    ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", out.trace, "--", out.program});
-    INFO(rec.err);
-    REQUIRE(rec.exit_code == 0);
-    return out;
-  }();
+  static const Recorded r =
+      record_program("wrapper_alloc", WRAPPER_ALLOC_BIN, WRAPPER_ALLOC_SRC, {"-std=gnu11"});
   return r;
 }
 
@@ -246,10 +244,7 @@ json::Value wrappers_report(std::vector<std::string> extra) {
 }
 
 const json::Object *typed_group(const json::Value &doc, const std::string &type) {
-  for (const json::Value &g : *doc.getAsObject()->getArray("groups"))
-    if (text(g.getAsObject()->getString("type")) == type)
-      return g.getAsObject();
-  return nullptr;
+  return group_where(doc, "type", type);
 }
 
 } // namespace
