@@ -50,7 +50,7 @@ void load_options(Options *o) {
   o->stack_depth = 8;
   o->tick_period = 1;
   o->tick_period_max = 128;
-  o->block_kib = 64;
+  o->block_kib = 256;
   o->zstd_level = 1;
   o->page_frames = true;
 

@@ -21,7 +21,7 @@ struct Options {
   uint32_t root_pid;        // MEMLAYOUT_ROOT_PID: the process whose trace is `output`
   uint32_t tick_period;     // MEMLAYOUT_TICK_PERIOD: events per TSC sample, 1..4096
   uint32_t tick_period_max; // adaptive up to this; = tick_period when that was set
-  uint32_t block_kib;       // MEMLAYOUT_BLOCK_KIB: per-thread buffer, 16..4096
+  uint32_t block_kib;       // MEMLAYOUT_BLOCK_KIB: a thread's largest block, 16..4096
   int zstd_level;           // MEMLAYOUT_ZSTD_LEVEL: -7..9
   bool page_frames;         // MEMLAYOUT_PAGEMAP: read PFNs at snapshots (0 disables)
   uint32_t exec_generation; // MEMLAYOUT_EXEC_GEN=PID:N: execs this pid went through

@@ -69,7 +69,8 @@ struct ThreadLog {
   uint8_t *pos;
   uint8_t *limit;
   uint8_t *data;
-  size_t capacity;
+  size_t capacity;    // of the current block: grows up to block_kib (grow_block)
+  uint64_t block_tsc; // when the current block began
   uintptr_t prev_ptr;
   uint64_t last_tsc;
   uint32_t events; // in the current block

@@ -133,17 +133,20 @@ HoldXfsz::HoldXfsz() {
   uint64_t block = kXfszBit;
   old_mask_ = 0;
   syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, &old_mask_, sizeof block);
-  pending_before_ = pending_signals() & kXfszBit;
+  // Unblocked until now, a SIGXFSZ for this thread would have been delivered:
+  // only one the program holds blocked can be pending already.
+  pending_before_ = (old_mask_ & kXfszBit) && (pending_signals() & kXfszBit);
 }
 
 HoldXfsz::~HoldXfsz() {
   KeepErrno keep;
-  if (!pending_before_ && (pending_signals() & kXfszBit)) {
+  if (fell_short_ && !pending_before_ && (pending_signals() & kXfszBit)) {
     uint64_t set = kXfszBit;
     timespec now{};
     syscall(SYS_rt_sigtimedwait, &set, nullptr, &now, sizeof set);
   }
-  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask_, nullptr, sizeof old_mask_);
+  if (!(old_mask_ & kXfszBit))
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask_, nullptr, sizeof old_mask_);
 }
 
 uint64_t file_size_limit() {
@@ -161,8 +164,12 @@ bool write_all(int fd, const void *buf, size_t n) {
     long r = syscall(SYS_write, fd, p, n);
     if (r < 0 && errno == EINTR)
       continue;
-    if (r <= 0)
+    if (r <= 0) {
+      hold.write_fell_short();
       return false;
+    }
+    if (static_cast<size_t>(r) < n)
+      hold.write_fell_short();
     p += r;
     n -= static_cast<size_t>(r);
   }

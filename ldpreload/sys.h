@@ -69,21 +69,26 @@ bool write_all(int fd, const void *buf, size_t n);
 // kills the program, and which a handler of the program's would see: neither
 // may happen for a write of ours. Blocks SIGXFSZ for its lifetime and, at
 // the end, takes back a SIGXFSZ that became pending meanwhile (one pending
-// before, the program's own, stays for the program).
+// before, the program's own, stays for the program). Only a write that
+// failed or came back short can have raised one (the kernel signals when it
+// refuses a write starting at the limit): the caller says so with
+// write_fell_short(), and a hold whose writes all completed costs two system
+// calls, not four.
 class HoldXfsz {
 public:
   HoldXfsz();
   ~HoldXfsz();
   HoldXfsz(const HoldXfsz &) = delete;
   HoldXfsz &operator=(const HoldXfsz &) = delete;
+  void write_fell_short() { fell_short_ = true; }
 
 private:
   uint64_t old_mask_;
   bool pending_before_;
+  bool fell_short_ = false;
 };
 
-// RLIMIT_FSIZE's soft limit in bytes, UINT64_MAX when there is none. Read
-// each time: the program may set it whenever it likes.
+// RLIMIT_FSIZE's soft limit in bytes, UINT64_MAX when there is none.
 uint64_t file_size_limit();
 
 // "memlayout: <msg>\n" on stderr, for the rare things a user must know

@@ -141,7 +141,8 @@ bool TraceWriter::open(const char *path, const void *header, size_t n) {
   stopped_.store(false);
   errors_.store(0);
   end_.store(n);
-  if (regular_ && n + kStopRecordBytes > sys::file_size_limit()) {
+  limit_read_tsc_.store(0);
+  if (regular_ && n + kStopRecordBytes > file_size_limit()) {
     // Not even the header fits under the file size limit: an empty file,
     // which the launcher explains, rather than a header cut short.
     broken_.store(true);
@@ -225,8 +226,21 @@ bool TraceWriter::fits(size_t total, uint64_t *limit, uint64_t *at) {
   *at = end_.fetch_add(total, std::memory_order_relaxed);
   if (!regular_)
     return true; // a device: no limit applies
-  *limit = sys::file_size_limit();
+  *limit = file_size_limit();
   return *limit == UINT64_MAX || *at + total + kStopRecordBytes <= *limit;
+}
+
+// RLIMIT_FSIZE as read at most kLimitRereadTicks ago, not once per block: a
+// limit lowered since it was read costs only the stop record (the write
+// comes back short under HoldXfsz, and the trace reads as truncated).
+uint64_t TraceWriter::file_size_limit() {
+  uint64_t now = sys::rdtsc();
+  if (now - limit_read_tsc_.load(std::memory_order_relaxed) < kLimitRereadTicks)
+    return limit_.load(std::memory_order_relaxed);
+  uint64_t limit = sys::file_size_limit();
+  limit_.store(limit, std::memory_order_relaxed);
+  limit_read_tsc_.store(now, std::memory_order_relaxed);
+  return limit;
 }
 
 // The record that says why the trace ends here, written once, by the first
@@ -260,8 +274,11 @@ bool TraceWriter::write_whole(const trace::RecordHeader &h, const void *body, si
   do
     w = syscall(SYS_writev, fd_, iov, 2);
   while (w < 0 && errno == EINTR);
-  if (w < 0 || static_cast<size_t>(w) == total)
-    return w >= 0;
+  if (w >= 0 && static_cast<size_t>(w) == total)
+    return true;
+  hold.write_fell_short();
+  if (w < 0)
+    return false;
   // A short write (disk full, quota) leaves a partial record: try to finish
   // it, then give up for good.
   size_t done = static_cast<size_t>(w);

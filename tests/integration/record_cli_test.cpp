@@ -3,6 +3,7 @@
 // commands that cannot run, and a program that carries on unharmed when the
 // disk fills up under its trace.
 #include "support.h"
+#include "trace_format.h"
 
 #include <catch2/catch.hpp>
 
@@ -175,6 +176,67 @@ TEST_CASE("cli.write_error", "[record][cli][diskfull]") {
   struct stat st;
   REQUIRE(stat(trace.c_str(), &st) == 0);
   CHECK(st.st_size <= 64 * 1024);
+}
+
+namespace {
+
+// The uncompressed sizes of a trace's event blocks, read from its record
+// headers.
+std::vector<uint32_t> event_block_sizes(const std::string &path) {
+  namespace trace = memlayout::trace;
+  std::string b = read_file(path);
+  std::vector<uint32_t> sizes;
+  trace::FileHeader fh;
+  if (b.size() < sizeof fh)
+    return sizes;
+  std::memcpy(&fh, b.data(), sizeof fh);
+  for (size_t at = fh.header_bytes; at + sizeof(trace::RecordHeader) <= b.size();) {
+    trace::RecordHeader h;
+    std::memcpy(&h, b.data() + at, sizeof h);
+    if (h.magic != trace::kRecordMagic)
+      break;
+    if (h.type == static_cast<uint8_t>(trace::RecordType::kEvents))
+      sizes.push_back(h.raw_bytes);
+    at += sizeof h + h.payload_bytes;
+  }
+  return sizes;
+}
+
+} // namespace
+
+// a thread that fills its blocks quickly gets larger ones, up to
+// MEMLAYOUT_BLOCK_KIB; one that allocates now and then keeps the first size
+TEST_CASE("record.block_sizes_follow_the_rate_of_events", "[record][cli]") {
+  std::string dir = work_dir("block_sizes");
+  constexpr uint32_t kSlack = 4096; // the longest event may start just before the end
+  auto largest = [](const std::vector<uint32_t> &v) {
+    return v.empty() ? 0u : *std::max_element(v.begin(), v.end());
+  };
+  SECTION("a busy thread's blocks grow to 256 KiB") {
+    RunResult r = record({"-o", dir + "/busy.trace"}, {program("churn"), "300000"});
+    REQUIRE(r.exit_code() == 0);
+    std::vector<uint32_t> sizes = event_block_sizes(dir + "/busy.trace");
+    REQUIRE(sizes.size() >= 3);
+    CHECK(sizes.front() <= 64 * 1024 + kSlack);
+    CHECK(largest(sizes) > 128 * 1024);
+    CHECK(largest(sizes) <= 256 * 1024 + kSlack);
+  }
+  SECTION("MEMLAYOUT_BLOCK_KIB bounds them") {
+    RunOptions opts;
+    opts.setenv.push_back({"MEMLAYOUT_BLOCK_KIB", "16"});
+    RunResult r = record({"-o", dir + "/small.trace"}, {program("churn"), "100000"}, opts);
+    REQUIRE(r.exit_code() == 0);
+    std::vector<uint32_t> sizes = event_block_sizes(dir + "/small.trace");
+    REQUIRE(sizes.size() >= 10);
+    CHECK(largest(sizes) <= 16 * 1024 + kSlack);
+  }
+  SECTION("a thread allocating every few microseconds keeps 64 KiB blocks") {
+    RunResult r = record({"-o", dir + "/slow.trace"}, {program("churn"), "14000", "slow"});
+    REQUIRE(r.exit_code() == 0);
+    std::vector<uint32_t> sizes = event_block_sizes(dir + "/slow.trace");
+    REQUIRE(sizes.size() >= 2);
+    CHECK(largest(sizes) <= 64 * 1024 + kSlack);
+  }
 }
 
 // a full file system mid-run (64 KiB tmpfs) leaves the program unharmed
