@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -843,6 +844,47 @@ ML_EXPORT int pthread_join(pthread_t thread, void **result) {
   static auto real = next_symbol<JoinFn>("pthread_join");
   int rc = real(thread, result);
   sample_clock_at_next_event(tl_state);
+  return rc;
+}
+
+// The trace writer reads RLIMIT_FSIZE at most once a millisecond: a limit
+// the program sets takes effect for the writer at once, so that the record
+// that would cross it is refused whole and the stop record names it.
+ML_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit) {
+  using SetFn = int (*)(__rlimit_resource_t, const struct rlimit *);
+  static auto real = next_symbol<SetFn>("setrlimit");
+  int rc = real(resource, limit);
+  if (rc == 0 && resource == RLIMIT_FSIZE)
+    g_writer.forget_file_size_limit();
+  return rc;
+}
+
+ML_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *limit) {
+  using SetFn = int (*)(__rlimit_resource_t, const struct rlimit64 *);
+  static auto real = next_symbol<SetFn>("setrlimit64");
+  int rc = real(resource, limit);
+  if (rc == 0 && resource == RLIMIT_FSIZE)
+    g_writer.forget_file_size_limit();
+  return rc;
+}
+
+ML_EXPORT int prlimit(pid_t pid, enum __rlimit_resource resource, const struct rlimit *limit,
+                      struct rlimit *old) {
+  using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit *, struct rlimit *);
+  static auto real = next_symbol<PrFn>("prlimit");
+  int rc = real(pid, resource, limit, old);
+  if (rc == 0 && limit && resource == RLIMIT_FSIZE)
+    g_writer.forget_file_size_limit(); // another process's: one read more
+  return rc;
+}
+
+ML_EXPORT int prlimit64(pid_t pid, enum __rlimit_resource resource, const struct rlimit64 *limit,
+                        struct rlimit64 *old) {
+  using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit64 *, struct rlimit64 *);
+  static auto real = next_symbol<PrFn>("prlimit64");
+  int rc = real(pid, resource, limit, old);
+  if (rc == 0 && limit && resource == RLIMIT_FSIZE)
+    g_writer.forget_file_size_limit();
   return rc;
 }
 

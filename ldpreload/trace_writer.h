@@ -36,6 +36,8 @@ public:
   void child_after_fork();
 
   void set_compression_level(int level) { level_ = level; }
+  // The program set RLIMIT_FSIZE: the next record reads it again.
+  void forget_file_size_limit() { limit_read_tsc_.store(0, std::memory_order_relaxed); }
   // From a signal handler: no zstd (its contexts sit behind locks the
   // interrupted code may hold), records go out as they are.
   void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }

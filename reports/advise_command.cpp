@@ -1,6 +1,7 @@
 // memlayout advise: the findings of a report as a rules file, ready for
 // `memlayout run --rules`, `record --rules` and `replay --rules`.
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "pool_layout.h"
 #include "render.h"
@@ -188,6 +189,8 @@ int advise_main(int argc, char **argv) {
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
+  if (output_is_an_input(output, {input}, "advise"))
+    return 2;
   o.progress = isatty(2);
   inspector::Report report;
   std::string kind, error;
@@ -402,17 +405,12 @@ int advise_main(int argc, char **argv) {
 
   if (output == "-") // as for most tools: stdout
     output.clear();
-  if (output.empty()) {
-    std::fputs(text.c_str(), stdout);
-  } else {
-    std::ofstream out(output, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      std::fprintf(stderr, "memlayout advise: cannot write '%s': %s\n", output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-  }
+  CommandOutput out("advise");
+  if (!out.open(output, {input}))
+    return 2;
+  out.stream() << text;
+  if (!out.close())
+    return 2;
   std::fprintf(stderr, "memlayout: %zu rule%s for %zu finding%s", written, written == 1 ? "" : "s",
                considered - without_rule, considered - without_rule == 1 ? "" : "s");
   if (without_rule)

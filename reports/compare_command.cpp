@@ -3,6 +3,7 @@
 // and CPU time ratios and each side's peak RSS — hyperfine's habits (--runs,
 // --warmup, --show-output, --export-json), perf stat's "median, min-max".
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "json_write.h"
 #include "preload_launch.h"
@@ -349,12 +350,12 @@ int compare_main(int argc, char **argv) {
   std::ostringstream json_text;
   write_json(j, json_text);
   if (!export_json.empty()) {
-    std::ofstream out(export_json, std::ios::trunc);
-    out << json_text.str();
-    if (!out.flush()) {
-      std::fprintf(stderr, "memlayout compare: cannot write '%s'\n", export_json.c_str());
+    CommandOutput out("compare");
+    if (!out.open(export_json, rule_args.files))
       return 2;
-    }
+    out.stream() << json_text.str();
+    if (!out.close())
+      return 2;
   }
   if (format == "json") {
     std::fputs(json_text.str().c_str(), stdout);

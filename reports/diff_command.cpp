@@ -1,6 +1,7 @@
 // memlayout diff: what a layout fix changed, from two traces or saved
 // reports (before, after).
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "render.h"
 #include "render_diff.h"
@@ -42,6 +43,8 @@ int diff_main(int argc, char **argv) {
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
+  if (output_is_an_input(output, inputs, "diff"))
+    return 2;
   o.progress = isatty(2);
 
   inspector::Report a, b;
@@ -54,27 +57,16 @@ int diff_main(int argc, char **argv) {
   }
   inspector::ReportDiff d = inspector::diff_reports(a, b);
 
-  std::ofstream file;
-  std::ostream *out = &std::cout;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) {
-      std::fprintf(stderr, "memlayout diff: cannot write '%s': %s\n", output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-    out = &file;
-  }
-  text.color = output.empty() && isatty(1);
-  if (format == "json")
-    render_diff_json(d, sources, *out);
-  else
-    render_diff_text(d, sources, *out, text);
-  out->flush();
-  if (!*out) {
-    std::fprintf(stderr, "memlayout diff: write error\n");
+  CommandOutput out("diff");
+  if (!out.open(output, {inputs[0], inputs[1]}))
     return 2;
-  }
+  text.color = out.is_terminal();
+  if (format == "json")
+    render_diff_json(d, sources, out.stream());
+  else
+    render_diff_text(d, sources, out.stream(), text);
+  if (!out.close())
+    return 2;
   int status_a = report_exit_status(a, "diff"), status_b = report_exit_status(b, "diff");
   return std::max(status_a, status_b);
 }

@@ -5,6 +5,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace memlayout::cli {
 
@@ -34,8 +35,9 @@ int report_exit_status(const inspector::Report &r, const char *command);
 
 // Writes a report as text or JSON to `output` (stdout when empty; colour on
 // a terminal) and returns the command's exit status: report_exit_status, or
-// 2 when it cannot be written ("memlayout COMMAND: cannot write").
+// 2 when it cannot be written or `output` is one of `inputs`
+// (CommandOutput).
 int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
-                 TextOptions text, const char *command);
+                 TextOptions text, const char *command, const std::vector<std::string> &inputs);
 
 } // namespace memlayout::cli

@@ -155,14 +155,15 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
     out << "No layout metric changed in " << d.groups.size() << " matched groups.\n";
   } else {
     // Groups B names alike (one pool for several size classes) carry B's id,
-    // as in its report's table.
+    // as in its report's table, and say it is B's: A's report numbers them
+    // otherwise.
     std::map<std::string, int> named;
     for (const auto &g : d.groups)
       ++named[g.b->group.name];
     auto label = [&](const inspector::GroupDelta &g) {
       if (named[g.b->group.name] < 2)
         return clip(g.b->group.name, 44);
-      std::string id = " #" + std::to_string(g.b->group.id);
+      std::string id = " B#" + std::to_string(g.b->group.id);
       return clip(g.b->group.name, 44 - id.size()) + id;
     };
     char line[512];

@@ -3,6 +3,7 @@
 // against the real allocator in a fresh worker process; the objects alive at
 // that moment are then analysed where the worker placed them.
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "grouping.h"
 #include "heap_snapshot.h"
@@ -454,6 +455,10 @@ int replay_main(int argc, char **argv) {
   if (rule_args.empty())
     return usage_error(*app,
                        "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  std::vector<std::string> inputs = rule_args.files;
+  inputs.push_back(trace);
+  if (output_is_an_input(output, inputs, "replay"))
+    return 2;
   LoadedRules rules;
   if (!load_rules(rule_args, &rules))
     return 2;
@@ -465,7 +470,7 @@ int replay_main(int argc, char **argv) {
       std::fprintf(stderr, "memlayout replay: %s\n", error.c_str());
     return 2;
   }
-  return write_report(report, format, output, text, "replay");
+  return write_report(report, format, output, text, "replay", inputs);
 }
 
 } // namespace memlayout::cli

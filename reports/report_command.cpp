@@ -1,6 +1,7 @@
 // memlayout report: where each allocation group landed, what is wrong with
 // it and what to change.
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "gnuplot.h"
 #include "render.h"
@@ -69,6 +70,8 @@ int report_main(int argc, char **argv) {
     }
     o.plots.enabled = true;
   }
+  if (format != "html" && output_is_an_input(output, {trace}, "report"))
+    return 2;
   o.progress = isatty(2);
   inspector::Report report;
   std::string error;
@@ -86,7 +89,7 @@ int report_main(int argc, char **argv) {
     }
     return report_exit_status(report, "report");
   }
-  return write_report(report, format, output, text, "report");
+  return write_report(report, format, output, text, "report", {trace});
 }
 
 } // namespace memlayout::cli

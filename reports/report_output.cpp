@@ -1,37 +1,25 @@
 #include "render.h"
 
+#include "command_output.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iostream>
-#include <unistd.h>
 
 namespace memlayout::cli {
 
 int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
-                 TextOptions text, const char *command) {
-  std::ofstream file;
-  std::ostream *out = &std::cout;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) {
-      std::fprintf(stderr, "memlayout %s: cannot write '%s': %s\n", command, output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-    out = &file;
-  }
-  text.color = output.empty() && isatty(1);
-  if (format == "json")
-    render_json(r, *out);
-  else
-    render_text(r, *out, text);
-  out->flush();
-  if (!*out) {
-    std::fprintf(stderr, "memlayout %s: write error\n", command);
+                 TextOptions text, const char *command, const std::vector<std::string> &inputs) {
+  CommandOutput out(command);
+  if (!out.open(output, inputs))
     return 2;
-  }
+  text.color = out.is_terminal();
+  if (format == "json")
+    render_json(r, out.stream());
+  else
+    render_text(r, out.stream(), text);
+  if (!out.close())
+    return 2;
   return report_exit_status(r, command);
 }
 

@@ -2,6 +2,7 @@
 // jemalloc and glibc place it, with the program's allocation sites.
 #include "cache_model.h"
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "render_structs.h"
 #include "struct_scan.h"
@@ -96,6 +97,8 @@ int structs_main(int argc, char **argv) {
     return rc;
   if (scan.fixed_args && !scan.build_dir.empty())
     return usage_error(*app, "-p and -- both say how to compile: give one");
+  if (output_is_an_input(output, scan.files, "structs"))
+    return 2;
 
   inspector::ScanResult scanned;
   std::string error;
@@ -128,30 +131,19 @@ int structs_main(int argc, char **argv) {
   // As grep: nothing of what was asked for is there.
   const bool nothing_selected = !classes.empty() && unmatched == classes.size();
 
-  std::ofstream file;
-  std::ostream *out = &std::cout;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) {
-      std::fprintf(stderr, "memlayout structs: cannot write '%s': %s\n", output.c_str(),
-                   std::strerror(errno));
-      return 2;
-    }
-    out = &file;
-  }
+  CommandOutput out("structs");
+  if (!out.open(output, scan.files))
+    return 2;
   if (format == "json") {
-    render_structs_json(report, *out);
+    render_structs_json(report, out.stream());
   } else {
     StructsTextOptions text;
     std::error_code ec;
     text.relative_to = std::filesystem::current_path(ec).string();
-    render_structs_text(report, *out, text);
+    render_structs_text(report, out.stream(), text);
   }
-  out->flush();
-  if (!*out) {
-    std::fprintf(stderr, "memlayout structs: write error\n");
+  if (!out.close())
     return 2;
-  }
   if (failed)
     std::fprintf(stderr,
                  "memlayout structs: %zu of %zu files did not compile; reported what was "

@@ -747,15 +747,28 @@ void narrow_rule(const Report &r, const GroupReport &subject, rules::Rule rule, 
     set_rule(f, rule);
     return;
   }
-  // A few names say what goes along; a real program's hundred would bury the fix.
+  // What goes along even with a rule for the subject's own sizes: the
+  // groups whose requested sizes meet its own (the function's others a
+  // size key would leave out). A few names say which; a real program's
+  // hundred would bury the fix.
+  std::vector<const GroupReport *> along = others;
+  if (!rule.has_size) {
+    SizeSpan own = requested_span(subject.group);
+    std::erase_if(along, [&](const GroupReport *g) {
+      SizeSpan o = requested_span(g->group);
+      return o.hi < own.lo || o.lo > own.hi;
+    });
+    if (along.empty())
+      along = others;
+  }
   constexpr size_t kNamed = 3;
   std::string names;
-  for (size_t i = 0; i < others.size() && i < kNamed; ++i)
-    names += (names.empty() ? "" : ", ") + others[i]->group.name + " [group " +
-             std::to_string(others[i]->group.id) + "]";
-  if (others.size() > kNamed)
-    names += " and " + std::to_string(others.size() - kNamed) + " other group" +
-             (others.size() - kNamed > 1 ? "s" : "");
+  for (size_t i = 0; i < along.size() && i < kNamed; ++i)
+    names += (names.empty() ? "" : ", ") + along[i]->group.name + " [group " +
+             std::to_string(along[i]->group.id) + "]";
+  if (along.size() > kNamed)
+    names += " and " + std::to_string(along.size() - kNamed) + " other group" +
+             (along.size() - kNamed > 1 ? "s" : "");
   f.rule.clear();
   replace_fix_flag(f, "in code (docs/segregation-api.md): no rule routes these objects without " +
                           names + " (a rule matches a function and sizes, not a line)");

@@ -239,6 +239,57 @@ bool same_finding(const FindingRef &x, const FindingRef &y) {
   return gx == gy;
 }
 
+const ReportCacheLevel *cache_level(const Report &r, int n) {
+  for (const ReportCacheLevel &l : r.levels)
+    if (l.level == n)
+      return &l;
+  return nullptr;
+}
+
+// Why a level's set fractions in A and B do not compare like for like, or
+// "" where they do: different caches, or the same cache seen through
+// different address bits (a trace with page frames against one without, a
+// replay's virtual addresses against a recording's frames). A change in
+// them then need not be a change of layout.
+std::string unlike_level(const Report &a, const Report &b, int n) {
+  const ReportCacheLevel *la = cache_level(a, n), *lb = cache_level(b, n);
+  if (!la && !lb)
+    return "";
+  auto sets = [](const ReportCacheLevel *l) {
+    return l ? std::to_string(l->sets) + " sets" : std::string("absent");
+  };
+  if (!la || !lb || la->sets != lb->sets || la->line_size != lb->line_size)
+    return "cache level " + std::to_string(n) + " differs (" + sets(la) + " in A, " + sets(lb) +
+           " in B): its set fractions describe different caches";
+  if (la->bits != lb->bits)
+    return "cache level " + std::to_string(n) +
+           "'s set fractions rest on different address bits (" + la->bits + " in A, " + lb->bits +
+           " in B): a change in them need not be a change of layout";
+  return "";
+}
+
+// Set fractions of a level A and B see differently are shown, but neither
+// better nor worse, and do not rank the groups.
+void neutralize_unlike_levels(const Report &a, const Report &b, ReportDiff &out) {
+  for (int n = 1; n <= 3; ++n) {
+    if (unlike_level(a, b, n).empty())
+      continue;
+    const std::string metric = "set_effective_fraction_L" + std::to_string(n);
+    for (GroupDelta &g : out.groups) {
+      for (MetricDelta &m : g.metrics)
+        if (m.metric == metric) {
+          m.better = Better::kNeither;
+          if (m.verdict == Verdict::kBetter || m.verdict == Verdict::kWorse)
+            m.verdict = Verdict::kChanged;
+          m.magnitude = 0;
+        }
+      g.magnitude = 0;
+      for (const MetricDelta &m : g.metrics)
+        g.magnitude = std::max(g.magnitude, m.magnitude);
+    }
+  }
+}
+
 void add_notes(const Report &a, const Report &b, ReportDiff &out) {
   if (a.partial || b.partial)
     out.notes.push_back(std::string("partial trace on side ") +
@@ -259,23 +310,9 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
     out.notes.push_back("A: " + w);
   for (const std::string &w : b.symbol_warnings)
     out.notes.push_back("B: " + w);
-  auto level = [](const Report &r, int n) -> const ReportCacheLevel * {
-    for (const ReportCacheLevel &l : r.levels)
-      if (l.level == n)
-        return &l;
-    return nullptr;
-  };
-  for (int i = 0; i < 3; ++i) {
-    const ReportCacheLevel *la = level(a, i + 1), *lb = level(b, i + 1);
-    if ((!la && !lb) || (la && lb && la->sets == lb->sets && la->line_size == lb->line_size))
-      continue;
-    auto sets = [](const ReportCacheLevel *l) {
-      return l ? std::to_string(l->sets) + " sets" : std::string("absent");
-    };
-    out.notes.push_back("cache level " + std::to_string(i + 1) + " differs (" + sets(la) +
-                        " in A, " + sets(lb) +
-                        " in B): its set fractions describe different caches");
-  }
+  for (int n = 1; n <= 3; ++n)
+    if (std::string why = unlike_level(a, b, n); !why.empty())
+      out.notes.push_back(why);
 }
 
 } // namespace
@@ -361,6 +398,7 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
     out.groups.push_back(as.size() == 1 ? compare(*as.front(), b.groups[j], MatchedBy::kSite)
                                         : compare_merged(as, b.groups[j]));
   }
+  neutralize_unlike_levels(a, b, out);
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
     if (x.magnitude != y.magnitude)
       return x.magnitude > y.magnitude;

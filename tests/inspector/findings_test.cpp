@@ -685,6 +685,23 @@ TEST_CASE("findings: a rule for one line of a function leaves its other lines ou
         std::string::npos);
   CHECK(f->fix.find("[group 5]") == std::string::npos);
 
+  // Only what a rule for the subject's own sizes would still take is named:
+  // the function's groups of other sizes (a 64-byte one here, in a class of
+  // its own) a size key leaves out.
+  Report mixed = r;
+  GroupReport big = clean_group(3, "sym_new", 64);
+  big.group.site.line = 30;
+  big.group.name = "sym_new (tree.c:30)";
+  big.group.requested_size = 64;
+  mixed.groups.push_back(big);
+  auto blocked = find_problems(mixed);
+  f = find(blocked, "set_underutilization");
+  REQUIRE(f);
+  CHECK(f->rule.empty());
+  CHECK(f->fix.find("no rule routes these objects without sym_new (tree.c:10) [group 2] (a rule") !=
+        std::string::npos);
+  CHECK(f->fix.find("[group 3]") == std::string::npos);
+
   // One line's size classes stay together, as before.
   r.groups[1].group.site.line = 20;
   auto one_site = find_problems(r);

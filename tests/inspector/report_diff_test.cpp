@@ -281,3 +281,30 @@ TEST_CASE("report_diff.padding_spreads_less_on_more_pages", "[report_diff]") {
   REQUIRE(d.groups.size() == 1);
   CHECK(metric(d.groups[0], "pages_4k").verdict == Verdict::kChanged);
 }
+
+TEST_CASE("report_diff.set_fractions_on_different_address_bits", "[report_diff]") {
+  // The same layout, B recorded without page frames: its L2 figure rests on
+  // bits 6-11 only. The change is shown but is neither better nor worse, and
+  // a note says why; L1, on the same bits in both, keeps its verdict.
+  GroupReport before = group(1, "f (t.c:1)", "f", 64, 0.5);
+  GroupReport after = group(1, "f (t.c:1)", "f", 64, 1.0);
+  after.set_effective_fraction[1] = 0.6;
+  Report a = report({before}, {}), b = report({after}, {});
+  a.levels[1].bits = "physical bits 6-16 from frame numbers (exact)";
+  b.levels[1].bits = "rests on bits 6-11 (4 KiB pages, no frame numbers)";
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.groups.size() == 1);
+  const MetricDelta &l2 = metric(d.groups[0], "set_effective_fraction_L2");
+  CHECK(l2.delta().value() == Approx(-0.4));
+  CHECK(l2.verdict == Verdict::kChanged);
+  CHECK(l2.better == Better::kNeither);
+  CHECK(metric(d.groups[0], "set_effective_fraction_L1").verdict == Verdict::kBetter);
+  REQUIRE(d.notes.size() == 1);
+  CHECK(d.notes[0].find("cache level 2's set fractions rest on different address bits") !=
+        std::string::npos);
+
+  b.levels[1].bits = a.levels[1].bits; // like for like: a verdict again
+  ReportDiff same = diff_reports(a, b);
+  CHECK(metric(same.groups[0], "set_effective_fraction_L2").verdict == Verdict::kWorse);
+  CHECK(same.notes.empty());
+}

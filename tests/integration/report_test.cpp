@@ -162,6 +162,60 @@ TEST_CASE("report.text_and_options", "[report]") {
             llvm::StringRef::npos);
 }
 
+// Output that cannot be written, or would overwrite an input: status 2, a
+// message naming the file or standard output and the reason, and the input
+// untouched. Each command that writes a result alike.
+TEST_CASE("report.output_errors", "[report]") {
+  std::string dir = work_dir("report_output_errors");
+  std::string trace = dir + "/t.trace";
+  REQUIRE(record({"-o", trace}, {program("node_descriptor"), "100"}).exit_code() == 0);
+  const std::string original = read_file(trace);
+  std::string rules = dir + "/r.rules";
+  {
+    std::ofstream f(rules);
+    f << "function=main,pool=p\n";
+  }
+  struct Command {
+    std::vector<std::string> args; // after memlayout; the output goes last
+    std::string input;             // the one -o names in the second check
+  };
+  const std::vector<Command> commands = {
+      {{"report", trace}, trace},
+      {{"report", trace, "--format", "json"}, trace},
+      {{"advise", trace, "--no-replay"}, trace},
+      {{"diff", trace, trace}, trace},
+      {{"replay", trace, "--rules", rules}, rules},
+  };
+  for (const Command &c : commands) {
+    std::string line = memlayout_bin();
+    for (const std::string &a : c.args)
+      line += " '" + a + "'";
+    INFO(line);
+    RunResult full = run({"/bin/sh", "-c", line + " > /dev/full"});
+    INFO(full.err);
+    CHECK(full.exit_code() == 2);
+    CHECK(full.err.find(": cannot write to standard output: No space left on device") !=
+          std::string::npos);
+
+    std::vector<std::string> argv = {memlayout_bin()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.push_back("-o");
+    argv.push_back(dir + "/./" + c.input.substr(dir.size() + 1)); // another path, same file
+    RunResult same = run(argv);
+    INFO(same.err);
+    CHECK(same.exit_code() == 2);
+    CHECK(same.err.find("refusing to write '" + argv.back() + "': it is the input '" + c.input +
+                        "'") != std::string::npos);
+    CHECK(read_file(trace) == original);
+
+    argv.back() = "/proc/version";
+    RunResult proc = run(argv);
+    CHECK(proc.exit_code() == 2);
+    CHECK(proc.err.find("cannot write '/proc/version': ") != std::string::npos);
+  }
+  CHECK(read_file(rules) == "function=main,pool=p\n");
+}
+
 TEST_CASE("report.bad_input", "[report]") {
   std::string dir = work_dir("report_bad");
   RunResult none = run({memlayout_bin(), "report", dir + "/missing.trace"});
