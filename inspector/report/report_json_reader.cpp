@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace memlayout::inspector {
@@ -448,6 +449,22 @@ bool parse_report_json(const std::string &text, const std::string &name, Report 
           return llvm::None;
         },
         "a string");
+  // A finding names its groups by id: an id that no group has, or two
+  // groups under one id, would diff and advise as some other group.
+  if (error.empty()) {
+    std::set<uint32_t> ids;
+    for (size_t i = 0; i < r.groups.size() && error.empty(); ++i)
+      if (!ids.insert(r.groups[i].group.id).second)
+        error = "groups[" + std::to_string(i) + "].id: " + std::to_string(r.groups[i].group.id) +
+                " is the id of an earlier group too";
+    for (size_t i = 0; i < r.findings.size() && error.empty(); ++i)
+      for (uint32_t id : r.findings[i].groups)
+        if (!ids.count(id)) {
+          error = "findings[" + std::to_string(i) + "].groups: no group has the id " +
+                  std::to_string(id);
+          break;
+        }
+  }
   if (!error.empty()) {
     error = name + ": " + error;
     return false;

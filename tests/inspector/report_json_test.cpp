@@ -167,4 +167,15 @@ TEST_CASE("report_json.refuses", "[report_json]") {
 
   CHECK_FALSE(read_report_json("/nonexistent/e.json", out, error));
   CHECK(error.find("/nonexistent/e.json: cannot read") == 0);
+
+  // A finding naming a group the report does not have, and two groups under
+  // one id: a diff or advise would take them for other groups.
+  Report dangling = sample();
+  dangling.findings[0].groups = {7, 999};
+  CHECK_FALSE(parse_report_json(render(dangling), "f.json", out, error));
+  CHECK(error == "f.json: findings[0].groups: no group has the id 999");
+  Report twice = sample();
+  twice.groups.push_back(twice.groups[0]);
+  CHECK_FALSE(parse_report_json(render(twice), "g.json", out, error));
+  CHECK(error == "g.json: groups[2].id: 7 is the id of an earlier group too");
 }
