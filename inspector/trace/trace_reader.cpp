@@ -150,7 +150,11 @@ void TraceReader::reset() {
   rec_threads_.clear();
   map_ = {};
   end_ = {};
+  final_end_.reset();
   stop_.reset();
+  rules_.reset();
+  block_count_ = 0;
+  block_events_ = 0;
   frames_.clear();
   stacks_.clear();
   strings_.clear();

@@ -941,3 +941,24 @@ TEST_CASE("a rules record: the rules, what each routed, the wrapper declarations
     CHECK(ur.error().message.find("rules record") != std::string::npos);
   }
 }
+
+TEST_CASE("a reader opened again forgets the trace before", "[reader]") {
+  TraceBuilder whole, cut;
+  Block a(1000, 1000, 5000);
+  a.alloc(Api::kMalloc, 0x1000, 8, 8, 1);
+  whole.events(1, a).end(5000, 9000);
+  cut.events(1, a); // no end record: cut short
+  Bytes w = whole.bytes(), c = cut.bytes();
+  TraceReader r;
+  REQUIRE(r.open_buffer(w.data(), w.size(), "whole.trace"));
+  for (Item it; (it = r.next()) != Item::kDone;) {
+  }
+  CHECK(r.final_end().has_value());
+  REQUIRE(r.open_buffer(c.data(), c.size(), "cut.trace"));
+  CHECK_FALSE(r.final_end().has_value());
+  CHECK_FALSE(r.rules().has_value());
+  for (Item it; (it = r.next()) != Item::kDone;) {
+  }
+  CHECK_FALSE(r.has_end());
+  CHECK_FALSE(r.final_end().has_value());
+}
