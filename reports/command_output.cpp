@@ -28,6 +28,15 @@ bool output_is_an_input(const std::string &output, const std::vector<std::string
   return false;
 }
 
+bool stdout_written(const char *command) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout))
+    return true;
+  std::fprintf(stderr, "memlayout %s: cannot write to standard output: %s\n", command,
+               errno ? std::strerror(errno) : "a write failed");
+  return false;
+}
+
 CommandOutput::~CommandOutput() {
   if (fd_ > 2)
     ::close(fd_);

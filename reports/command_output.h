@@ -19,6 +19,10 @@ namespace memlayout::cli {
 bool output_is_an_input(const std::string &output, const std::vector<std::string> &inputs,
                         const char *command);
 
+// For a command that printed to stdout with stdio: flushes it, and false,
+// said on stderr, when any of it did not get out.
+bool stdout_written(const char *command);
+
 class CommandOutput {
 public:
   explicit CommandOutput(const char *command) : command_(command) {}

@@ -358,8 +358,10 @@ int compare_main(int argc, char **argv) {
       return 2;
   }
   if (format == "json") {
-    std::fputs(json_text.str().c_str(), stdout);
-    return 0;
+    CommandOutput out("compare");
+    out.open("");
+    out.stream() << json_text.str();
+    return out.close() ? 0 : 2;
   }
 
   std::string rules_name = rule_args.files.empty() ? "--segregate" : rule_args.files.front();
@@ -387,7 +389,7 @@ int compare_main(int argc, char **argv) {
                 runs ? static_cast<double>(counts[r].allocations) / static_cast<double>(runs) : 0.0,
                 counts[r].allocations ? "" : " (routed nothing: the rules change nothing)");
   }
-  return 0;
+  return stdout_written("compare") ? 0 : 2;
 }
 
 } // namespace memlayout::cli

@@ -214,6 +214,16 @@ TEST_CASE("report.output_errors", "[report]") {
     CHECK(proc.err.find("cannot write '/proc/version': ") != std::string::npos);
   }
   CHECK(read_file(rules) == "function=main,pool=p\n");
+
+  // compare prints its table with stdio: the same check at its end.
+  for (const char *format : {"text", "json"}) {
+    RunResult c = run({"/bin/sh", "-c",
+                       memlayout_bin() + " compare --segregate size=16,pool=x -r 1 --format " +
+                           format + " -- /bin/true > /dev/full"});
+    INFO(format << ": " << c.err);
+    CHECK(c.exit_code() == 2);
+    CHECK(c.err.find("memlayout compare: cannot write to standard output") != std::string::npos);
+  }
 }
 
 TEST_CASE("report.bad_input", "[report]") {
