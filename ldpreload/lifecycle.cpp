@@ -849,10 +849,39 @@ ML_EXPORT int pthread_join(pthread_t thread, void **result) {
 
 // The trace writer reads RLIMIT_FSIZE at most once a millisecond: a limit
 // the program sets takes effect for the writer at once, so that the record
-// that would cross it is refused whole and the stop record names it.
+// that would cross it is refused whole and the stop record names it. A limit
+// set below what the trace already holds gets the stop record written
+// first, while the old limit still lets it.
+namespace {
+
+// Before the program's own call: `soft` the RLIMIT_FSIZE it asks for, where
+// the call cannot fail for asking more than it may (a soft limit lowered
+// within the hard one it keeps or lowers).
+void before_setting_file_size_limit(int resource, uint64_t soft, uint64_t hard) {
+  rlimit now;
+  if (resource != RLIMIT_FSIZE || getrlimit(RLIMIT_FSIZE, &now) != 0)
+    return;
+  if (soft <= hard && hard <= now.rlim_max && soft < now.rlim_cur)
+    g_writer.before_file_size_limit(soft);
+}
+
+// glibc declares setrlimit's argument non-null, so gcc would drop a check of
+// it; a program passing NULL anyway must get the kernel's EFAULT, not a
+// crash in here.
+template <class T> const T *unchecked(const T *p) {
+  asm("" : "+r"(p));
+  return p;
+}
+
+bool is_this_process(pid_t pid) { return pid == 0 || static_cast<uint32_t>(pid) == sys::getpid(); }
+
+} // namespace
+
 ML_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit) {
   using SetFn = int (*)(__rlimit_resource_t, const struct rlimit *);
   static auto real = next_symbol<SetFn>("setrlimit");
+  if (const struct rlimit *l = unchecked(limit))
+    before_setting_file_size_limit(resource, l->rlim_cur, l->rlim_max);
   int rc = real(resource, limit);
   if (rc == 0 && resource == RLIMIT_FSIZE)
     g_writer.forget_file_size_limit();
@@ -862,6 +891,8 @@ ML_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit
 ML_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *limit) {
   using SetFn = int (*)(__rlimit_resource_t, const struct rlimit64 *);
   static auto real = next_symbol<SetFn>("setrlimit64");
+  if (const struct rlimit64 *l = unchecked(limit))
+    before_setting_file_size_limit(resource, l->rlim_cur, l->rlim_max);
   int rc = real(resource, limit);
   if (rc == 0 && resource == RLIMIT_FSIZE)
     g_writer.forget_file_size_limit();
@@ -872,6 +903,8 @@ ML_EXPORT int prlimit(pid_t pid, enum __rlimit_resource resource, const struct r
                       struct rlimit *old) {
   using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit *, struct rlimit *);
   static auto real = next_symbol<PrFn>("prlimit");
+  if (limit && is_this_process(pid))
+    before_setting_file_size_limit(resource, limit->rlim_cur, limit->rlim_max);
   int rc = real(pid, resource, limit, old);
   if (rc == 0 && limit && resource == RLIMIT_FSIZE)
     g_writer.forget_file_size_limit(); // another process's: one read more
@@ -882,6 +915,8 @@ ML_EXPORT int prlimit64(pid_t pid, enum __rlimit_resource resource, const struct
                         struct rlimit64 *old) {
   using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit64 *, struct rlimit64 *);
   static auto real = next_symbol<PrFn>("prlimit64");
+  if (limit && is_this_process(pid))
+    before_setting_file_size_limit(resource, limit->rlim_cur, limit->rlim_max);
   int rc = real(pid, resource, limit, old);
   if (rc == 0 && limit && resource == RLIMIT_FSIZE)
     g_writer.forget_file_size_limit();

@@ -243,6 +243,19 @@ uint64_t TraceWriter::file_size_limit() {
   return limit;
 }
 
+void TraceWriter::before_file_size_limit(uint64_t limit) {
+  if (fd_ < 0 || !regular_ || broken_.load(std::memory_order_relaxed))
+    return;
+  uint64_t at = end_.load(std::memory_order_relaxed);
+  if (at + kStopRecordBytes <= limit)
+    return; // the writer refuses what would not fit when it comes to it
+  // Every record claimed from here on is refused (fits() sees the end past
+  // the limit), and so is this one's successor: the stop record is last.
+  at = end_.fetch_add(kStopRecordBytes, std::memory_order_relaxed);
+  stop_at_limit(limit, at);
+  broken_.store(true);
+}
+
 // The record that says why the trace ends here, written once, by the first
 // writer refused (fits() left it the room).
 void TraceWriter::stop_at_limit(uint64_t limit, uint64_t at) {

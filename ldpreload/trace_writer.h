@@ -38,6 +38,10 @@ public:
   void set_compression_level(int level) { level_ = level; }
   // The program set RLIMIT_FSIZE: the next record reads it again.
   void forget_file_size_limit() { limit_read_tsc_.store(0, std::memory_order_relaxed); }
+  // The program is about to set RLIMIT_FSIZE's soft limit to `limit`: where
+  // the trace already holds more than that leaves room for, its stop record
+  // goes out now, while the old limit still lets it, and nothing after.
+  void before_file_size_limit(uint64_t limit);
   // From a signal handler: no zstd (its contexts sit behind locks the
   // interrupted code may hold), records go out as they are.
   void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }

@@ -7,7 +7,9 @@
  * EFBIG nor their SIGXFSZ may reach the program.
  *
  *   fsize_limit LIMIT ALLOCATIONS FILE handler|default
- *     LIMIT: bytes to set RLIMIT_FSIZE to, 0 to keep the one inherited
+ *     LIMIT: bytes to set RLIMIT_FSIZE to, 0 to keep the one inherited;
+ *       late:N sets it to N after the allocations (below what a trace of
+ *       them already holds)
  *     handler: count SIGXFSZ; default: leave it be (the program's own write
  *     past the limit then kills it, as it would without the recorder) */
 #include <errno.h>
@@ -26,22 +28,27 @@ static void on_xfsz(int sig) {
   ++xfsz_signals;
 }
 
+static int set_limit(long long limit) {
+  struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
+    perror("setrlimit");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: fsize_limit LIMIT ALLOCATIONS FILE handler|default\n");
     return 2;
   }
-  long long limit = atoll(argv[1]);
+  int late = strncmp(argv[1], "late:", 5) == 0;
+  long long limit = atoll(argv[1] + (late ? 5 : 0));
   long allocations = atol(argv[2]);
   if (strcmp(argv[4], "handler") == 0)
     signal(SIGXFSZ, on_xfsz);
-  if (limit > 0) {
-    struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
-    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
-      perror("setrlimit");
-      return 1;
-    }
-  }
+  if (limit > 0 && !late && set_limit(limit) != 0)
+    return 1;
   /* Sizes and lifetimes from a generator, so the trace compresses poorly
    * and soon outgrows the limit. */
   static void *live[4096];
@@ -63,6 +70,8 @@ int main(int argc, char **argv) {
     free(live[i]);
   printf("allocated %ld blocks, %zu bytes; SIGXFSZ so far: %d\n", allocations, total,
          (int)xfsz_signals);
+  if (limit > 0 && late && set_limit(limit) != 0)
+    return 1;
   fflush(stdout);
 
   /* The program's own file: written until the limit stops it. */
