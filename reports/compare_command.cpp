@@ -256,12 +256,9 @@ int compare_main(int argc, char **argv) {
   if (!routes.prepare(rules, {command[0]}, wrappers))
     return 2;
   PreloadEnv a_env, b_env;
-  a_env.preload = b_env.preload = find_preload();
-  if (a_env.preload.empty()) {
-    std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
-                 self_dir().c_str());
+  a_env.preload = b_env.preload = preload_for_launch();
+  if (a_env.preload.empty())
     return 2;
-  }
   a_env.allocator = b_env.allocator = allocator;
   b_env.rules_text = rules.text;
   b_env.route_table = routes.table_path();

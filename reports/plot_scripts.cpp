@@ -19,7 +19,8 @@ constexpr size_t kBoxBins = 256;
 
 // A gnuplot single-quoted string: only the quote itself needs doubling.
 // Texts are set noenhanced, so ^ _ { } @ & stay literal.
-std::string quoted(const std::string &s) {
+std::string quoted(const std::string &text) {
+  const std::string s = valid_utf8(text); // an SVG is XML: UTF-8 only
   std::string out = "'";
   for (char c : s) {
     if (c == '\'')

@@ -57,6 +57,25 @@ std::string find_preload() {
   return {};
 }
 
+std::string preload_for_launch() {
+  std::string preload = find_preload();
+  if (preload.empty()) {
+    std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
+                 self_dir().c_str());
+    return {};
+  }
+  if (preload.find_first_of(" :\t\n") != std::string::npos) {
+    std::fprintf(stderr,
+                 "memlayout: the preload library's path '%s' has a space or a colon, which "
+                 "LD_PRELOAD cannot carry (the loader splits it there): install memlayout under "
+                 "a path without them, or point MEMLAYOUT_PRELOAD_LIBRARY at a link to it that "
+                 "has none\n",
+                 preload.c_str());
+    return {};
+  }
+  return preload;
+}
+
 void apply_preload_env(const PreloadEnv &env) {
   std::string ld = env.preload;
   if (const char *old = std::getenv("LD_PRELOAD"); old && *old)

@@ -15,6 +15,10 @@ namespace memlayout::cli {
 std::string self_dir();
 // libmemlayout_preload.so: MEMLAYOUT_PRELOAD_LIBRARY, else ../lib beside us.
 std::string find_preload();
+// The same, or "" with the reason on stderr: not found, or on a path that
+// LD_PRELOAD cannot carry (the loader splits it at spaces and colons, and
+// would run the program unrecorded).
+std::string preload_for_launch();
 
 struct PreloadEnv {
   std::string preload;      // the library

@@ -612,12 +612,9 @@ int launch(int argc, char **argv) {
     if (!rules)
       return status;
   }
-  std::string preload = find_preload();
-  if (preload.empty()) {
-    std::fprintf(stderr, "memlayout: cannot find libmemlayout_preload.so beside %s/../lib\n",
-                 self_dir().c_str());
+  std::string preload = preload_for_launch();
+  if (preload.empty())
     return 2;
-  }
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
     std::perror("memlayout: pipe");

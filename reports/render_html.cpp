@@ -39,7 +39,8 @@ figure { margin: 1em 0; } figcaption { font-size: 0.85em; color: #555; max-width
 img { max-width: 100%; border: 1px solid #eee; }
 )";
 
-std::string esc(const std::string &s) {
+std::string esc(const std::string &text) {
+  const std::string s = valid_utf8(text);
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -303,7 +304,9 @@ bool render_html(const Report &r, const HtmlOptions &o, std::string &error) {
   std::string plot_error;
   if (!scripts.empty() && o.gnuplot.empty()) {
     all_notes.push_back("plots need gnuplot (apt-get install gnuplot-nox): their scripts are in " +
-                        o.dir + "; run gnuplot on each .gp file there, then reload this page");
+                        o.dir +
+                        "; run gnuplot on each .gp file there for its SVG beside it, or "
+                        "install gnuplot and run the report again for a page that shows them");
   } else {
     for (const auto &s : scripts) {
       std::string e;

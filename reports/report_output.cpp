@@ -28,6 +28,8 @@ int report_exit_status(const inspector::Report &r, const char *command) {
     std::fprintf(stderr, "memlayout %s: warning: %s\n", command, w.c_str());
   for (const std::string &w : r.symbol_warnings)
     std::fprintf(stderr, "memlayout %s: warning: %s\n", command, w.c_str());
+  for (const std::string &w : r.option_warnings)
+    std::fprintf(stderr, "memlayout %s: warning: %s\n", command, w.c_str());
   if (!r.damage.empty()) {
     std::fprintf(
         stderr,

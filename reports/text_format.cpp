@@ -92,6 +92,44 @@ std::string shortened(const std::string &name, bool collapse) {
 
 std::string display_name(const std::string &name) { return shortened(name, true); }
 
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    auto b = static_cast<unsigned char>(s[i]);
+    // Length and the range of the second byte (RFC 3629's table: no
+    // overlong forms, no surrogates, nothing past U+10FFFF).
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b < 0x80)
+      n = 1;
+    else if (b >= 0xC2 && b <= 0xDF)
+      n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+      n = 3;
+      lo = b == 0xE0 ? 0xA0 : 0x80;
+      hi = b == 0xED ? 0x9F : 0xBF;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 4;
+      lo = b == 0xF0 ? 0x90 : 0x80;
+      hi = b == 0xF4 ? 0x8F : 0xBF;
+    }
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      auto c = static_cast<unsigned char>(s[i + k]);
+      ok = k == 1 ? c >= lo && c <= hi : c >= 0x80 && c <= 0xBF;
+    }
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 DisplayNames::DisplayNames(const std::vector<std::string> &names) {
   std::unordered_map<std::string, std::vector<const std::string *>> by_shown;
   for (const auto &n : names)

@@ -28,6 +28,12 @@ inline std::string human_bytes(double v) {
   return fmt(i ? "%.1f " : "%.0f ", v) + unit[i];
 }
 
+// `s` with each byte that is not part of a well-formed UTF-8 sequence
+// replaced by U+FFFD, as JSON output does: a tag or mark name is the
+// program's bytes, and a page declared UTF-8 (or an SVG, which is XML) with
+// anything else in it is not one a browser reads.
+std::string valid_utf8(std::string_view s);
+
 // "1 group", "2 groups".
 inline std::string counted(uint64_t n, std::string_view noun) {
   return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");

@@ -172,6 +172,7 @@ struct Report {
   std::string cut_cause; // why, where the trace says (stop_cause_text); "" when it does not
   std::vector<std::string> reader_warnings; // what the reader skipped or doubted, with offsets
   std::vector<std::string> symbol_warnings; // modules rebuilt since recording (names may be wrong)
+  std::vector<std::string> option_warnings; // options that matched nothing (a --hot name's typo)
   uint64_t live_objects = 0, live_bytes = 0, groups_total = 0;
   std::string allocator;
   std::string cache_source; // where the geometry came from (CacheModel::source)

@@ -431,10 +431,14 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     colocation_later = std::async(std::launch::deferred, colocate);
   }
   for (const HotPrefix &h : o.hot)
-    if (std::none_of(groups.begin(), groups.end(), [&](const Group &g) { return hot_names(h, g); }))
-      out.notes.push_back("--hot " + h.name +
-                          ": no group is named so (by type, pool, tag or "
-                          "function): it changed nothing");
+    if (std::none_of(groups.begin(), groups.end(),
+                     [&](const Group &g) { return hot_names(h, g); })) {
+      std::string why = "--hot " + h.name +
+                        ": no group is named so (by type, pool, tag or function): it changed "
+                        "nothing";
+      out.notes.push_back(why);
+      out.option_warnings.push_back(why); // on stderr too: a typo must not pass unseen
+    }
   out.groups.reserve(groups.size());
   if (o.plots.enabled)
     out.plots.emplace();

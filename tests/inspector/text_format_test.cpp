@@ -62,3 +62,17 @@ TEST_CASE("counts name their noun in the singular for one", "[text]") {
   CHECK(counted(0, "finding") == "0 findings");
   CHECK(counted(2, "live object") == "2 live objects");
 }
+
+TEST_CASE("valid_utf8 keeps well-formed text and replaces each bad byte", "[text_format]") {
+  using memlayout::cli::valid_utf8;
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(valid_utf8("plain ascii") == "plain ascii");
+  CHECK(valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") ==
+        "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  CHECK(valid_utf8("bad\xFF\xFE") == "bad" + fffd + fffd);
+  CHECK(valid_utf8("\xC0\xAF") == fffd + fffd);                       // overlong '/'
+  CHECK(valid_utf8("\xED\xA0\x80") == fffd + fffd + fffd);            // a surrogate
+  CHECK(valid_utf8("\xF4\x90\x80\x80") == fffd + fffd + fffd + fffd); // past U+10FFFF
+  CHECK(valid_utf8("cut \xE2\x82") == "cut " + fffd + fffd);          // sequence cut short
+  CHECK(valid_utf8(std::string("a\0b", 3)) == std::string("a\0b", 3));
+}

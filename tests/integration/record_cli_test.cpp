@@ -261,6 +261,34 @@ TEST_CASE("cli.disk_full", "[record][cli][diskfull]") {
   check_write_failure(direct, recorded, trace);
 }
 
+// an install whose path LD_PRELOAD cannot carry (a space, a colon) is
+// refused with the reason, not run unrecorded with status 0
+TEST_CASE("cli.preload_path_with_a_space", "[record][cli]") {
+  std::string dir = work_dir("cli_preload_space");
+  std::string spaced = dir + "/my tools";
+  REQUIRE(mkdir(spaced.c_str(), 0755) == 0);
+  std::string link = spaced + "/libmemlayout_preload.so";
+  std::string bin = memlayout_bin();
+  std::string preload = bin.substr(0, bin.rfind('/')) + "/../lib/libmemlayout_preload.so";
+  REQUIRE(file_exists(preload));
+  REQUIRE(symlink(preload.c_str(), link.c_str()) == 0);
+  for (const std::string &command : {"record", "run"}) {
+    RunOptions opts;
+    opts.setenv.push_back({"MEMLAYOUT_PRELOAD_LIBRARY", link});
+    std::vector<std::string> argv = {memlayout_bin(),  command, "-o", dir + "/t.trace", "--",
+                                     program("churn"), "10"};
+    if (command == "run")
+      argv.erase(argv.begin() + 2, argv.begin() + 4);
+    RunResult r = run(argv, opts);
+    INFO(command << ": " << r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("memlayout: the preload library's path '" + link +
+                     "' has a space or a colon, which LD_PRELOAD cannot carry") !=
+          std::string::npos);
+    CHECK(r.out.empty()); // the program did not run
+  }
+}
+
 // the trace lands where -o says, or at a predictable default
 TEST_CASE("cli.trace_name", "[record][cli]") {
   std::string dir = work_dir("cli_default_name");

@@ -275,6 +275,8 @@ TEST_CASE("report.bad_input", "[report]") {
   RunResult nobody = run({memlayout_bin(), "report", trace, "--hot", "nosuch=24"});
   CHECK(nobody.exit_code() == 0);
   CHECK(nobody.out.find("--hot nosuch: no group is named so") != std::string::npos);
+  CHECK(nobody.err.find("memlayout report: warning: --hot nosuch: no group is named so") !=
+        std::string::npos);
   RunResult mark = run({memlayout_bin(), "report", trace, "--at", "mark:nope"});
   CHECK(mark.exit_code() == 2);
   CHECK(mark.err.find("no mark named nope") != std::string::npos);
