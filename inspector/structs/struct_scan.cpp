@@ -38,13 +38,27 @@ namespace {
 
 using namespace clang::ast_matchers;
 
+// memlayout's own public headers (memlayout.h's annotation records, the
+// segregation API's option structs): a program that includes them with -I,
+// as pkg-config's flags do, would see them among its own records; with
+// -isystem (the CMake package) they are system headers already.
+bool in_memlayout_headers(llvm::StringRef file) {
+  return file.endswith("/memlayout/memlayout.h") || file.endswith("/memlayout/seg.h") ||
+         file.endswith("/memlayout/seg.hpp");
+}
+
 class RecordCollector : public MatchFinder::MatchCallback {
 public:
   explicit RecordCollector(std::vector<RecordLayout> &out) : out_(out) {}
   void run(const MatchFinder::MatchResult &result) override {
-    if (const auto *rd = result.Nodes.getNodeAs<clang::RecordDecl>("record"))
-      if (auto layout = layout_of(*rd, *result.Context))
-        out_.push_back(std::move(*layout));
+    const auto *rd = result.Nodes.getNodeAs<clang::RecordDecl>("record");
+    if (!rd)
+      return;
+    const clang::SourceManager &sm = *result.SourceManager;
+    if (in_memlayout_headers(sm.getFilename(sm.getExpansionLoc(rd->getLocation()))))
+      return;
+    if (auto layout = layout_of(*rd, *result.Context))
+      out_.push_back(std::move(*layout));
   }
 
 private:

@@ -272,7 +272,7 @@ TEST_CASE("cli.preload_path_with_a_space", "[record][cli]") {
   std::string preload = bin.substr(0, bin.rfind('/')) + "/../lib/libmemlayout_preload.so";
   REQUIRE(file_exists(preload));
   REQUIRE(symlink(preload.c_str(), link.c_str()) == 0);
-  for (const std::string &command : {"record", "run"}) {
+  for (const std::string command : {"record", "run"}) {
     RunOptions opts;
     opts.setenv.push_back({"MEMLAYOUT_PRELOAD_LIBRARY", link});
     std::vector<std::string> argv = {memlayout_bin(),  command, "-o", dir + "/t.trace", "--",
