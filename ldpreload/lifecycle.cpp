@@ -875,52 +875,46 @@ template <class T> const T *unchecked(const T *p) {
 
 bool is_this_process(pid_t pid) { return pid == 0 || static_cast<uint32_t>(pid) == sys::getpid(); }
 
-} // namespace
-
-ML_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit) {
-  using SetFn = int (*)(__rlimit_resource_t, const struct rlimit *);
-  static auto real = next_symbol<SetFn>("setrlimit");
-  if (const struct rlimit *l = unchecked(limit))
+// Around the program's setrlimit or prlimit (`call`), of this process
+// (`ours`) or another (then the writer only reads its limit once more).
+template <class Limit, class Call>
+int around_limit_call(bool ours, int resource, const Limit *limit, Call call) {
+  const Limit *l = unchecked(limit);
+  if (l && ours)
     before_setting_file_size_limit(resource, l->rlim_cur, l->rlim_max);
-  int rc = real(resource, limit);
-  if (rc == 0 && resource == RLIMIT_FSIZE)
+  int rc = call();
+  if (rc == 0 && l && resource == RLIMIT_FSIZE)
     g_writer.forget_file_size_limit();
   return rc;
 }
 
+} // namespace
+
+ML_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit) {
+  static auto real = next_symbol<int (*)(__rlimit_resource_t, const struct rlimit *)>("setrlimit");
+  return around_limit_call(true, resource, limit, [&] { return real(resource, limit); });
+}
+
 ML_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *limit) {
-  using SetFn = int (*)(__rlimit_resource_t, const struct rlimit64 *);
-  static auto real = next_symbol<SetFn>("setrlimit64");
-  if (const struct rlimit64 *l = unchecked(limit))
-    before_setting_file_size_limit(resource, l->rlim_cur, l->rlim_max);
-  int rc = real(resource, limit);
-  if (rc == 0 && resource == RLIMIT_FSIZE)
-    g_writer.forget_file_size_limit();
-  return rc;
+  static auto real =
+      next_symbol<int (*)(__rlimit_resource_t, const struct rlimit64 *)>("setrlimit64");
+  return around_limit_call(true, resource, limit, [&] { return real(resource, limit); });
 }
 
 ML_EXPORT int prlimit(pid_t pid, enum __rlimit_resource resource, const struct rlimit *limit,
                       struct rlimit *old) {
   using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit *, struct rlimit *);
   static auto real = next_symbol<PrFn>("prlimit");
-  if (limit && is_this_process(pid))
-    before_setting_file_size_limit(resource, limit->rlim_cur, limit->rlim_max);
-  int rc = real(pid, resource, limit, old);
-  if (rc == 0 && limit && resource == RLIMIT_FSIZE)
-    g_writer.forget_file_size_limit(); // another process's: one read more
-  return rc;
+  return around_limit_call(is_this_process(pid), resource, limit,
+                           [&] { return real(pid, resource, limit, old); });
 }
 
 ML_EXPORT int prlimit64(pid_t pid, enum __rlimit_resource resource, const struct rlimit64 *limit,
                         struct rlimit64 *old) {
   using PrFn = int (*)(pid_t, enum __rlimit_resource, const struct rlimit64 *, struct rlimit64 *);
   static auto real = next_symbol<PrFn>("prlimit64");
-  if (limit && is_this_process(pid))
-    before_setting_file_size_limit(resource, limit->rlim_cur, limit->rlim_max);
-  int rc = real(pid, resource, limit, old);
-  if (rc == 0 && limit && resource == RLIMIT_FSIZE)
-    g_writer.forget_file_size_limit();
-  return rc;
+  return around_limit_call(is_this_process(pid), resource, limit,
+                           [&] { return real(pid, resource, limit, old); });
 }
 
 ML_EXPORT void _exit(int status) {
