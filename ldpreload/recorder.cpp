@@ -57,9 +57,9 @@ void begin_block(ThreadLog *log) {
 
 // A thread starts with blocks of kFirstBlockBytes and doubles them, up to
 // block_kib, each time one fills within kFastBlockTicks. Each write costs
-// the kernel a fixed part (the file's lock, its times, a journal handle) that
-// on some VMs is as dear as the 64 KiB it writes: a churning thread saves
-// ~0.1x of its time with 256 KiB blocks (docs/performance.md). A thread that
+// the kernel a fixed part (the file's lock, its times, a journal handle):
+// on the AMD VM a churning program spends ~0.08x less of its time with
+// 256 KiB blocks, on Intel the same (docs/performance.md). A thread that
 // allocates now and then keeps small blocks, and only the pages it touched.
 constexpr size_t kFirstBlockBytes = 64 << 10;
 constexpr uint64_t kFastBlockTicks = uint64_t{1} << 24; // ~4-8 ms at 2-4 GHz
