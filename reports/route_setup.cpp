@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -245,6 +246,7 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
   }
   size_t idle = 0;
   const auto code = impl_->code();
+  std::optional<inspector::CallGraph> graph; // for the rules that routed nothing, built once
   for (unsigned i = 0; i < rules.set->count; ++i) {
     const rules::Rule &r = rules.set->rules[i];
     const RuleCount &c = counts[i];
@@ -261,8 +263,10 @@ size_t RouteSetup::print_summary(const LoadedRules &rules) const {
     if (impl_->labelled >> i & 1) {
       // The function is there. Where it calls functions that allocate and
       // are sites of their own, its memory may come from them: they name it.
+      if (r.function[0] && !graph)
+        graph.emplace(code);
       std::vector<inspector::SiteCallee> through =
-          r.function[0] ? inspector::sites_called_by(r.function, code, impl_->policy)
+          r.function[0] ? inspector::sites_called_by(r.function, *graph, impl_->policy)
                         : std::vector<inspector::SiteCallee>{};
       if (through.empty()) {
         std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",

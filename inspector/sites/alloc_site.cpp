@@ -38,9 +38,30 @@ Group::Site site_of(const SymbolizedAddress &a, const SourceFrame &f) {
   return s;
 }
 
-bool any_matches(const std::string &function, const std::vector<std::string> &patterns) {
+// A function's name from its name proper on (no return type): what wrapper
+// patterns are compared with. Found once per function, not once per pattern:
+// finding it parses the whole demangled name, and a C++ program's module
+// holds thousands of them against some 80 patterns.
+std::string_view from_name_proper(const std::string &function) {
+  return std::string_view(function).substr(rules::function_name_offset(function.c_str()));
+}
+
+bool name_matches_pattern(std::string_view f, std::string_view e) {
+  if (e.empty())
+    return false;
+  if (e.back() == '*')
+    return f.substr(0, e.size() - 1) == e.substr(0, e.size() - 1);
+  if (f.substr(0, e.size()) != e)
+    return false;
+  if (f.size() == e.size())
+    return true;
+  char next = f[e.size()];
+  return next == '(' || next == '<' || next == ' ';
+}
+
+bool any_matches(std::string_view name, const std::vector<std::string> &patterns) {
   for (const std::string &p : patterns)
-    if (wrapper_pattern_matches(function, p))
+    if (name_matches_pattern(name, p))
       return true;
   return false;
 }
@@ -147,21 +168,6 @@ bool parse_looked_through_decided(const std::string &s, WrapperReason *out) {
   return false;
 }
 
-bool wrapper_pattern_matches(const std::string &function, const std::string &pattern) {
-  std::string_view f = function, e = pattern;
-  f.remove_prefix(rules::function_name_offset(function.c_str()));
-  if (e.empty())
-    return false;
-  if (e.back() == '*')
-    return f.substr(0, e.size() - 1) == e.substr(0, e.size() - 1);
-  if (f.substr(0, e.size()) != e)
-    return false;
-  if (f.size() == e.size())
-    return true;
-  char next = f[e.size()];
-  return next == '(' || next == '<' || next == ' ';
-}
-
 const std::vector<std::string> &builtin_wrappers() {
   static const std::vector<std::string> kWrappers = {
       // libiberty, gnulib, git, many GNU programs
@@ -206,20 +212,21 @@ bool is_allocator_member(const std::string &function) {
 }
 
 bool WrapperPolicy::is_not_wrapper(const std::string &function) const {
-  return any_matches(function, not_wrappers);
+  return !not_wrappers.empty() && any_matches(from_name_proper(function), not_wrappers);
 }
 
 bool WrapperPolicy::wrapper_reason(const std::string &function, WrapperReason *why) const {
-  if (is_not_wrapper(function))
+  const std::string_view name = from_name_proper(function);
+  if (any_matches(name, not_wrappers))
     return false;
   WrapperReason r;
   if (auto it = detected.find(function); it != detected.end())
     r = it->second.reason;
-  else if (any_matches(function, wrappers))
+  else if (any_matches(name, wrappers))
     r = WrapperReason::kOption;
-  else if (any_matches(function, rules_file))
+  else if (any_matches(name, rules_file))
     r = WrapperReason::kRulesFile;
-  else if (any_matches(function, builtin_wrappers()) || is_allocator_member(function))
+  else if (any_matches(name, builtin_wrappers()) || is_allocator_member(function))
     r = WrapperReason::kBuiltin;
   else
     return false;
@@ -597,10 +604,8 @@ size_t detect_wrappers_in_binary(const ModuleCode &code, WrapperPolicy &p) {
   return detect_wrappers_in_modules(one, p);
 }
 
-std::vector<SiteCallee> sites_called_by(const char *function_key,
-                                        std::span<const ModuleCode *const> modules,
+std::vector<SiteCallee> sites_called_by(const char *function_key, const CallGraph &g,
                                         const WrapperPolicy &p) {
-  CallGraph g(modules);
   const auto &fns = g.functions();
   std::vector<SiteCallee> out;
   for (uint32_t f = 0; f < fns.size(); ++f) {

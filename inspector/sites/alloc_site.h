@@ -72,9 +72,6 @@ public:
 // it names the element type.
 const std::vector<std::string> &builtin_wrappers();
 
-// True when `function` matches `pattern` (the syntax above).
-bool wrapper_pattern_matches(const std::string &function, const std::string &pattern);
-
 class CodeMaps;
 
 // The site of a recorded stack (return addresses, innermost first): the first
@@ -195,8 +192,8 @@ struct SiteCallee {
   std::string caller, callee;
   bool tail = false;
 };
-std::vector<SiteCallee> sites_called_by(const char *function_key,
-                                        std::span<const ModuleCode *const> modules,
+// `g`: the modules' call graph, built once for every rule asked about.
+std::vector<SiteCallee> sites_called_by(const char *function_key, const CallGraph &g,
                                         const WrapperPolicy &p);
 
 // Detection from recorded stacks, each with a weight (objects allocated

@@ -253,11 +253,12 @@ TEST_CASE("wrappers from debug info across modules: the program's calls into a l
   CHECK_FALSE(p.detected.count("helper"));    // two helpers of one caller each
 
   // What a rule naming make_desc meets: grab_zero, a site of its own.
-  std::vector<SiteCallee> through = sites_called_by("make_desc", both, p);
+  CallGraph graph(both);
+  std::vector<SiteCallee> through = sites_called_by("make_desc", graph, p);
   REQUIRE(through.size() == 1);
   CHECK(through[0].callee == "grab_zero");
   CHECK_FALSE(through[0].tail);
-  CHECK(sites_called_by("make_node", both, p).empty()); // through a wrapper: routed
+  CHECK(sites_called_by("make_node", graph, p).empty()); // through a wrapper: routed
 }
 
 TEST_CASE("the route table labels the return addresses of tail-called constructors",
