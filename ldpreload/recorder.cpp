@@ -91,15 +91,12 @@ void write_thread_record(trace::ThreadEvent what, uint32_t tid) {
 // knowing when the peak is. Resident size rather than live bytes: it costs
 // one small read per block instead of a malloc_usable_size per free.
 //
-// At most once per kRssCheckTicks of the process, not once per block:
-// resident memory grows far less than a quarter in a millisecond.
-constexpr uint64_t kRssCheckTicks = uint64_t{1} << 22; // ~1 ms at 2-4 GHz
+// At most once a millisecond of the process, not once per block: resident
+// memory grows far less than a quarter in a millisecond.
 std::atomic<uint64_t> g_rss_checked_tsc{0};
 
 void maybe_snapshot() {
-  uint64_t now = sys::rdtsc(), last = g_rss_checked_tsc.load(std::memory_order_relaxed);
-  if (now - last < kRssCheckTicks ||
-      !g_rss_checked_tsc.compare_exchange_strong(last, now, std::memory_order_relaxed))
+  if (!sys::due(g_rss_checked_tsc, sys::kMillisecondTicks))
     return;
   // The high-water mark bounds resident memory from above and costs one
   // system call instead of a /proc file's open, read and close.

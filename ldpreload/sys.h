@@ -2,6 +2,7 @@
 // whole-file reads into caller buffers, number formatting, raw messages.
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -107,6 +108,18 @@ uint64_t monotonic_ns();
 uint64_t realtime_ns();
 
 inline uint64_t rdtsc() { return __builtin_ia32_rdtsc(); }
+
+// About a millisecond of TSC ticks at 2-4 GHz.
+inline constexpr uint64_t kMillisecondTicks = uint64_t{1} << 22;
+
+// For checks that cost a system call and need not run more often than every
+// `period` ticks (a limit, resident size): true for one caller, of any
+// thread, once `period` has passed since `last` was set; `last` = 0 makes
+// the next call true.
+inline bool due(std::atomic<uint64_t> &last, uint64_t period) {
+  uint64_t now = rdtsc(), then = last.load(std::memory_order_relaxed);
+  return now - then >= period && last.compare_exchange_strong(then, now, std::memory_order_relaxed);
+}
 
 // BMI2's PDEP at full speed: Intel since Haswell, AMD since Zen 3 (family
 // 0x19); Zen 1 and 2 (and Hygon) microcode it.

@@ -230,16 +230,14 @@ bool TraceWriter::fits(size_t total, uint64_t *limit, uint64_t *at) {
   return *limit == UINT64_MAX || *at + total + kStopRecordBytes <= *limit;
 }
 
-// RLIMIT_FSIZE as read at most kLimitRereadTicks ago, not once per block: a
+// RLIMIT_FSIZE as read at most a millisecond ago, not once per block: a
 // limit lowered since it was read costs only the stop record (the write
 // comes back short under HoldXfsz, and the trace reads as truncated).
 uint64_t TraceWriter::file_size_limit() {
-  uint64_t now = sys::rdtsc();
-  if (now - limit_read_tsc_.load(std::memory_order_relaxed) < kLimitRereadTicks)
+  if (!sys::due(limit_read_tsc_, sys::kMillisecondTicks))
     return limit_.load(std::memory_order_relaxed);
   uint64_t limit = sys::file_size_limit();
   limit_.store(limit, std::memory_order_relaxed);
-  limit_read_tsc_.store(now, std::memory_order_relaxed);
   return limit;
 }
 

@@ -55,8 +55,6 @@ private:
   bool ensure_descriptor();
   bool fits(size_t total, uint64_t *limit, uint64_t *at);
   uint64_t file_size_limit();
-  // ~1 ms at 2-4 GHz.
-  static constexpr uint64_t kLimitRereadTicks = uint64_t{1} << 22;
   void stop_at_limit(uint64_t limit, uint64_t at);
   bool write_whole(const trace::RecordHeader &h, const void *body, size_t body_n);
   int fd_ = -1;
@@ -66,7 +64,7 @@ private:
   // The file's size once every record claimed so far is written.
   std::atomic<uint64_t> end_{0};
   std::atomic<uint64_t> limit_{UINT64_MAX};
-  std::atomic<uint64_t> limit_read_tsc_{0};
+  std::atomic<uint64_t> limit_read_tsc_{0}; // sys::due's: 0 reads it at the next record
   std::atomic<bool> stopped_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> raw_only_{false};

@@ -28,12 +28,25 @@ bool output_is_an_input(const std::string &output, const std::vector<std::string
   return false;
 }
 
+namespace {
+
+// "memlayout COMMAND: cannot write 'PATH': why", PATH "" for stdout.
+void cannot_write(const char *command, const std::string &path, const char *why) {
+  if (path.empty())
+    std::fprintf(stderr, "memlayout %s: cannot write to standard output: %s\n", command, why);
+  else
+    std::fprintf(stderr, "memlayout %s: cannot write '%s': %s\n", command, path.c_str(), why);
+}
+
+} // namespace
+
 bool stdout_written(const char *command) {
   errno = 0;
   if (std::fflush(stdout) == 0 && !std::ferror(stdout))
     return true;
-  std::fprintf(stderr, "memlayout %s: cannot write to standard output: %s\n", command,
-               errno ? std::strerror(errno) : "a write failed");
+  // errno is the failing write's when this flush made it; an earlier flush's
+  // failure left only the stream's error flag.
+  cannot_write(command, "", errno ? std::strerror(errno) : "a write failed");
   return false;
 }
 
@@ -52,8 +65,7 @@ bool CommandOutput::open(const std::string &path, const std::vector<std::string>
   path_ = path;
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd_ < 0) {
-    std::fprintf(stderr, "memlayout %s: cannot write '%s': %s\n", command_, path.c_str(),
-                 std::strerror(errno));
+    cannot_write(command_, path, std::strerror(errno));
     return false;
   }
   return true;
@@ -81,13 +93,8 @@ bool CommandOutput::close() {
     fd_ = -1;
     ok = ::close(fd) == 0; // NFS and quotas report here
   }
-  if (!ok) {
-    const char *why = std::strerror(errno);
-    if (path_.empty())
-      std::fprintf(stderr, "memlayout %s: cannot write to standard output: %s\n", command_, why);
-    else
-      std::fprintf(stderr, "memlayout %s: cannot write '%s': %s\n", command_, path_.c_str(), why);
-  }
+  if (!ok)
+    cannot_write(command_, path_, std::strerror(errno));
   return ok;
 }
 

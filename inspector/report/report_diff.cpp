@@ -2,6 +2,7 @@
 #include "report_diff.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -268,11 +269,17 @@ std::string unlike_level(const Report &a, const Report &b, int n) {
   return "";
 }
 
+// unlike_level for L1, L2, L3.
+using UnlikeLevels = std::array<std::string, 3>;
+UnlikeLevels unlike_levels(const Report &a, const Report &b) {
+  return {unlike_level(a, b, 1), unlike_level(a, b, 2), unlike_level(a, b, 3)};
+}
+
 // Set fractions of a level A and B see differently are shown, but neither
 // better nor worse, and do not rank the groups.
-void neutralize_unlike_levels(const Report &a, const Report &b, ReportDiff &out) {
+void neutralize_unlike_levels(const UnlikeLevels &unlike, ReportDiff &out) {
   for (int n = 1; n <= 3; ++n) {
-    if (unlike_level(a, b, n).empty())
+    if (unlike[n - 1].empty())
       continue;
     const std::string metric = "set_effective_fraction_L" + std::to_string(n);
     for (GroupDelta &g : out.groups) {
@@ -290,7 +297,7 @@ void neutralize_unlike_levels(const Report &a, const Report &b, ReportDiff &out)
   }
 }
 
-void add_notes(const Report &a, const Report &b, ReportDiff &out) {
+void add_notes(const Report &a, const Report &b, const UnlikeLevels &unlike, ReportDiff &out) {
   if (a.partial || b.partial)
     out.notes.push_back(std::string("partial trace on side ") +
                         (a.partial && b.partial ? "A and B"
@@ -310,8 +317,8 @@ void add_notes(const Report &a, const Report &b, ReportDiff &out) {
     out.notes.push_back("A: " + w);
   for (const std::string &w : b.symbol_warnings)
     out.notes.push_back("B: " + w);
-  for (int n = 1; n <= 3; ++n)
-    if (std::string why = unlike_level(a, b, n); !why.empty())
+  for (const std::string &why : unlike)
+    if (!why.empty())
       out.notes.push_back(why);
 }
 
@@ -398,7 +405,8 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
     out.groups.push_back(as.size() == 1 ? compare(*as.front(), b.groups[j], MatchedBy::kSite)
                                         : compare_merged(as, b.groups[j]));
   }
-  neutralize_unlike_levels(a, b, out);
+  const UnlikeLevels unlike = unlike_levels(a, b);
+  neutralize_unlike_levels(unlike, out);
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
     if (x.magnitude != y.magnitude)
       return x.magnitude > y.magnitude;
@@ -433,7 +441,7 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   for (size_t j = 0; j < fb.size(); ++j)
     if (!used_b[j])
       out.added.push_back(fb[j]);
-  add_notes(a, b, out);
+  add_notes(a, b, unlike, out);
   return out;
 }
 
