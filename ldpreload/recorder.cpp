@@ -349,12 +349,17 @@ constexpr uint64_t kTickGapTicks = 2048;
 void stage_tick(ThreadLog *log) {
   uint64_t now = sys::rdtsc();
   stage_tsc(log, now);
-  uint64_t gap = now - log->sampled_tsc;
+  switch_watch::arm(log->switch_word);
   uint32_t period = log->tick_period;
-  if (gap < kTickGapTicks)
-    period = std::min(period * 2, g_options.tick_period_max);
-  else if (gap > 4 * kTickGapTicks)
-    period = std::max(static_cast<uint32_t>(period * kTickGapTicks / gap), g_options.tick_period);
+  // A sample the switch watch asked for says how long the thread waited,
+  // not how fast it allocates: the period stays.
+  if (log->tick_countdown == 0) {
+    uint64_t gap = now - log->sampled_tsc;
+    if (gap < kTickGapTicks)
+      period = std::min(period * 2, g_options.tick_period_max);
+    else if (gap > 4 * kTickGapTicks)
+      period = std::max(static_cast<uint32_t>(period * kTickGapTicks / gap), g_options.tick_period);
+  }
   log->tick_period = period;
   log->sampled_tsc = now;
   log->tick_countdown = period;
@@ -389,7 +394,12 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
   unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
+  log->unwatched = 1;
+  log->switch_word = switch_watch::thread_word();
+  if (!log->switch_word)
+    log->switch_word = &log->unwatched;
   log->sampled_tsc = log->last_tsc = sys::rdtsc();
+  switch_watch::arm(log->switch_word);
   begin_block(log);
   {
     LockGuard g(g_registry_lock);

@@ -12,6 +12,7 @@
 
 #include "options.h"
 #include "spinlock.h"
+#include "switch_watch.h"
 #include "trace_format.h"
 #include "unwind.h"
 #include "unwind_state.h"
@@ -62,6 +63,9 @@ struct ThreadLog {
   uint64_t *stage_limit; // encode the stage when stage_pos reaches it
   uint32_t tick_countdown;
   uint32_t tick_period; // events between TSC samples now (stage_tick adapts it)
+  // Zero once the thread was switched out since its last sample
+  // (switch_watch.h): its next event samples the clock.
+  uint64_t *switch_word;
   uint64_t sampled_tsc; // the last sample staged by the countdown
   uint32_t tid;
   uint64_t *stage;
@@ -78,6 +82,7 @@ struct ThreadLog {
   SpinLock flush_lock;
   bool taken_over;       // flushed by another thread at exit; owner's data discarded
   uint8_t compress_skip; // blocks to store raw before trying zstd again
+  uint64_t unwatched;    // switch_word where the thread has no rseq area: never zero
   ThreadLog *next;
   ThreadCaches *caches;
 };
@@ -167,7 +172,7 @@ inline void sample_clock_at_next_event(ThreadState &ts) {
 }
 
 ML_HOT inline uint64_t *stage_begin(ThreadLog *log) {
-  if (ML_UNLIKELY(--log->tick_countdown == 0))
+  if (ML_UNLIKELY(--log->tick_countdown == 0) || ML_UNLIKELY(switch_watch::switched(log->switch_word)))
     stage_tick(log);
   return log->stage_pos.load(std::memory_order_relaxed);
 }
