@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -398,6 +399,7 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
     if (r.function[0] || (!r.file[0] && !r.type[0]))
       continue;
     std::set<std::string> functions;
+    std::string type; // the record a type= rule names, as the map names it
     if (r.type[0]) {
       if (!types_tried) {
         types_tried = true;
@@ -421,7 +423,7 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
         continue;
       }
       const inspector::RecordLayout *rec = types->record(r.type);
-      std::string type = rec ? rec->name : r.type;
+      type = rec ? rec->name : r.type;
       for (const auto &site : types->sites())
         if (site.type == type && !site.function.empty()) {
           char norm[rules::kMaxName];
@@ -449,19 +451,36 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
       continue;
     }
     if (r.type[0]) {
-      // The interposer knows call sites, not types: said where it differs
-      // from what the rule reads as (replay counts the difference).
-      std::string names;
-      for (const auto &f : functions)
-        names += (names.empty() ? "" : ", ") + f;
-      std::fprintf(stderr,
-                   "memlayout: note: %s: type=%s is allocated in %s: the interposer routes by "
-                   "allocation site, so the rule routes whatever %s allocate%s, not only %s "
-                   "(memlayout replay TRACE --rules RULES counts it%s)\n",
-                   rules->origin[i].c_str(), r.type, names.c_str(),
-                   functions.size() == 1 ? "that function" : "those functions",
-                   functions.size() == 1 ? "s" : "", r.type,
-                   r.has_size ? "" : "; a size= key narrows it");
+      // The interposer knows call sites, not types: where the map has those
+      // functions allocate other types too, the rule routes them as well.
+      std::map<std::string, std::string> others; // type -> its first site
+      for (const auto &site : types->sites()) {
+        char norm[rules::kMaxName];
+        if (site.type == type || site.function.empty() ||
+            !rules::normalize_function(site.function.c_str(), norm, sizeof norm) ||
+            !functions.count(norm))
+          continue;
+        others.emplace(site.type.empty() ? "untyped memory" : site.type,
+                       site.file + ":" + std::to_string(site.line));
+      }
+      if (!others.empty()) {
+        std::string names, also;
+        for (const auto &f : functions)
+          names += (names.empty() ? "" : ", ") + f;
+        size_t shown = 0;
+        for (const auto &[t, where] : others)
+          if (shown++ < 4)
+            also += (also.empty() ? "" : ", ") + t + " (" + where + ")";
+        if (others.size() > 4)
+          also += " and " + std::to_string(others.size() - 4) + " more types";
+        std::fprintf(stderr,
+                     "memlayout: warning: %s: type=%s is allocated in %s, which the type map "
+                     "says also allocate%s %s: the interposer routes by allocation site, so the "
+                     "rule routes those too (memlayout replay TRACE --rules RULES counts them%s)\n",
+                     rules->origin[i].c_str(), r.type, names.c_str(),
+                     functions.size() == 1 ? "s" : "", also.c_str(),
+                     r.has_size ? "" : "; a size= key may tell them apart");
+      }
     }
     if (!replace_with_functions(rules, i, functions))
       return false;
