@@ -36,10 +36,8 @@ std::atomic<uint64_t> g_retired_events{0}, g_retired_allocs{0}, g_retired_frees{
 constexpr uint64_t kFirstSnapshotRss = 16 << 20;
 std::atomic<uint64_t> g_next_snapshot_rss{kFirstSnapshotRss};
 
-size_t log_bytes() {
-  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + sizeof(ThreadCaches) +
-         g_options.block_kib * size_t{1024} + kBlockSlack;
-}
+size_t log_bytes_for(size_t block_bytes);
+size_t log_bytes() { return log_bytes_for(g_options.block_kib * size_t{1024}); }
 
 // A new block starts at the time of the last TSC sample encoded: the events
 // staged after it, which it will hold first, happened no earlier.
@@ -122,6 +120,14 @@ void maybe_snapshot() {
     record_ext(tl_state, trace::ExtKind::kSnapshot, id);
 }
 
+// The summary's counts of a log about to go.
+void retire_totals(const ThreadLog *log) {
+  g_retired_events.fetch_add(log->total_events, std::memory_order_relaxed);
+  g_retired_allocs.fetch_add(log->allocs, std::memory_order_relaxed);
+  g_retired_frees.fetch_add(log->frees, std::memory_order_relaxed);
+  g_retired_bytes.fetch_add(log->bytes_allocated, std::memory_order_relaxed);
+}
+
 void unregister(ThreadLog *log) {
   LockGuard g(g_registry_lock);
   for (ThreadLog **p = &g_logs; *p; p = &(*p)->next)
@@ -129,10 +135,7 @@ void unregister(ThreadLog *log) {
       *p = log->next;
       break;
     }
-  g_retired_events.fetch_add(log->total_events, std::memory_order_relaxed);
-  g_retired_allocs.fetch_add(log->allocs, std::memory_order_relaxed);
-  g_retired_frees.fetch_add(log->frees, std::memory_order_relaxed);
-  g_retired_bytes.fetch_add(log->bytes_allocated, std::memory_order_relaxed);
+  retire_totals(log);
 }
 
 // Compression costs the allocating thread ~10 ns per event of a block: it
@@ -376,11 +379,18 @@ void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size
   stage_record(log, trace::event_head(trace::EventKind::kAlloc, api), f, n, 1);
 }
 
-ThreadLog *attach_thread(ThreadState &ts) {
-  if (ts.retired)
-    return nullptr;
-  sys::KeepErrno keep;
-  auto *log = static_cast<ThreadLog *>(sys::map_pages(log_bytes()));
+namespace {
+
+// The mapping a log lives in, with room for blocks of `block_bytes`.
+size_t log_bytes_for(size_t block_bytes) {
+  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + sizeof(ThreadCaches) + block_bytes +
+         kBlockSlack;
+}
+
+// A log in fresh pages of log_bytes_for(room), its first block of
+// `capacity` (<= room) begun, registered nowhere.
+ThreadLog *map_log(size_t room, size_t capacity) {
+  auto *log = static_cast<ThreadLog *>(sys::map_pages(log_bytes_for(room)));
   if (!log)
     return nullptr;
   new (log) ThreadLog{};
@@ -390,10 +400,9 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->tick_period = log->tick_countdown = g_options.tick_period;
   log->caches = reinterpret_cast<ThreadCaches *>(log->stage + kStageWords);
   log->data = reinterpret_cast<uint8_t *>(log->caches + 1);
-  log->capacity = std::min(kFirstBlockBytes, g_options.block_kib * size_t{1024});
+  log->capacity = capacity;
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
-  unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
   log->unwatched = 1;
   log->switch_word = switch_watch::thread_word();
   if (!log->switch_word)
@@ -401,6 +410,45 @@ ThreadLog *attach_thread(ThreadState &ts) {
   log->sampled_tsc = log->last_tsc = sys::rdtsc();
   switch_watch::arm(log->switch_word);
   begin_block(log);
+  return log;
+}
+
+// Events of a thread past its last TLS destructor, which retired its log:
+// glibc frees the thread's TLS blocks (allocate_dtv's) after every
+// destructor ran, and in a detached thread the thread does it itself. Lost,
+// they left the blocks live, and the next allocations of their addresses
+// by other threads paired with the wrong frees. Rare (one or two a thread),
+// so each is written at once from a log mapped for it, stamped exactly.
+constexpr size_t kLateBlockBytes = 4096;
+
+template <class Stage> void record_late(ThreadState &ts, Stage &&stage) {
+  if (!ts.retired || g_state.load(std::memory_order_relaxed) != State::kRecording)
+    return count_lost_event();
+  sys::KeepErrno keep;
+  ThreadLog *log = map_log(kLateBlockBytes, kLateBlockBytes);
+  if (!log)
+    return count_lost_event();
+  log->tick_period = log->tick_countdown = 1;
+  stage(log);
+  // As flush_log, without its snapshot: a snapshot's record would be an
+  // event of this thread, which has no log to take it.
+  encode(log, log->stage, log->stage_pos.load(std::memory_order_relaxed), false);
+  write_block(log, static_cast<size_t>(log->pos - log->data), log->events);
+  retire_totals(log);
+  sys::unmap_pages(log, log_bytes_for(kLateBlockBytes));
+}
+
+} // namespace
+
+ThreadLog *attach_thread(ThreadState &ts) {
+  if (ts.retired)
+    return nullptr;
+  sys::KeepErrno keep;
+  size_t room = g_options.block_kib * size_t{1024}; // the blocks grow up to it (grow_block)
+  ThreadLog *log = map_log(room, std::min(kFirstBlockBytes, room));
+  if (!log)
+    return nullptr;
+  unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
   {
     LockGuard g(g_registry_lock);
     log->next = g_logs;
@@ -411,6 +459,22 @@ ThreadLog *attach_thread(ThreadState &ts) {
   if (ensure_trace_open())
     write_thread_record(trace::ThreadEvent::kStart, log->tid);
   return log;
+}
+
+void record_late_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
+                       size_t usable) {
+  // No stack: the unwinder let go of the thread with its log.
+  record_late(ts, [&](ThreadLog *log) {
+    stage_alloc_full(log, api, p, size, align, 0, usable ? usable : usable_size_of(p, size, api));
+  });
+}
+
+void record_late_free(ThreadState &ts, trace::Api api, void *p) {
+  record_late(ts, [&](ThreadLog *log) {
+    uint64_t *w = stage_begin(log);
+    w[0] = staged_word0(trace::EventKind::kFree, api, p);
+    stage_commit(log, w + 1);
+  });
 }
 
 void stage_flush(ThreadLog *log) {

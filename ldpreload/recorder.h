@@ -127,6 +127,11 @@ void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value);
 // Every object live in [begin, begin + length) ends: a pool destroyed.
 void record_free_range(ThreadState &ts, uintptr_t begin, size_t length);
 void count_lost_event();
+// An event of a thread whose log is gone (past its last TLS destructor):
+// written at once where the thread retired its log, else lost.
+void record_late_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,
+                       size_t usable);
+void record_late_free(ThreadState &ts, trace::Api api, void *p);
 
 // Writes every thread's complete events, the process is ending: the calling
 // thread's log stays usable, other threads' logs are taken over (whatever
@@ -209,7 +214,7 @@ ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t
                                 const UnwindStart &start, size_t usable = 0) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
-    return count_lost_event();
+    return record_late_alloc(ts, api, p, size, align, usable);
   // A stack the unwinder's cache verified: the id stored with it last time.
   const uint32_t *known =
       ML_LIKELY(g_memo_depth != 0) ? unwind_state::stack_memo(start, g_memo_depth) : nullptr;
@@ -231,7 +236,7 @@ ML_HOT inline void record_alloc(ThreadState &ts, trace::Api api, void *p, size_t
 ML_HOT inline void record_free(ThreadState &ts, trace::Api api, void *p) {
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (ML_UNLIKELY(!log))
-    return count_lost_event();
+    return record_late_free(ts, api, p);
   uint64_t *w = stage_begin(log);
   w[0] = staged_word0(trace::EventKind::kFree, api, p); // user pointers are below 2^56
   stage_commit(log, w + 1);
