@@ -631,3 +631,55 @@ TEST_CASE("pool: int-lf's node and descriptor in separate pools cover all 64 L1 
   CHECK(adjacent == 0);
   CHECK(std::count(sets.begin(), sets.end(), 0u) == 32);
 }
+
+// A key created after the pool (so after jemalloc's own key) whose destructor
+// allocates from the pool at thread exit, in three rounds of destructors:
+// jemalloc's per-thread data was torn down first, and it served those
+// allocations from its arena 0, outside the pool: seg_pool_of() was NULL,
+// and seg_free handed them to glibc's free, which aborted.
+namespace {
+seg_pool *g_exit_pool;
+pthread_key_t g_exit_key;
+std::atomic<int> g_exit_outside{0}, g_exit_allocations{0};
+thread_local int tl_exit_rounds = 0;
+
+void allocate_at_exit(void *held) {
+  seg_free(held);
+  for (size_t size : {24, 700, 5000, 100000, 4 << 20}) {
+    void *p = seg_malloc(g_exit_pool, size);
+    g_exit_allocations += 1;
+    if (!p || seg_pool_of(p) != g_exit_pool)
+      g_exit_outside += 1;
+    seg_free(p);
+  }
+  void *next = seg_calloc(g_exit_pool, 1, 300);
+  if (!next || seg_pool_of(next) != g_exit_pool)
+    g_exit_outside += 1;
+  if (++tl_exit_rounds < 3)
+    pthread_setspecific(g_exit_key, next); // once more in the next round
+  else
+    seg_free(next);
+}
+} // namespace
+
+TEST_CASE("pool: allocations in a key destructor at thread exit come from the pool", "[seg]") {
+  g_exit_pool = seg_pool_create("key-destructors", nullptr);
+  REQUIRE(g_exit_pool);
+  seg_free(seg_malloc(g_exit_pool, 64)); // the engine and jemalloc are up
+  REQUIRE(pthread_key_create(&g_exit_key, allocate_at_exit) == 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([] {
+      for (int i = 0; i < 100; ++i)
+        seg_free(seg_malloc(g_exit_pool, 16 + static_cast<size_t>(i) * 40));
+      pthread_setspecific(g_exit_key, seg_malloc(g_exit_pool, 300));
+    });
+  for (auto &t : threads)
+    t.join();
+  CHECK(g_exit_allocations == 8 * 3 * 5);
+  CHECK(g_exit_outside == 0);
+  struct seg_pool_stats s;
+  REQUIRE(seg_pool_stats(g_exit_pool, &s) == 0);
+  CHECK(s.allocations == s.frees);
+  pthread_key_delete(g_exit_key);
+}

@@ -1,0 +1,39 @@
+// jemalloc's thread data key, created here: rename.sh points the
+// pthread_key_create of its copy of jemalloc (libmlje.a) at this function.
+#include <climits>
+#include <pthread.h>
+
+namespace {
+
+// jemalloc's thread data (its tcaches, its arena binding) is torn down by
+// the destructor of a key it creates when it starts, before the key of any
+// program that made its first pool since: in the same round of destructors,
+// the program's run after it. An allocation there found jemalloc's data gone
+// and jemalloc serves a thread in that state from arena 0 whatever arena it
+// is asked for: a pool allocation in a key destructor came from outside the
+// pool (seg_pool_of() NULL, and seg_free handed it to glibc, which aborted).
+// Its cleanup is put off until glibc's last round (each round before sets
+// the key again), so every destructor of the first rounds sees jemalloc
+// whole.
+pthread_key_t g_jemalloc_key;
+void (*g_jemalloc_cleanup)(void *);
+constinit thread_local unsigned tl_jemalloc_rounds = 0;
+
+void jemalloc_cleanup_last(void *data) {
+  if (++tl_jemalloc_rounds < PTHREAD_DESTRUCTOR_ITERATIONS &&
+      pthread_setspecific(g_jemalloc_key, data) == 0)
+    return; // called again next round
+  tl_jemalloc_rounds = 0;
+  g_jemalloc_cleanup(data);
+}
+
+} // namespace
+
+extern "C" int memlayout_seg_tsd_key_create(pthread_key_t *key, void (*cleanup)(void *)) {
+  g_jemalloc_cleanup = cleanup;
+  int err = pthread_key_create(key, cleanup ? jemalloc_cleanup_last : nullptr);
+  if (err == 0)
+    g_jemalloc_key = *key;
+  return err;
+}
+
