@@ -719,7 +719,7 @@ int launch(int argc, char **argv) {
   else
     print_unrecorded(notes, pid);
   if (rules)
-    rules->print_summary();
+    rules->print_summary(status);
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);

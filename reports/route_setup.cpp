@@ -12,6 +12,8 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -234,14 +236,30 @@ std::vector<RuleCount> read_rule_stats(const std::string &path, size_t rules, si
   return counts;
 }
 
-size_t RouteSetup::print_summary(const LoadedRules &rules) const {
+namespace {
+
+std::string signal_name(int sig) {
+  const char *abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+} // namespace
+
+size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status) const {
   size_t processes = 0;
   std::vector<RuleCount> counts = read_rule_stats(stats_path_, rules.set->count, &processes);
   if (processes == 0) {
-    std::fprintf(stderr,
-                 "memlayout: the program wrote no rule counts: it was killed (SIGKILL), or it "
-                 "replaced itself by exec (--follow-children applies the rules to what it "
-                 "became)\n");
+    // The counts are written at exit and on the fatal signals a handler can
+    // catch, unless the signal came from inside the allocator's own calls.
+    if (WIFSIGNALED(wait_status))
+      std::fprintf(stderr,
+                   "memlayout: the program wrote no rule counts: it died of %s before it could "
+                   "(a signal that cannot be caught, or raised inside the allocator)\n",
+                   signal_name(WTERMSIG(wait_status)).c_str());
+    else
+      std::fprintf(stderr,
+                   "memlayout: the program wrote no rule counts: it replaced itself by exec "
+                   "(--follow-children applies the rules to what it became)\n");
     return 0;
   }
   size_t idle = 0;

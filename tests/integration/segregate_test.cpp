@@ -358,6 +358,19 @@ TEST_CASE("segregate.counts_after_a_fatal_signal", "[segregate]") {
   }
 }
 
+// A program killed by SIGKILL writes no counts: run says so, naming the
+// signal (it used to guess "killed (SIGKILL), or it replaced itself by
+// exec" whatever the program died of).
+TEST_CASE("segregate.no_counts_after_sigkill_names_the_signal", "[segregate]") {
+  std::string dir = work_dir("segregate_sigkill");
+  RunResult r = run({memlayout_bin(), "run", "--segregate", "function=mlx_exit_alloc,pool=x", "--",
+                     program("exit_paths"), "kill", dir + "/log"});
+  INFO(r.err);
+  CHECK(r.term_signal() == SIGKILL);
+  CHECK(r.err.find("the program wrote no rule counts: it died of SIGKILL") != std::string::npos);
+  CHECK(r.err.find("exec") == std::string::npos);
+}
+
 // A program a script starts is not the script: run says the rules did not
 // reach it, and takes them there with --follow-children.
 TEST_CASE("segregate.run_through_a_shell", "[segregate]") {

@@ -7,6 +7,7 @@
  * abort        abort() (dies of SIGABRT)
  * segv         dies of SIGSEGV (a store through a null pointer)
  * term         dies of SIGTERM sent to itself (as from kill or a supervisor)
+ * kill         dies of SIGKILL sent to itself: nothing of it runs after
  * reraise      its own SIGTERM handler cleans up, puts the default action back
  *              with signal() and raises it again, as sort and other GNU tools
  *              do: dies of SIGTERM
@@ -232,6 +233,13 @@ int main(int argc, char **argv) {
     kill(getpid(), SIGTERM);
     pause();
     return 97;
+  }
+  if (!strcmp(mode, "kill")) {
+    if (ml_log_write(g_log) != 0)
+      return 1;
+    kill(getpid(), SIGKILL);
+    pause();
+    return 96;
   }
   if (!strcmp(mode, "reraise") || !strcmp(mode, "reraise_sigaction")) {
     g_reraise_with_sigaction = !strcmp(mode, "reraise_sigaction");
