@@ -683,3 +683,36 @@ TEST_CASE("pool: allocations in a key destructor at thread exit come from the po
   CHECK(s.allocations == s.frees);
   pthread_key_delete(g_exit_key);
 }
+
+// A pool created with a pad_to serves it: one larger than the pool could
+// ever serve is refused at creation. A 64 MiB pool took pad_to up to 32 MiB
+// and then failed every allocation from 28 MiB + 1 on (ENOMEM).
+TEST_CASE("pool: a pad_to the pool accepts is one it serves", "[seg]") {
+  int n = 0;
+  for (size_t reserve : {size_t{6} << 20, size_t{10} << 20, size_t{16} << 20, size_t{64} << 20}) {
+    size_t largest_accepted = 0;
+    for (size_t pad = reserve / 8; pad <= reserve; pad += 128 << 10) {
+      for (size_t p : {pad, pad + 1}) {
+        seg_pool_options o{};
+        o.reserve_bytes = reserve;
+        o.pad_to = p;
+        std::string name = "pad-" + std::to_string(n++);
+        errno = 0;
+        seg_pool *pool = seg_pool_create(name.c_str(), &o);
+        INFO("reserve " << reserve << " pad_to " << p);
+        if (!pool) {
+          CHECK(errno == EINVAL);
+          continue;
+        }
+        largest_accepted = std::max(largest_accepted, p);
+        void *x = seg_malloc(pool, 1);
+        CHECK(x != nullptr);
+        CHECK(seg_usable_size(x) >= p);
+        seg_free(x);
+        seg_pool_destroy(pool);
+      }
+    }
+    INFO("reserve " << reserve);
+    CHECK(largest_accepted >= reserve * 3 / 8 - (2 << 20)); // not refusing what it serves
+  }
+}

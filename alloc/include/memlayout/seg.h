@@ -69,7 +69,8 @@ struct seg_pool_stats {
 /* Creates a pool; NULL (errno ENOMEM or EINVAL) when the address range cannot
  * be reserved, the process has too many pools, or opts are invalid (an
  * alignment not a power of two or above 1 GiB, a pad_to larger than the
- * reserve: no allocation could be served). A name
+ * pool could ever serve: 28 MiB of a 64 MiB reserve, 28 GiB of the default
+ * 64 GiB, docs/segregation-api.md). A name
  * already in use returns the existing pool. */
 seg_pool *seg_pool_create(const char *name, const seg_pool_options *opts) SEG_NONNULL(1);
 
