@@ -53,6 +53,7 @@ enum class HeaderTag : uint16_t {
   kTimestampPeriod = 14, // u32: a TSC sample is taken at least every N events per thread
   kPointerBits = 15,     // u32 (64)
   kUsableModel = 16,     // u32 (UsableModel): how usable sizes are predicted
+  kSwitchWatch = 17,     // u32: 1 when a thread switched out samples the TSC at its next event
 };
 
 inline constexpr uint32_t kMaxStackDepth = 64; // MEMLAYOUT_STACK_DEPTH's bound

@@ -318,6 +318,7 @@ public:
     str("hostname", h.hostname);
     str("kernel", h.kernel);
     opt("timestamp_period", h.timestamp_period);
+    opt("switch_watch", h.switch_watch);
     opt("pointer_bits", h.pointer_bits);
     constexpr const char *kModels[] = {"none", "glibc", "jemalloc"};
     str("usable_model", kModels[static_cast<int>(h.usable_model)]);

@@ -440,6 +440,9 @@ bool TraceReader::parse_header() {
     case HeaderTag::kTimestampPeriod:
       u32(header_.timestamp_period);
       break;
+    case HeaderTag::kSwitchWatch:
+      u32(header_.switch_watch);
+      break;
     case HeaderTag::kPointerBits:
       u32(header_.pointer_bits);
       if (header_.pointer_bits && (*header_.pointer_bits < 32 || *header_.pointer_bits > 64)) {

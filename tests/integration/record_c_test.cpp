@@ -531,6 +531,43 @@ TEST_CASE("c_threads.blocks_handed_over_by_waiting_threads_pair_up", "[record][c
   }
 }
 
+extern "C" const unsigned int __rseq_size __attribute__((weak));
+
+// Where the C library registers no rseq area the recorder cannot watch for
+// switches, and the trace says so: the report notes that the order of
+// threads' events may be off (the peak was 7% low, with no other note), and
+// names MEMLAYOUT_TICK_PERIOD=1.
+TEST_CASE("c_threads.without_the_switch_watch_the_report_says_so", "[record][c]") {
+  std::string dir = work_dir("switch_watch_off");
+  auto notes_of = [&](const std::string &trace, bool rseq) {
+    RunOptions opts;
+    if (!rseq)
+      opts.setenv.push_back({"GLIBC_TUNABLES", "glibc.pthread.rseq=0"});
+    RunResult rec = record({"-o", trace}, {program("handoff"), "8", "2000"}, opts);
+    REQUIRE(rec.exit_code() == 0);
+    llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+    std::string all;
+    if (const auto *list = v.getAsObject()->getArray("notes"))
+      for (const auto &n : *list)
+        all += n.getAsString().getValueOr("").str() + "\n";
+    RunResult dump = run({memlayout_bin(), "dump", trace, "--format", "jsonl"});
+    CHECK(dump.out.find(rseq ? "\"switch_watch\":1" : "\"switch_watch\":0") !=
+          std::string::npos);
+    return all;
+  };
+  std::string off = notes_of(dir + "/off.trace", false);
+  INFO(off);
+  CHECK(off.find("recorded without the switch watch") != std::string::npos);
+  CHECK(off.find("MEMLAYOUT_TICK_PERIOD=1") != std::string::npos);
+  if (&__rseq_size == nullptr || __rseq_size == 0) {
+    WARN("this process has no rseq area: the watch cannot be on here");
+    return;
+  }
+  std::string on = notes_of(dir + "/on.trace", true);
+  INFO(on);
+  CHECK(on.find("switch watch") == std::string::npos);
+}
+
 // glibc frees a detached thread's TLS vector on the thread itself, after
 // every TLS destructor ran: after the recorder retired the thread's log.
 // Those frees were lost (35 of them with 64 threads), their blocks stayed

@@ -37,6 +37,9 @@ struct TraceHeader {
   uint16_t version = 0;
   uint16_t header_bytes = 0;
   std::optional<uint32_t> pid, parent_pid, page_size, stack_depth, timestamp_period, pointer_bits;
+  // 1: threads switched out sampled the clock at their next event (rseq);
+  // 0: they did not; absent in traces of recorders before the watch.
+  std::optional<uint32_t> switch_watch;
   std::optional<uint64_t> start_realtime_ns, start_tsc, start_monotonic_ns;
   std::string allocator, unwind, executable, hostname, kernel;
   trace::UsableModel usable_model = trace::UsableModel::kNone;
