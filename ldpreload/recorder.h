@@ -177,7 +177,8 @@ inline void sample_clock_at_next_event(ThreadState &ts) {
 }
 
 ML_HOT inline uint64_t *stage_begin(ThreadLog *log) {
-  if (ML_UNLIKELY(--log->tick_countdown == 0) || ML_UNLIKELY(switch_watch::switched(log->switch_word)))
+  if (ML_UNLIKELY(--log->tick_countdown == 0) ||
+      ML_UNLIKELY(switch_watch::switched(log->switch_word)))
     stage_tick(log);
   return log->stage_pos.load(std::memory_order_relaxed);
 }

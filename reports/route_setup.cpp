@@ -13,9 +13,9 @@
 #include <optional>
 #include <set>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace memlayout::cli {

@@ -12,11 +12,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>

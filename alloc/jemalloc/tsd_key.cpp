@@ -36,4 +36,3 @@ extern "C" int memlayout_seg_tsd_key_create(pthread_key_t *key, void (*cleanup)(
     g_jemalloc_key = *key;
   return err;
 }
-

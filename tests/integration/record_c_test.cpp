@@ -551,8 +551,7 @@ TEST_CASE("c_threads.without_the_switch_watch_the_report_says_so", "[record][c]"
       for (const auto &n : *list)
         all += n.getAsString().getValueOr("").str() + "\n";
     RunResult dump = run({memlayout_bin(), "dump", trace, "--format", "jsonl"});
-    CHECK(dump.out.find(rseq ? "\"switch_watch\":1" : "\"switch_watch\":0") !=
-          std::string::npos);
+    CHECK(dump.out.find(rseq ? "\"switch_watch\":1" : "\"switch_watch\":0") != std::string::npos);
     return all;
   };
   std::string off = notes_of(dir + "/off.trace", false);
