@@ -19,6 +19,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -847,6 +848,28 @@ ML_EXPORT int pthread_join(pthread_t thread, void **result) {
   int rc = real(thread, result);
   sample_clock_at_next_event(tl_state);
   return rc;
+}
+
+// A program that registers the thread's rseq area itself (a runtime with
+// per-CPU caches, after unregistering glibc's) may give it a signature of
+// its own: the recorder's pointer left in the area would then be a
+// descriptor the kernel finds unsigned, and it kills the thread at its next
+// switch. Through libc's syscall(), the pointer is taken out first and the
+// thread samples by its count of events from then on (switch_watch.h); a
+// registration by inline assembly is seen only where it came before the
+// thread's first event.
+ML_EXPORT long syscall(long number, ...) {
+  using SyscallFn = long (*)(long, ...);
+  static auto real = next_symbol<SyscallFn>("syscall");
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long &v : a)
+    v = va_arg(ap, long);
+  va_end(ap);
+  if (number == SYS_rseq)
+    stop_switch_watch(tl_state);
+  return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 // The trace writer reads RLIMIT_FSIZE at most once a millisecond: a limit

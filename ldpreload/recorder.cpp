@@ -404,7 +404,7 @@ ThreadLog *map_log(size_t room, size_t capacity) {
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
   log->unwatched = 1;
-  log->switch_word = switch_watch::thread_word();
+  log->switch_word = tl_state.unwatched ? nullptr : switch_watch::thread_word();
   if (!log->switch_word)
     log->switch_word = &log->unwatched;
   log->sampled_tsc = log->last_tsc = sys::rdtsc();
@@ -459,6 +459,14 @@ ThreadLog *attach_thread(ThreadState &ts) {
   if (ensure_trace_open())
     write_thread_record(trace::ThreadEvent::kStart, log->tid);
   return log;
+}
+
+void stop_switch_watch(ThreadState &ts) {
+  ts.unwatched = 1;
+  if (ThreadLog *log = ts.log; log && log->switch_word != &log->unwatched) {
+    switch_watch::disarm(log->switch_word);
+    log->switch_word = &log->unwatched;
+  }
 }
 
 void record_late_alloc(ThreadState &ts, trace::Api api, void *p, size_t size, size_t align,

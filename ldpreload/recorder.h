@@ -94,6 +94,7 @@ struct ThreadState {
   uint8_t busy;        // inside memlayout: nested allocations pass through
   uint8_t exit_rounds; // TLS destructor rounds seen
   uint8_t retired;     // past its last TLS destructor: no more recording
+  uint8_t unwatched;   // the program registers its rseq area itself: no switch watch
 };
 extern __thread ThreadState tl_state __attribute__((tls_model("initial-exec")));
 
@@ -169,6 +170,10 @@ void stage_tick(ThreadLog *log);
 // Events that do not fit the fixed-width forms (record_alloc).
 void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size_t align,
                       uint32_t sid, size_t usable);
+
+// The program is about to register the thread's rseq area itself: the
+// thread stops watching for switches (switch_watch.h).
+void stop_switch_watch(ThreadState &ts);
 
 // After the thread waited: its next event samples the TSC (stage_tick).
 inline void sample_clock_at_next_event(ThreadState &ts) {

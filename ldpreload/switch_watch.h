@@ -26,13 +26,21 @@ namespace memlayout::preload::switch_watch {
 // The calling thread's word: zero once the thread was switched out since the
 // last arm(). nullptr where glibc registered no rseq area for the thread
 // (glibc before 2.35, GLIBC_TUNABLES=glibc.pthread.rseq=0, a kernel or a
-// seccomp filter without rseq): the caller then watches a word of its own
-// that never reads zero, and samples by its countdown alone.
+// seccomp filter without rseq), or the program registered it again with a
+// signature of its own: the caller then watches a word of its own that
+// never reads zero, and samples by its countdown alone. One system call.
 uint64_t *thread_word();
 
 inline bool switched(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_RELAXED) == 0; }
 
 // Starts watching again: switched() reads false until the next switch.
 void arm(uint64_t *word);
+
+// Takes the recorder's pointer out of the thread's rseq area, before the
+// program registers the area again itself (the `syscall` interposer): a
+// registration with a signature of its own would make the kernel kill the
+// thread over the recorder's descriptor. The thread then samples by its
+// count of events alone.
+void disarm(uint64_t *word);
 
 } // namespace memlayout::preload::switch_watch

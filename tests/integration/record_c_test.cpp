@@ -567,6 +567,26 @@ TEST_CASE("c_threads.without_the_switch_watch_the_report_says_so", "[record][c]"
   CHECK(on.find("switch watch") == std::string::npos);
 }
 
+// A program that registers its threads' rseq areas again with a signature of
+// its own: the recorder's descriptor left in the area was one the kernel
+// found unsigned at the next switch, and it killed the program (SIGSEGV,
+// every run). The recorder takes it out when the program calls rseq.
+TEST_CASE("c_threads.a_program_that_registers_rseq_itself_runs_unchanged", "[record][c]") {
+  std::string dir = work_dir("own_rseq");
+  RunResult direct = run({program("own_rseq")});
+  REQUIRE(direct.exit_code() == 0);
+  for (int round = 0; round < 3; ++round) {
+    RunResult rec = record({"-o", dir + "/o.trace"}, {program("own_rseq")});
+    INFO(rec.err);
+    CHECK(rec.exit_code() == 0);
+    CHECK(rec.out == direct.out);
+    RunResult r = run({memlayout_bin(), "run", "--segregate", "function=work,pool=w", "--",
+                       program("own_rseq")});
+    CHECK(r.exit_code() == 0);
+    CHECK(r.out == direct.out);
+  }
+}
+
 // glibc frees a detached thread's TLS vector on the thread itself, after
 // every TLS destructor ran: after the recorder retired the thread's log.
 // Those frees were lost (35 of them with 64 threads), their blocks stayed

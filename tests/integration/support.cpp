@@ -52,6 +52,7 @@ std::string program(const std::string &name) {
       {"many_threads", MLT_PATH_many_threads},
       {"handoff", MLT_PATH_handoff},
       {"detached_exit", MLT_PATH_detached_exit},
+      {"own_rseq", MLT_PATH_own_rseq},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
       {"fix_layouts", MLT_PATH_fix_layouts},
