@@ -580,8 +580,8 @@ TEST_CASE("c_threads.a_program_that_registers_rseq_itself_runs_unchanged", "[rec
     INFO(rec.err);
     CHECK(rec.exit_code() == 0);
     CHECK(rec.out == direct.out);
-    RunResult r = run({memlayout_bin(), "run", "--segregate", "function=work,pool=w", "--",
-                       program("own_rseq")});
+    RunResult r = run(
+        {memlayout_bin(), "run", "--segregate", "function=work,pool=w", "--", program("own_rseq")});
     CHECK(r.exit_code() == 0);
     CHECK(r.out == direct.out);
   }
