@@ -17,6 +17,14 @@ void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
   int flags =
       pool->arena_flags | tcache | (align ? lg_align_flags(align) : 0) | (zero ? MALLOCX_ZERO : 0);
   void *p = mlje_mallocx(bytes, flags);
+  // jemalloc serves a thread whose own data it has torn down (in the last
+  // round of key destructors, after its cleanup: alloc/jemalloc/tsd_key.cpp)
+  // from arena 0 whatever arena it is asked for: not the pool's memory, so
+  // not an allocation the pool can make.
+  if (__builtin_expect(p != nullptr && owner_of(p) != pool, 0)) {
+    mlje_dallocx(p, MALLOCX_TCACHE_NONE);
+    p = nullptr;
+  }
   if (__builtin_expect(!p, 0)) {
     errno = ENOMEM;
     return nullptr;

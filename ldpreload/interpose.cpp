@@ -56,6 +56,7 @@ bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overf
 struct Placed {
   void *p;
   size_t usable;
+  bool in_pool;
 };
 
 // Where a rule puts n bytes: in its pool, or in the program's allocator
@@ -66,7 +67,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   if (api == Api::kPvalloc) { // its contract: whole pages, at least one, all of them usable
     size_t page = sys::page_size();
     if (size > SIZE_MAX - page) {
-      return {nullptr, 0};
+      return {nullptr, 0, false};
     }
     size = size ? (size + page - 1) / page * page : page;
   }
@@ -74,6 +75,13 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   size_t usable;
   if (pool) {
     p = seg::pool_alloc(pool, size, align);
+    // A thread in its last round of key destructors may find the pool
+    // unable to serve it (seg_alloc.cpp): the program's own allocator
+    // serves it, as it would without the rule.
+    if (!p && seg::thread_exiting())
+      pool = nullptr;
+  }
+  if (pool) {
     if (p && zero)
       memset(p, 0, size);
     usable = p ? seg::pool_usable_size(p) : 0;
@@ -86,7 +94,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
       memset(p, 0, size);
     usable = p && g_real.usable_size ? g_real.usable_size(p) : size;
   }
-  return {p, usable};
+  return {p, usable, pool != nullptr};
 }
 
 // An allocation a rule matched. Recorded with the pool's name as its tag.
@@ -95,7 +103,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   if (align < r.align)
     align = r.align;
   seg::Pool *pool = route_pool(r, ts.busy);
-  auto [p, usable] = place_routed(api, r, pool, n, align, zero);
+  auto [p, usable, in_pool] = place_routed(api, r, pool, n, align, zero);
   if (!p) {
     errno = ENOMEM;
     return nullptr;
@@ -103,7 +111,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   count_routed(r, n);
   if (begin(ts)) {
     record_alloc(ts, api, p, n, align, start, usable < n ? n : usable);
-    if (pool)
+    if (in_pool)
       record_tag(ts, p, r.name);
     ts.busy = 0;
   }
@@ -120,7 +128,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
 [[gnu::noinline]] void *routed_realloc(ThreadState &ts, Api api, const Route &r, void *old,
                                        size_t n, const UnwindStart &start) {
   seg::Pool *pool = route_pool(r, ts.busy);
-  auto [p, usable] = place_routed(api, r, pool, n, r.align, false);
+  auto [p, usable, in_pool] = place_routed(api, r, pool, n, r.align, false);
   if (!p) {
     errno = ENOMEM;
     return nullptr; // the old block stays the program's
@@ -131,7 +139,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   if (begin(ts)) {
     record_free(ts, api, old);
     record_alloc(ts, api, p, n, r.align, start, usable < n ? n : usable);
-    if (pool)
+    if (in_pool)
       record_tag(ts, p, r.name);
     ts.busy = 0;
   }

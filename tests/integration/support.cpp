@@ -53,6 +53,7 @@ std::string program(const std::string &name) {
       {"handoff", MLT_PATH_handoff},
       {"detached_exit", MLT_PATH_detached_exit},
       {"own_rseq", MLT_PATH_own_rseq},
+      {"key_rounds", MLT_PATH_key_rounds},
       {"lambdas", MLT_PATH_lambdas},
       {"bucket_table", MLT_PATH_bucket_table},
       {"fix_layouts", MLT_PATH_fix_layouts},
