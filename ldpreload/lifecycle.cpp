@@ -7,6 +7,7 @@
 #include "stack_table.h"
 #include "switch_watch.h"
 #include "trace_writer.h"
+#include "unwind_state.h"
 
 #include <cerrno>
 #include <csignal>
@@ -342,11 +343,33 @@ constexpr int kDeadlySignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, S
                                   SIGBUS,  SIGFPE,  SIGSEGV, SIGTERM, SIGSYS,  SIGXCPU,
                                   SIGALRM, SIGUSR1, SIGUSR2, SIGPIPE};
 
+// The stack finishing the trace takes (encoding, the writer's buffers):
+// measured under 8 KiB, with room to spare.
+constexpr uintptr_t kFinishStackBytes = 16 << 10;
+
+// Whether the handler's stack has room to finish the trace. A program's
+// small alternate signal stack (a few KiB, within the kernel's minimum) or
+// a thread started with PTHREAD_STACK_MIN, most of it taken by TLS, had
+// not: a program dying of SIGTERM died of SIGSEGV instead.
+bool room_to_finish() {
+  auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  stack_t alt;
+  if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_ONSTACK))
+    return sp - reinterpret_cast<uintptr_t>(alt.ss_sp) >= kFinishStackBytes;
+  const unwind_state::Thread &t = unwind_state::t_thread;
+  if (t.lo && sp >= t.lo && sp < t.hi)
+    return sp - t.lo >= kFinishStackBytes;
+  return true; // bounds unknown: as before
+}
+
 void on_deadly_signal(int sig) {
-  // SA_RESETHAND has put the default action back.
-  finish_trace(trace::EndReason::kSignal, sig);
-  write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
-  raise(sig);         // delivered on return from this handler (SA_NODEFER): dies as it would have
+  // SA_RESETHAND has put the default action back. Without room the trace
+  // stays without its end record: the program still dies as it would have.
+  if (room_to_finish()) {
+    finish_trace(trace::EndReason::kSignal, sig);
+    write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
+  }
+  raise(sig); // delivered on return from this handler (SA_NODEFER): dies as it would have
 }
 
 bool is_deadly(int sig) {

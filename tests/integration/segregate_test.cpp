@@ -387,6 +387,22 @@ TEST_CASE("segregate.key_destructors_in_the_last_round_run_unchanged", "[segrega
     }
 }
 
+// A program with a small alternate signal stack (4 KiB, the kernel's minimum
+// is about 3.3) dies of SIGTERM: the recorder's handler, which runs on that
+// stack, overflowed it finishing the trace, and the program died of SIGSEGV.
+// Without room it leaves the trace unfinished.
+TEST_CASE("segregate.a_small_alternate_stack_dies_of_its_signal", "[segregate]") {
+  std::string dir = work_dir("small_altstack");
+  RunResult direct = run({program("exit_paths"), "term_altstack", dir + "/log"});
+  REQUIRE(direct.term_signal() == SIGTERM);
+  for (int round = 0; round < 3; ++round) {
+    RunResult rec =
+        record({"-o", dir + "/t.trace"}, {program("exit_paths"), "term_altstack", dir + "/log"});
+    INFO(rec.err);
+    CHECK(rec.term_signal() == SIGTERM);
+  }
+}
+
 // A program killed by SIGKILL writes no counts: run says so, naming the
 // signal (it used to guess "killed (SIGKILL), or it replaced itself by
 // exec" whatever the program died of).

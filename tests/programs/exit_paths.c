@@ -8,6 +8,7 @@
  * segv         dies of SIGSEGV (a store through a null pointer)
  * term         dies of SIGTERM sent to itself (as from kill or a supervisor)
  * kill         dies of SIGKILL sent to itself: nothing of it runs after
+ * term_altstack  a 4 KiB alternate signal stack, then dies of SIGTERM
  * reraise      its own SIGTERM handler cleans up, puts the default action back
  *              with signal() and raises it again, as sort and other GNU tools
  *              do: dies of SIGTERM
@@ -233,6 +234,15 @@ int main(int argc, char **argv) {
     kill(getpid(), SIGTERM);
     pause();
     return 97;
+  }
+  if (!strcmp(mode, "term_altstack")) {
+    static char small[4096] __attribute__((aligned(16)));
+    stack_t ss = {.ss_sp = small, .ss_size = sizeof small, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0 || ml_log_write(g_log) != 0)
+      return 1;
+    kill(getpid(), SIGTERM);
+    pause();
+    return 95;
   }
   if (!strcmp(mode, "kill")) {
     if (ml_log_write(g_log) != 0)
