@@ -9,7 +9,11 @@ namespace {
 
 bool is_power_of_two(size_t v) { return v && !(v & (v - 1)); }
 
+constinit thread_local bool tl_jemalloc_let_go = false;
+
 } // namespace
+
+bool jemalloc_let_go() { return tl_jemalloc_let_go; }
 
 void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
   ThreadPoolCache &entry = tl_caches[pool->index];
@@ -17,12 +21,13 @@ void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
   int flags =
       pool->arena_flags | tcache | (align ? lg_align_flags(align) : 0) | (zero ? MALLOCX_ZERO : 0);
   void *p = mlje_mallocx(bytes, flags);
-  // jemalloc serves a thread whose own data it has torn down (in the last
-  // round of key destructors, after its cleanup: alloc/jemalloc/tsd_key.cpp)
-  // from arena 0 whatever arena it is asked for: not the pool's memory, so
-  // not an allocation the pool can make.
+  // jemalloc serves a thread whose own data it has torn down (late in the
+  // thread's exit, after its cleanup: alloc/jemalloc/tsd_key.cpp) from arena
+  // 0 whatever arena it is asked for: not the pool's memory, so not an
+  // allocation the pool can make.
   if (__builtin_expect(p != nullptr && owner_of(p) != pool, 0)) {
     mlje_dallocx(p, MALLOCX_TCACHE_NONE);
+    tl_jemalloc_let_go = true;
     p = nullptr;
   }
   if (__builtin_expect(!p, 0)) {

@@ -59,10 +59,10 @@ bool pool_stats(const Pool *pool, struct seg_pool_stats *out);
 // engine calls it from a pthread key destructor; calling it earlier is
 // safe. Afterwards the thread allocates from pools without caches.
 void thread_exit();
-// Whether the calling thread's exit has begun (thread_exit ran): in the last
-// round of key destructors a pool may have no memory to give it (see
-// alloc_large).
-bool thread_exiting();
+// Whether jemalloc has let go of the calling thread (late in its exit,
+// after jemalloc's own cleanup): pools have no memory to give it from then
+// on, and their allocations fail with ENOMEM (alloc_large).
+bool jemalloc_let_go();
 
 // The C API's options (NULL: all defaults) as the engine's.
 inline PoolOptions to_pool_options(const seg_pool_options *opts) {

@@ -75,8 +75,6 @@ int thread_cache_setup(Pool *pool, ThreadPoolCache &entry) {
   return flags;
 }
 
-bool thread_exiting() { return tl_exiting; }
-
 void thread_exit() {
   tl_exiting = true;
   bool any = false;

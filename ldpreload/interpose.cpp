@@ -75,10 +75,10 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   size_t usable;
   if (pool) {
     p = seg::pool_alloc(pool, size, align);
-    // A thread in its last round of key destructors may find the pool
-    // unable to serve it (seg_alloc.cpp): the program's own allocator
-    // serves it, as it would without the rule.
-    if (!p && seg::thread_exiting())
+    // A thread late in its exit may find the pool unable to serve it
+    // (seg_alloc.cpp): the program's own allocator serves it, as it would
+    // without the rule.
+    if (!p && seg::jemalloc_let_go())
       pool = nullptr;
   }
   if (pool) {

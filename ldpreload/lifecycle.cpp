@@ -99,7 +99,7 @@ bool open_trace() {
   h.u32(HeaderTag::kTimestampPeriod, g_options.tick_period_max);
   h.u32(HeaderTag::kPointerBits, 64);
   h.u32(HeaderTag::kUsableModel, static_cast<uint32_t>(g_usable_model));
-  h.u32(HeaderTag::kSwitchWatch, switch_watch::thread_word() ? 1 : 0);
+  h.u32(HeaderTag::kSwitchWatch, !tl_state.unwatched && switch_watch::thread_word() ? 1 : 0);
   char text[8192];
   ssize_t n = readlink("/proc/self/exe", text, sizeof text - 1);
   if (n > 0)

@@ -36,7 +36,11 @@ std::atomic<uint64_t> g_retired_events{0}, g_retired_allocs{0}, g_retired_frees{
 constexpr uint64_t kFirstSnapshotRss = 16 << 20;
 std::atomic<uint64_t> g_next_snapshot_rss{kFirstSnapshotRss};
 
-size_t log_bytes_for(size_t block_bytes);
+// The mapping a log lives in, with room for blocks of `block_bytes`.
+size_t log_bytes_for(size_t block_bytes) {
+  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + sizeof(ThreadCaches) + block_bytes +
+         kBlockSlack;
+}
 size_t log_bytes() { return log_bytes_for(g_options.block_kib * size_t{1024}); }
 
 // A new block starts at the time of the last TSC sample encoded: the events
@@ -381,15 +385,10 @@ void stage_alloc_full(ThreadLog *log, trace::Api api, void *p, size_t size, size
 
 namespace {
 
-// The mapping a log lives in, with room for blocks of `block_bytes`.
-size_t log_bytes_for(size_t block_bytes) {
-  return sizeof(ThreadLog) + kStageWords * sizeof(uint64_t) + sizeof(ThreadCaches) + block_bytes +
-         kBlockSlack;
-}
-
 // A log in fresh pages of log_bytes_for(room), its first block of
-// `capacity` (<= room) begun, registered nowhere.
-ThreadLog *map_log(size_t room, size_t capacity) {
+// `capacity` (<= room) begun, registered nowhere; `watch`: watched for
+// switches where the thread's rseq area allows (switch_watch.h).
+ThreadLog *map_log(size_t room, size_t capacity, bool watch) {
   auto *log = static_cast<ThreadLog *>(sys::map_pages(log_bytes_for(room)));
   if (!log)
     return nullptr;
@@ -404,7 +403,7 @@ ThreadLog *map_log(size_t room, size_t capacity) {
   log->limit = log->data + log->capacity;
   log->tid = sys::gettid();
   log->unwatched = 1;
-  log->switch_word = tl_state.unwatched ? nullptr : switch_watch::thread_word();
+  log->switch_word = watch ? switch_watch::thread_word() : nullptr;
   if (!log->switch_word)
     log->switch_word = &log->unwatched;
   log->sampled_tsc = log->last_tsc = sys::rdtsc();
@@ -425,10 +424,10 @@ template <class Stage> void record_late(ThreadState &ts, Stage &&stage) {
   if (!ts.retired || g_state.load(std::memory_order_relaxed) != State::kRecording)
     return count_lost_event();
   sys::KeepErrno keep;
-  ThreadLog *log = map_log(kLateBlockBytes, kLateBlockBytes);
+  ThreadLog *log = map_log(kLateBlockBytes, kLateBlockBytes, false);
   if (!log)
     return count_lost_event();
-  log->tick_period = log->tick_countdown = 1;
+  log->tick_period = log->tick_countdown = 1; // each event samples: no watch needed
   stage(log);
   // As flush_log, without its snapshot: a snapshot's record would be an
   // event of this thread, which has no log to take it.
@@ -445,7 +444,7 @@ ThreadLog *attach_thread(ThreadState &ts) {
     return nullptr;
   sys::KeepErrno keep;
   size_t room = g_options.block_kib * size_t{1024}; // the blocks grow up to it (grow_block)
-  ThreadLog *log = map_log(room, std::min(kFirstBlockBytes, room));
+  ThreadLog *log = map_log(room, std::min(kFirstBlockBytes, room), !ts.unwatched);
   if (!log)
     return nullptr;
   unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through

@@ -11,8 +11,8 @@ rm -f jemalloc_cpp.pic.o
 # Public symbols: everything defined and global that is not already je_-prefixed.
 "${NM:-nm}" -g --defined-only ./*.o | awk 'NF==3 {print $3}' | grep -v '^je_' | sort -u |
   awk '{print $1 " mlje_" $1}' > syms
-# jemalloc's thread data key: created through the engine (seg_tcache.cpp),
-# which lets the program's key destructors run before jemalloc's cleanup.
+# jemalloc's thread data key: created by tsd_key.cpp, which puts jemalloc's
+# cleanup off so that the program's key destructors run before it.
 echo "pthread_key_create memlayout_seg_tsd_key_create" >> syms
 for o in ./*.o; do "${OBJCOPY:-objcopy}" --redefine-syms=syms "$o"; done
 # jemalloc_constructor would initialise jemalloc in every process we are loaded
