@@ -1,10 +1,10 @@
 // `memlayout dump FILE [--format text|jsonl] [--symbolize]`: every event of a
 // trace, one line each, in file order. The jsonl schema is a contract (see
 // docs/trace-format.md); the text format is for eyes, like `perf script`.
-#include "addr_table.h"
 #include "alloc_site.h"
 #include "command_line.h"
 #include "commands.h"
+#include "freed_sizes.h"
 #include "grouping.h"
 #include "symbolizer.h"
 #include "trace_reader.h"
@@ -196,54 +196,6 @@ std::string rwx(uint8_t r, uint8_t w, uint8_t x, uint8_t flags) {
   return {flags & r ? 'r' : '-', flags & w ? 'w' : '-', flags & x ? 'x' : '-'};
 }
 
-// The live objects' sizes by address, so that a free says what it freed
-// (the jsonl contract: every event has a size and a usable size). Packed in
-// one word, size below 2^40 and usable - size below 2^24; the rare others
-// spelt out beside. In file order: a free whose allocation another thread's
-// later block holds is not known yet.
-class LiveSizes {
-public:
-  struct Sizes {
-    uint64_t size, usable;
-  };
-
-  void allocated(uint64_t ptr, uint64_t size, uint64_t usable) {
-    if (ptr == 0)
-      return;
-    uint64_t packed = kWide;
-    if (size < (uint64_t{1} << 40) && usable >= size && usable - size < (uint64_t{1} << 24))
-      packed = size | (usable - size) << 40;
-    else
-      wide_[ptr] = {size, usable};
-    if (uint64_t *v = table_.find(ptr)) { // its free was missed (a destroyed pool's range)
-      if (*v == kWide && packed != kWide)
-        wide_.erase(ptr);
-      *v = packed;
-    } else {
-      table_.insert(ptr, packed);
-    }
-  }
-
-  std::optional<Sizes> freed(uint64_t ptr) {
-    uint64_t v;
-    if (!table_.erase(ptr, v))
-      return std::nullopt;
-    if (v != kWide)
-      return Sizes{v & ((uint64_t{1} << 40) - 1), (v & ((uint64_t{1} << 40) - 1)) + (v >> 40)};
-    auto it = wide_.find(ptr);
-    if (it == wide_.end())
-      return std::nullopt;
-    Sizes s = it->second;
-    wide_.erase(it);
-    return s;
-  }
-
-private:
-  static constexpr uint64_t kWide = ~uint64_t{0};
-  inspector::AddrTable table_;
-  std::unordered_map<uint64_t, Sizes> wide_;
-};
-
 class Dumper {
 public:
   Dumper(TraceReader &r, bool jsonl, bool symbolize, inspector::WrapperPolicy wrappers)
@@ -330,14 +282,25 @@ public:
                                  : ",\"clock_calibrated\":false}\n");
   }
 
+  // Before the first event: frees of other threads' allocations get their
+  // sizes too (freed_sizes.h).
+  void pair_frees_across_threads(const std::string &path) {
+    std::string error;
+    if (!freed_.pair_across_threads(path, error))
+      std::fprintf(stderr,
+                   "memlayout dump: warning: frees of other threads' allocations print no size "
+                   "(%s)\n",
+                   error.c_str());
+  }
+
   void event(const Event &e) {
-    std::optional<LiveSizes::Sizes> freed;
+    std::optional<FreedObject> freed;
     if (e.kind == EventKind::kFree)
-      freed = live_.freed(e.ptr);
+      freed = freed_.freed(e.tid, e.ptr, e.tsc);
     else if (e.kind == EventKind::kRealloc)
-      live_.freed(e.old_ptr);
-    if (e.kind == EventKind::kAlloc || e.kind == EventKind::kRealloc)
-      live_.allocated(e.ptr, e.size, e.usable);
+      freed_.reallocated(e.tid, e.old_ptr, e.ptr, e.tsc, {e.size, e.usable});
+    else if (e.kind == EventKind::kAlloc)
+      freed_.allocated(e.tid, e.ptr, e.tsc, {e.size, e.usable});
     if (jsonl_)
       event_json(e, freed);
     else
@@ -704,7 +667,7 @@ private:
     json_string(o_, v);
   }
 
-  void event_json(const Event &e, const std::optional<LiveSizes::Sizes> &freed) {
+  void event_json(const Event &e, const std::optional<FreedObject> &freed) {
     o_.put("{\"ev\":\"");
     o_.put(inspector::event_name(e));
     o_.put('"');
@@ -740,8 +703,7 @@ private:
         o_.put(",\"usable\":");
         o_.u64(freed->usable);
       } else {
-        o_.put(
-            ",\"size\":null,\"usable\":null"); // an allocation the trace holds later or not at all
+        o_.put(",\"size\":null,\"usable\":null"); // an allocation the trace does not hold
       }
       break;
     case EventKind::kTag:
@@ -908,7 +870,7 @@ private:
     }
   }
 
-  void event_text(const Event &e, const std::optional<LiveSizes::Sizes> &freed) {
+  void event_text(const Event &e, const std::optional<FreedObject> &freed) {
     text_prefix(r_.ns_since_start(e.tsc), e.tid, inspector::event_name(e));
     char ptr[48];
     switch (e.kind) {
@@ -1020,7 +982,7 @@ private:
   std::vector<const inspector::ModuleCode *> detected_order_;
   bool wrappers_decided_ = false; // detect_wrappers() ran over the whole trace
   Out o_;
-  LiveSizes live_;
+  FreedSizes freed_;
   std::unordered_map<uint64_t, std::string> rendered_, callers_;
 };
 
@@ -1069,6 +1031,7 @@ int dump_main(int argc, char **argv) {
       d.detect_wrappers(whole, weights);
     }
   }
+  d.pair_frees_across_threads(file);
   Out &o = d.out();
   d.header();
   for (Item it; !o.closed() && (it = r.next()) != Item::kDone;) {

@@ -37,6 +37,10 @@ struct AppliedEvent {
   uint64_t seq; // its position in the merged order (LiveObject::seq of an allocation)
   uint64_t ptr, old_ptr, size, usable, stack_id;
   uint64_t alignment; // of an aligned API (posix_memalign, aligned_alloc, ...), else 0
+  // The stamp the event carries in the trace (a free applied after the
+  // allocation it preceded: the free's own).
+  uint64_t tsc = 0;
+  bool range_end = false; // a free that is the end of a destroyed pool's range (kFreeRange)
 };
 
 struct SnapshotSpec {

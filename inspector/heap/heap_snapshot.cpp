@@ -957,9 +957,10 @@ private:
       return; // a nested step (a pulled-forward free) reached the stop
     if (observer_) {
       (*observer_)({e.kind, e.api, e.tid, seq, e.ptr, e.old_ptr, e.size, e.usable, e.stack_id,
-                    e.alignment()});
+                    e.alignment(), e.tsc});
       if (freed_on_arrival_) // what the replay did: its free, already passed, follows it
-        (*observer_)({EventKind::kFree, trace::Api::kFree, orphan_tid_, seq, e.ptr, 0, 0, 0, 0, 0});
+        (*observer_)({EventKind::kFree, trace::Api::kFree, orphan_tid_, seq, e.ptr, 0, 0, 0, 0, 0,
+                      orphan_tsc_});
     }
     if (res_.stopped)
       return;
@@ -996,7 +997,7 @@ private:
     for (uint64_t addr : ended) {
       heap_.remove(addr, nullptr);
       if (observer_)
-        (*observer_)({EventKind::kFree, e.api, e.tid, seq, addr, 0, 0, 0, 0, 0});
+        (*observer_)({EventKind::kFree, e.api, e.tid, seq, addr, 0, 0, 0, 0, 0, e.tsc, true});
     }
   }
 
@@ -1035,6 +1036,7 @@ private:
     uint64_t bound; // the latest one's: a stamp its allocation cannot be later than
     uint32_t tid;
     uint32_t count; // of them pending: the address may have gone round more than once
+    uint64_t tsc;   // the latest one's stamp
   };
 
   // `current`: e is the merger's current event. Its allocation happened
@@ -1051,7 +1053,7 @@ private:
     if (current)
       bound = std::max(bound, m_.current_stamp_bound());
     OrphanFree &o = orphan_frees_[ptr];
-    o = {bound, e.tid, o.count + 1};
+    o = {bound, e.tid, o.count + 1, e.tsc};
   }
 
   void add(const Step &e, uint64_t seq, uint32_t tag, bool may_search) {
@@ -1067,6 +1069,7 @@ private:
       auto it = orphan_frees_.find(e.ptr);
       if (it != orphan_frees_.end() && it->second.tid != e.tid && e.tsc <= it->second.bound) {
         orphan_tid_ = it->second.tid;
+        orphan_tsc_ = it->second.tsc;
         if (--it->second.count == 0)
           orphan_frees_.erase(it);
         --res_.unknown_frees;
@@ -1107,7 +1110,8 @@ private:
   static constexpr size_t kMaxOrphanFrees = size_t{1} << 16;
   std::unordered_map<uint64_t, OrphanFree> orphan_frees_;
   bool freed_on_arrival_ = false; // the current allocation met its earlier-stamped free
-  uint32_t orphan_tid_ = 0;
+  uint32_t orphan_tid_ = 0;       // that free's thread and stamp
+  uint64_t orphan_tsc_ = 0;
 };
 
 // ---- Helpers -----------------------------------------------------------------

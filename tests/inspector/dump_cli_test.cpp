@@ -419,6 +419,34 @@ int main(int argc, char **argv) {
     }
   }
 
+  { // a thread's frees of another thread's block: file order puts the blocks
+    // where their threads flushed them, so a free can come before the
+    // allocation it frees, or after another allocation of its address
+    TraceBuilder t;
+    t.stacks({{1, {0x401000}}});
+    const uint64_t p = 0x7f0000001000;
+    Block first(1020, 1000, 5000), other(1010, 1000, 5000), second(1150, 1000, 5000);
+    first.free(Api::kFree, p).tick(80).alloc(Api::kMalloc, p, 24, 32, 1); // frees 102's at 1020
+    other.alloc(Api::kMalloc, p, 56, 64, 1);                              // at 1010
+    second.free(Api::kFree, p);                                           // its own, at 1150
+    t.events(101, first).events(102, other).events(101, second);
+    t.end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull);
+    const std::string f = dir + "/across_threads.mltrace";
+    testing::write_file(f, t.bytes());
+    Run r = run(exe + " dump " + f + " --format jsonl", err);
+    EXPECT(r.status == 0);
+    auto objs = parse_all(r);
+    const auto *a = find(objs, "free"), *b = find(objs, "free", 1);
+    EXPECT(a && b);
+    if (a && b) {
+      EXPECT(n(*a, "tid") == 101);
+      EXPECT(n(*a, "size") == 56);
+      EXPECT(n(*a, "usable") == 64);
+      EXPECT(n(*b, "size") == 24);
+      EXPECT(n(*b, "usable") == 32);
+    }
+  }
+
   if (failures)
     std::cerr << failures << " check(s) failed\n";
   else

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -529,6 +530,67 @@ TEST_CASE("c_threads.blocks_handed_over_by_waiting_threads_pair_up", "[record][c
     // main's array; each misfit may leave one more.
     CHECK(report->getInteger("live_objects").getValueOr(0) <= 1024 + 48 + 48 + 1 + misfits);
   }
+}
+
+// A free of another thread's block comes in the trace where its thread
+// flushed it: before the allocation's block, or after another allocation of
+// the same address. `dump` printed such frees in file order with the size of
+// the last allocation of the address it had read, or none: of 96 000 frees
+// of 48 threads handing blocks over, 52 000 said null and 5 300 named
+// another block's size. Each free now says what it freed, as the program
+// itself noted (handoff's `log`: each thread's frees in its own order, with
+// the size stored in the block).
+TEST_CASE("c_threads.dump_says_what_each_free_of_another_threads_block_freed", "[record][c]") {
+  std::string dir = work_dir("handoff_dump");
+  std::string trace = dir + "/h.trace";
+  RunResult rec = record({"-o", trace}, {program("handoff"), "48", "2000", "log"});
+  REQUIRE(rec.exit_code() == 0);
+  std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> noted; // tid -> (ptr, size)
+  std::istringstream lines(rec.out);
+  size_t noted_frees = 0;
+  for (std::string line; std::getline(lines, line);) {
+    unsigned long long tid, ptr, size;
+    if (std::sscanf(line.c_str(), "free %llu %llx %llu", &tid, &ptr, &size) == 3) {
+      noted[tid].push_back({ptr, size});
+      ++noted_frees;
+    }
+  }
+  REQUIRE(noted.size() == 49);
+  REQUIRE(noted_frees > 48 * 1000);
+
+  Dump d = dump(trace, false);
+  REQUIRE(d.error.empty());
+  std::map<uint64_t, std::vector<const Event *>> frees; // tid -> its frees, in dump order
+  size_t without_size = 0;
+  for (const Event &e : d.events)
+    if (e.ev == "free") {
+      frees[e.tid].push_back(&e);
+      without_size += e.size == 0;
+    }
+  // Each thread's noted frees, in its order, among its recorded ones (the C
+  // library frees a few blocks of its own).
+  size_t missing = 0, wrong = 0;
+  std::string first_wrong;
+  for (const auto &[tid, seq] : noted) {
+    const auto &got = frees[tid];
+    size_t i = 0;
+    for (const auto &[ptr, size] : seq) {
+      while (i < got.size() && got[i]->ptr != ptr)
+        ++i;
+      if (i == got.size()) {
+        ++missing;
+        break;
+      }
+      if (got[i]->size != size && wrong++ == 0)
+        first_wrong = "dump line " + std::to_string(got[i]->line) + ": freed " + hex(ptr) + " of " +
+                      std::to_string(size) + " bytes, says " + std::to_string(got[i]->size);
+      ++i;
+    }
+  }
+  INFO(first_wrong);
+  CHECK(missing == 0);
+  CHECK(wrong == 0);
+  CHECK(without_size == 0);
 }
 
 extern "C" const unsigned int __rseq_size __attribute__((weak));
