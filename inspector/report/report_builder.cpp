@@ -385,7 +385,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       // libstdc++'s control block: a vtable pointer and two counts, then
       // the record at its own alignment.
       uint64_t offset = t.in_control_block ? std::max<uint64_t>(16, rec->align) : 0;
-      return GroupingOptions::SiteType{t.type, rec->size, offset, rec->variant};
+      GroupingOptions::SiteType g{t.type, rec->size, offset, rec->variant};
+      if (const FieldLayout *last = trailing_array(*rec); last && !offset) {
+        g.trailing_array = true;
+        g.trailing_offset = last->offset;
+      }
+      return g;
     };
     grouping.type_of = [&types, grouping_type](const Group::Site &s) {
       return grouping_type(types->site_type(s.function, s.file, s.line), s.file);

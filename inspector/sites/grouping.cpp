@@ -280,10 +280,14 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     for (size_t i = 0; i < groups.size(); ++i) {
       const GroupingOptions::SiteType &t = types[i];
       uint64_t size = groups[i].requested_size;
-      if (t.name.empty() || (t.size && size < t.size) || (t.offset && size != t.offset + t.size))
+      uint64_t smallest = t.trailing_array ? t.trailing_offset : t.size;
+      if (t.name.empty() || (t.size && size < smallest) || (t.offset && size != t.offset + t.size))
         continue;
-      bool exact_elsewhere = false; // the site's objects of exactly the record's size
-      if (t.size && size % t.size != 0)
+      // The site's objects of exactly the record's size: another size there
+      // is something else allocated on the line (a string duplicated), not
+      // the record, unless the record is made to be allocated longer.
+      bool exact_elsewhere = false;
+      if (t.size && size % t.size != 0 && !t.trailing_array)
         for (size_t j = 0; j < groups.size() && !exact_elsewhere; ++j)
           exact_elsewhere = j != i && types[j].name == t.name &&
                             groups[j].requested_size == t.size &&

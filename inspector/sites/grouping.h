@@ -41,6 +41,11 @@ struct GroupingOptions {
     uint64_t size = 0;
     uint64_t offset = 0;
     uint32_t variant = 0; // the record's layout there (TypeMap::SiteType::variant)
+    // The record ends in an array of 0 or 1 elements (or a flexible one),
+    // storage that its objects extend (`Node *next[1]` of a skip list's
+    // node): allocated at any size from that array's offset on.
+    bool trailing_array = false;
+    uint64_t trailing_offset = 0;
   };
   std::function<SiteType(const Group::Site &)> type_of;
   // Where type_of names nothing: the record the site's function hands to

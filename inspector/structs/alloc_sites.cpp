@@ -268,10 +268,17 @@ void AllocSiteCollector::run(const MatchFinder::MatchResult &result) {
   if (const auto *n = result.Nodes.getNodeAs<clang::CXXNewExpr>("new")) {
     // Placement new constructs in memory allocated elsewhere. In a template
     // not yet instantiated the operator is unresolved: one pointer argument
-    // is the same placement form.
+    // is the same placement form, and so is one whose type depends on the
+    // template's parameters (`new (A::allocate(sizeof(T))) T`), which each
+    // instantiation resolves (there a custom operator new that allocates
+    // is a site).
     const clang::FunctionDecl *op = n->getOperatorNew();
+    auto placement_like = [](const clang::Expr *arg) {
+      clang::QualType t = arg->getType();
+      return t->isPointerType() || t->isDependentType();
+    };
     if (op ? op->isReservedGlobalPlacementOperator()
-           : n->getNumPlacementArgs() == 1 && n->getPlacementArg(0)->getType()->isPointerType())
+           : n->getNumPlacementArgs() == 1 && placement_like(n->getPlacementArg(0)))
       return;
     e = n;
     type = n->getAllocatedType();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -154,6 +155,19 @@ std::optional<uint64_t> prefix_through(const RecordLayout &r, std::string_view f
   if (!f)
     return std::nullopt;
   return (f->end_bit() + 7) / 8;
+}
+
+const FieldLayout *trailing_array(const RecordLayout &r) {
+  if (r.fields.empty() || r.kind == "union")
+    return nullptr;
+  const FieldLayout &last = r.fields.back();
+  if (last.role != FieldRole::kField || last.is_bitfield())
+    return nullptr;
+  std::string_view t = last.type;
+  for (std::string_view suffix : {"[]", "[0]", "[1]"})
+    if (t.size() > suffix.size() && t.substr(t.size() - suffix.size()) == suffix)
+      return &last;
+  return nullptr;
 }
 
 bool is_padding_member(const FieldLayout &f) {

@@ -110,6 +110,12 @@ std::string member_name(const FieldLayout &f);
 // says pad (pad, _pad2, cacheline_padding, ...).
 bool is_padding_member(const FieldLayout &f);
 
+// The record's last member when it is an array of no, 0 or 1 elements
+// (C's `char data[]`, `Node *next[1]`): storage its objects extend past
+// the record's size, allocated at any size from the array's offset on.
+// nullptr for any other record (a union's members all start at 0).
+const FieldLayout *trailing_array(const RecordLayout &r);
+
 // One place a program allocates a type.
 struct AllocSite {
   std::string file;

@@ -103,7 +103,7 @@ bool read_record(const json::Value &v, RecordLayout &r, json::Path p) {
 bool read_site(const json::Value &v, AllocSite &s, json::Path p) {
   json::ObjectMapper m(v, p);
   if (!m || !m.map("file", s.file) || !m.map("function", s.function) || !m.map("type", s.type) ||
-      !m.map("call", s.call))
+      !m.map("call", s.call) || !m.mapOptional("dependent", s.dependent))
     return false;
   const json::Object &o = *v.getAsObject();
   auto u32 = [](uint32_t &out) {
@@ -406,6 +406,10 @@ std::optional<TypeMap::SiteType> TypeMap::match(const std::vector<const AllocSit
     }
     if (best.empty())
       return std::nullopt;
+    // A template's own text, where instantiations are there too (maps made
+    // before placement new in templates was left out): the instantiations'.
+    if (std::any_of(best.begin(), best.end(), [](const AllocSite *s) { return !s->dependent; }))
+      std::erase_if(best, [](const AllocSite *s) { return s->dependent; });
     if (SiteType t = single_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });

@@ -368,6 +368,33 @@ TEST_CASE("groups by call site and size class, named by tag or site, ids by byte
     }
   }
 
+  SECTION("a record ending in a one-element array names the longer objects too") {
+    // A skip list's node with `Node *next[1]` last, at 32 bytes: its site's
+    // 40-byte and 50-byte objects are the same record with more levels, not
+    // something else allocated on the line; only those below the array's
+    // offset are not it.
+    GroupingOptions t = o;
+    t.type_of = [](const Group::Site &site) {
+      GroupingOptions::SiteType node{"node", 40};
+      node.trailing_array = true;
+      node.trailing_offset = 32;
+      return site.function == "grouping_make_node" ? node : GroupingOptions::SiteType{};
+    };
+    std::vector<Group> typed = group_objects(g->s, g->r, *sym, t);
+    CHECK(typed[1].type == "node");
+    CHECK(typed[2].type == "node");
+    CHECK(typed[2].name == "node");
+    t.type_of = [](const Group::Site &site) {
+      GroupingOptions::SiteType node{"node", 48};
+      node.trailing_array = true;
+      node.trailing_offset = 48;
+      return site.function == "grouping_make_node" ? node : GroupingOptions::SiteType{};
+    };
+    typed = group_objects(g->s, g->r, *sym, t);
+    CHECK(typed[1].type.empty()); // 40 bytes: short of the array's offset
+    CHECK(typed[2].type == "node");
+  }
+
   SECTION("a record behind a control block names only objects of exactly that size") {
     // make_shared<T> of a 24-byte T: 16 + 24 = 40-byte objects are T, the
     // 50-byte ones on the same line (a vector's buffer) are not.

@@ -114,6 +114,29 @@ TEST_CASE("a flexible array member ends the data: the bytes before it are a hole
   CHECK(r.tail_padding == 0);
 }
 
+// Records whose objects extend past their size: a flexible array member,
+// or C's older [1] and [0] forms, last. Any other array, or one not last,
+// is storage of its own.
+TEST_CASE("a record ending in an array of no, 0 or 1 elements has trailing storage",
+          "[placement]") {
+  for (const char *type : {"double[]", "Node *[1]", "char[0]"}) {
+    RecordLayout r =
+        record("t", 16, 8, {member("n", 0, 8), member("data", 8, 8, 8, SyncKind::kNone, type)});
+    const FieldLayout *last = trailing_array(r);
+    REQUIRE(last);
+    CHECK(last->offset == 8);
+  }
+  RecordLayout two = record(
+      "two", 24, 8, {member("n", 0, 8), member("data", 8, 16, 8, SyncKind::kNone, "Node *[2]")});
+  CHECK_FALSE(trailing_array(two));
+  RecordLayout inside = record(
+      "inside", 24, 8, {member("data", 0, 8, 8, SyncKind::kNone, "Node *[1]"), member("n", 8, 16)});
+  CHECK_FALSE(trailing_array(inside));
+  RecordLayout u = record("u", 8, 8, {member("data", 0, 8, 8, SyncKind::kNone, "char[1]")});
+  u.kind = "union";
+  CHECK_FALSE(trailing_array(u));
+}
+
 TEST_CASE("a 48-byte record: jemalloc regions every 48 bytes, glibc 16-byte chunks",
           "[placement]") {
   RecordLayout r = record("node", 48, 8,

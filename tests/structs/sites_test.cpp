@@ -170,7 +170,8 @@ TEST_CASE("an uninstantiated template's site keeps the type as written", "[sites
     CHECK(s.type.find("Cell") != std::string::npos);
     calls.push_back(s.call);
   }
-  // new T and std::make_*<T> alike.
+  // new T and std::make_*<T> alike; placement new on memory from a call
+  // that depends on the template's parameters is no site.
   CHECK(calls == std::vector<std::string>{"new", "make_shared", "make_unique", "make_unique[]"});
 }
 

@@ -181,6 +181,27 @@ TEST_CASE("a recorded call site finds its type", "[types]") {
   }
 }
 
+// A map made before placement new in templates was left out holds, on the
+// line of `new (A::allocate(sizeof(Leaf))) Leaf()`, the template's own text
+// (the type as written) beside the instantiation's allocate: the
+// instantiation types the site, as it would alone.
+TEST_CASE("a template's own site gives way to its instantiation's", "[types]") {
+  RecordLayout leaf = record_of("BPlusTree<>::Leaf", "/src/index.cpp", 248, {member("n", 0, 8)});
+  AllocSite pattern = site("/src/index.cpp", 90, 90, "BPlusTree::new_leaf", "BPlusTree::Leaf");
+  pattern.dependent = true;
+  AllocSite instance =
+      site("/src/index.cpp", 90, 90, "BPlusTree<>::new_leaf", "BPlusTree<>::Leaf", "allocate");
+  const TypeMap map = round_trip(analyse_structs({leaf}, {pattern, instance}, 64));
+  REQUIRE(map.sites().size() == 2);
+  CHECK(map.sites()[0].dependent != map.sites()[1].dependent);
+  CHECK(map.type_at("BPlusTree<Alloc<0> >::new_leaf()", "/src/index.cpp", 90) ==
+        "BPlusTree<>::Leaf");
+  // Alone, the template's text still names its type.
+  const TypeMap only = round_trip(analyse_structs({leaf}, {pattern}, 64));
+  CHECK(only.type_at("BPlusTree<Alloc<0> >::new_leaf()", "/src/index.cpp", 90) ==
+        "BPlusTree::Leaf");
+}
+
 TEST_CASE("what is not a type map says so", "[types]") {
   std::string error;
   CHECK_FALSE(TypeMap::parse("{nope", "a.json", error));
