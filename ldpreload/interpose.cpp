@@ -5,6 +5,7 @@
 // Every entry point of glibc's and the C++ runtime's is defined here: one left
 // out would hand out memory we never saw, or free ours behind our back.
 #include "lifecycle.h"
+#include "own_heap.h"
 #include "real_alloc.h"
 #include "recorder.h"
 #include "rule_router.h"
@@ -39,8 +40,6 @@ inline bool begin(ThreadState &ts) {
   return begin_slow(ts);
 }
 
-// Before the real allocator is known (inside our own set-up) memory comes from
-// the bootstrap arena.
 bool have_real() {
   if (ML_LIKELY(g_real.malloc != nullptr))
     return true;
@@ -49,7 +48,25 @@ bool have_real() {
   return g_real.malloc != nullptr;
 }
 
-void *forward_malloc(size_t n) { return have_real() ? g_real.malloc(n) : bootstrap_alloc(n, 16); }
+// An allocation we do not record. Made while memlayout works (the C library
+// on its behalf, before the real allocator is known, a signal handler
+// meanwhile) it comes from memlayout's own heap, so that the program's heap
+// is laid out as without us (own_heap.h); otherwise, or where that heap
+// cannot serve it, from the program's allocator.
+template <class Allocate> void *forward(size_t size, size_t align, bool zero, Allocate allocate) {
+  if (tl_state.busy || !have_real())
+    if (void *p = own_heap::allocate(size, align, zero))
+      return p;
+  if (!have_real()) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return allocate();
+}
+
+void *forward_malloc(size_t n) {
+  return forward(n, 16, false, [n] { return g_real.malloc(n); });
+}
 
 bool mul_overflows(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
 
@@ -180,7 +197,7 @@ inline void *aligned_impl(Api api, size_t align, size_t size, Allocate allocate,
       ML_UNLIKELY(r != nullptr) && align && !(align & (align - 1)))
     return routed_alloc(ts, api, *r, size, align, false, start);
   if (!begin(ts))
-    return have_real() ? allocate() : bootstrap_alloc(size, align);
+    return have_real() ? allocate() : own_heap::allocate(size, align, false);
   void *p = allocate();
   if (p)
     record_alloc(ts, api, p, size, align, start);
@@ -201,8 +218,10 @@ inline bool from_pool(const void *p) {
 }
 
 [[gnu::always_inline]] inline void free_impl(Api api, void *p) {
-  if (!p || ML_UNLIKELY(is_bootstrap(p)))
+  if (!p)
     return;
+  if (ML_UNLIKELY(own_heap::contains(p)))
+    return own_heap::release(p);
   ThreadState &ts = tl_state;
   if (from_pool(p))
     return pool_free(ts, api, p);
@@ -233,16 +252,20 @@ inline bool from_pool(const void *p) {
 
 void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
   ThreadState &ts = tl_state;
-  if (ML_UNLIKELY(is_bootstrap(old))) {
-    // Moves out of the bootstrap arena; the old block is never reused.
-    void *p = begin(ts) ? g_real.malloc(n ? n : 1) : forward_malloc(n ? n : 1);
+  if (ML_UNLIKELY(own_heap::contains(old))) {
+    // Grown while memlayout works it stays in memlayout's heap; grown by
+    // the program, it moves to the program's allocator and is recorded.
+    bool record = begin(ts);
+    void *p = record ? g_real.malloc(n ? n : 1) : forward_malloc(n ? n : 1);
     if (p) {
-      size_t keep = bootstrap_usable(old);
+      size_t keep = own_heap::usable(old);
       memcpy(p, old, keep < n ? keep : n);
-      if (ts.busy)
+      own_heap::release(old);
+      if (record)
         record_alloc(ts, api, p, n, 0, start);
     }
-    ts.busy = 0;
+    if (record)
+      ts.busy = 0;
     return p;
   }
   if (old && from_pool(old))
@@ -252,6 +275,8 @@ void *realloc_impl(Api api, void *old, size_t n, const UnwindStart &start) {
       return old ? routed_realloc(ts, api, *r, old, n, start)
                  : routed_alloc(ts, api, *r, n, 0, false, start);
   if (!begin(ts)) {
+    if (!old)
+      return forward_malloc(n);
     if (have_real())
       return g_real.realloc(old, n);
     errno = ENOMEM;
@@ -297,7 +322,7 @@ ML_EXPORT void *calloc(size_t n, size_t size) {
   if (const Route *r = route_of(ts, total, ML_START); ML_UNLIKELY(r != nullptr))
     return routed_alloc(ts, Api::kCalloc, *r, total, 0, true, ML_START);
   if (!begin(ts))
-    return have_real() ? g_real.calloc(n, size) : bootstrap_alloc(total, 16); // static: zeroed
+    return forward(total, 16, true, [n, size] { return g_real.calloc(n, size); });
   void *p = g_real.calloc(n, size);
   if (p)
     record_alloc(ts, Api::kCalloc, p, total, 0, ML_START);
@@ -367,8 +392,8 @@ ML_EXPORT void *pvalloc(size_t n) {
 ML_EXPORT size_t malloc_usable_size(void *p) {
   if (!p)
     return 0;
-  if (is_bootstrap(p))
-    return bootstrap_usable(p);
+  if (own_heap::contains(p))
+    return own_heap::usable(p);
   if (from_pool(p))
     return seg::pool_usable_size(p);
   return have_real() && g_real.usable_size ? g_real.usable_size(p) : 0;

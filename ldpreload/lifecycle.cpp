@@ -1,5 +1,7 @@
 #include "lifecycle.h"
 
+#include "own_heap.h"
+
 #include "process_info.h"
 #include "real_alloc.h"
 #include "rule_router.h"
@@ -423,8 +425,10 @@ void before_fork() {
   process_info_prepare_fork();
   g_dictionary.prepare_fork();
   g_writer.prepare_fork();
+  own_heap::prepare_fork();
 }
 void after_fork_parent() {
+  own_heap::parent_after_fork();
   g_writer.parent_after_fork();
   g_dictionary.parent_after_fork();
   process_info_parent_after_fork();
@@ -432,6 +436,7 @@ void after_fork_parent() {
   tl_state.busy = 0;
 }
 void after_fork_child() {
+  own_heap::child_after_fork();
   g_pid = sys::getpid();
   g_options.exec_generation = 0;
   g_writer.child_after_fork();

@@ -13,11 +13,8 @@ namespace memlayout::preload {
 
 ML_HOT_DATA RealAllocator g_real;
 ML_HOT_DATA trace::UsableModel g_usable_model = trace::UsableModel::kNone;
-alignas(4096) unsigned char g_bootstrap[256 << 10];
 
 namespace {
-
-std::atomic<size_t> g_bootstrap_used{0};
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
@@ -106,23 +103,5 @@ void resolve_real_allocator(AllocatorMode mode) {
   if (!g_real.pvalloc)
     g_real.pvalloc = pvalloc_via_memalign;
 }
-
-void *bootstrap_alloc(size_t size, size_t align) {
-  if (align < 16)
-    align = 16;
-  // Each block carries its size just before it for bootstrap_usable/realloc.
-  size_t need = round_up(size + 16, 16) + align;
-  size_t start = g_bootstrap_used.fetch_add(need, std::memory_order_relaxed);
-  if (start + need > sizeof g_bootstrap) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  uintptr_t base = reinterpret_cast<uintptr_t>(g_bootstrap) + start + 16;
-  uintptr_t p = round_up(base, align);
-  reinterpret_cast<size_t *>(p)[-1] = size;
-  return reinterpret_cast<void *>(p);
-}
-
-size_t bootstrap_usable(const void *p) { return static_cast<const size_t *>(p)[-1]; }
 
 } // namespace memlayout::preload

@@ -35,16 +35,4 @@ extern trace::UsableModel g_usable_model;
 // first malloc of the process: dlsym must not recurse into us unguarded.
 void resolve_real_allocator(AllocatorMode mode);
 
-// A small static arena for allocations made while g_real is being resolved.
-// free() ignores its pointers.
-void *bootstrap_alloc(size_t size, size_t align);
-size_t bootstrap_usable(const void *p);
-
-extern unsigned char g_bootstrap[256 << 10];
-// On every free: keep it one compare.
-inline bool is_bootstrap(const void *p) {
-  return static_cast<size_t>(static_cast<const unsigned char *>(p) - g_bootstrap) <
-         sizeof g_bootstrap;
-}
-
 } // namespace memlayout::preload

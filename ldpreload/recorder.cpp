@@ -447,7 +447,7 @@ ThreadLog *attach_thread(ThreadState &ts) {
   ThreadLog *log = map_log(room, std::min(kFirstBlockBytes, room), !ts.unwatched);
   if (!log)
     return nullptr;
-  unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, it passes through
+  unwind_thread_init(); // may allocate (pthread_getattr_np): we are busy, from our own heap
   {
     LockGuard g(g_registry_lock);
     log->next = g_logs;

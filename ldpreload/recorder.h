@@ -157,6 +157,7 @@ void recorder_child_after_fork();
 } // namespace memlayout::preload
 
 // ---- Hot path, inline into every entry point --------------------------------
+#include "own_heap.h"
 #include "real_alloc.h"
 #include "size_class.h"
 #include "sys.h"
@@ -199,8 +200,8 @@ ML_HOT inline uint64_t staged_word0(trace::EventKind kind, trace::Api api, const
 }
 
 ML_HOT inline size_t usable_size_of(void *p, size_t size, trace::Api api) {
-  if (ML_UNLIKELY(is_bootstrap(p)))
-    return bootstrap_usable(p);
+  if (ML_UNLIKELY(own_heap::contains(p)))
+    return own_heap::usable(p);
   switch (g_usable_model) {
   case trace::UsableModel::kGlibc:
     return glibc_usable_from_header(p);

@@ -593,6 +593,23 @@ TEST_CASE("c_threads.dump_says_what_each_free_of_another_threads_block_freed", "
   CHECK(without_size == 0);
 }
 
+// The recorder's own allocations (the C library's on its behalf, as
+// pthread_getattr_np's affinity mask when a thread's first event sets up its
+// unwinder) came from the program's allocator: every thread's blocks after
+// its first sat elsewhere than without memlayout (thread 0: 0 736 784 ...
+// against 0 528 576 ...), and the report measured a layout the program does
+// not have. They come from memlayout's own heap now (own_heap.h): the
+// program's blocks lie where they lie without it, in main and in threads.
+TEST_CASE("c_threads.recording_leaves_the_programs_heap_as_without_memlayout", "[record][c]") {
+  std::string dir = work_dir("heap_offsets");
+  RunResult direct = run({program("heap_offsets"), "4"});
+  REQUIRE(direct.exit_code() == 0);
+  REQUIRE(direct.out.find("thread 3:") != std::string::npos);
+  RunResult rec = record({"-o", dir + "/h.trace"}, {program("heap_offsets"), "4"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+}
+
 extern "C" const unsigned int __rseq_size __attribute__((weak));
 
 // Where the C library registers no rseq area the recorder cannot watch for
