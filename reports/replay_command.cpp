@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,6 +188,7 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
 bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::ReportOptions o,
                    const std::string &allocator, const char *who, inspector::Report &report,
                    std::string &error) {
+  std::vector<std::string> replay_notes; // before the report's own
   // 1. The sequence up to the analysed moment, in the merged order.
   inspector::TraceReader r;
   if (!r.open(trace)) {
@@ -379,6 +381,26 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
   if (!run_worker(seq, rules, jemalloc, results, error))
     return false;
 
+  // A trace recorded under rules: its objects carry the tags of the pools
+  // those put them in, which would name the groups here though the replay
+  // placed them as the program's allocator did, under only the rules given.
+  std::set<std::string> recorded_pools;
+  std::string recorded_rules;
+  if (const auto &rec = r.rules(); rec && !rec->rules.empty()) {
+    for (const auto &w : rec->rules) {
+      recorded_rules += (recorded_rules.empty() ? "" : "; ") + w.text;
+      for (size_t at = 0; (at = w.text.find("pool=", at)) != std::string::npos; at += 5)
+        if (at == 0 || w.text[at - 1] == ',')
+          recorded_pools.insert(w.text.substr(at + 5, w.text.find(',', at) - at - 5));
+    }
+    std::string note = trace + " was recorded under " + std::to_string(rec->rules.size()) +
+                       " rule" + (rec->rules.size() == 1 ? "" : "s") + " (" + recorded_rules +
+                       "): the replay starts from the program's allocator and applies only "
+                       "the rules given to it";
+    std::fprintf(stderr, "%s: warning: %s\n", who, note.c_str());
+    replay_notes.push_back(note);
+  }
+
   // 3. The same snapshot, analysed where the worker put its objects.
   std::unordered_map<uint64_t, uint64_t> op_of_seq;
   op_of_seq.reserve(seq.ops.size());
@@ -395,6 +417,9 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
         continue;
       obj.addr = results[it->second].addr;
       obj.usable = results[it->second].usable;
+      if (obj.tag_id && !recorded_pools.empty())
+        if (const std::string *tag = r.string(obj.tag_id); tag && recorded_pools.count(*tag))
+          obj.tag_id = 0;
       s.live_usable_bytes += obj.usable;
       kept.push_back(obj);
     }
@@ -426,6 +451,7 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
                           (jemalloc ? "jemalloc 5.3" : "glibc malloc") + ": " +
                           std::to_string(seq.ops.size()) + " operations of " +
                           std::to_string(seq.threads) + " thread" + (seq.threads == 1 ? "" : "s"));
+  report.notes.insert(report.notes.begin() + 1, replay_notes.begin(), replay_notes.end());
   return true;
 }
 

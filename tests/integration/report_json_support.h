@@ -35,6 +35,15 @@ inline const llvm::json::Object *group_by_site(const llvm::json::Object &report,
   return nullptr;
 }
 
+// The first group named `name` (a pool, a tag, a type or a site), or nullptr.
+inline const llvm::json::Object *group_by_name(const llvm::json::Object &report,
+                                               const std::string &name) {
+  for (const auto &g : *report.getArray("groups"))
+    if (g.getAsObject()->getString("name").getValueOr("") == name)
+      return g.getAsObject();
+  return nullptr;
+}
+
 inline double l1_fraction(const llvm::json::Object &group) {
   return group.getObject("set_effective_fraction")->getNumber("L1").getValueOr(-1);
 }

@@ -149,6 +149,35 @@ TEST_CASE("segregate.replay_of_threads_keeps_the_main_heap", "[segregate]") {
   }
 }
 
+// Replaying a trace that was recorded under rules starts from the program's
+// allocator and applies only the rules given: it said nothing of that, and
+// named the groups after the recording's pools (their tags), over a layout
+// those pools did not make, with findings that asked for the rules in force.
+TEST_CASE("segregate.replay_of_a_trace_recorded_under_rules_says_so", "[segregate]") {
+  std::string dir = work_dir("segregate_replay_recorded_rules");
+  std::string trace = dir + "/pooled.trace";
+  RunResult rec = record({"-o", trace, "--segregate", "function=mlr_new_descriptor,pool=descs"},
+                         {program("node_descriptor"), "3000"});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value recorded = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  CHECK(group_by_name(*recorded.getAsObject(), "descs"));
+  RunResult replayed = run({memlayout_bin(), "replay", trace, "--segregate",
+                            "function=no_such_function,pool=x", "--format", "json"});
+  REQUIRE(replayed.exit_code() == 0);
+  CHECK(replayed.err.find("was recorded under 1 rule (function=mlr_new_descriptor,pool=descs)") !=
+        std::string::npos);
+  auto v = llvm::json::parse(replayed.out);
+  REQUIRE(bool(v));
+  const auto *report = v->getAsObject();
+  CHECK_FALSE(group_by_name(*report, "descs"));
+  CHECK(group_by_site(*report, "mlr_new_descriptor"));
+  bool noted = false;
+  if (const auto *notes = report->getArray("notes"))
+    for (const auto &n : *notes)
+      noted = noted || n.getAsString().getValueOr("").contains("was recorded under 1 rule");
+  CHECK(noted);
+}
+
 TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
   std::string dir = work_dir("segregate_pad");
   std::string trace = dir + "/pad.trace";
