@@ -601,10 +601,45 @@ void weigh_by_footprint(const Report &r, const FindingThresholds &t, std::vector
   }
 }
 
+// How bad a finding's case is among findings of its kind and severity, by
+// the metric its message quotes: the larger, the worse.
+double badness(const Finding &f) {
+  auto m = [&f](const std::string &key) {
+    auto it = f.metric.find(key);
+    return it == f.metric.end() ? 0.0 : it->second;
+  };
+  if (f.kind == "line_straddle")
+    return m("straddle_fraction");
+  if (f.kind == "set_underutilization") {
+    double least = 1;
+    for (const auto &[key, value] : f.metric)
+      if (key.rfind("set_effective_fraction_L", 0) == 0)
+        least = std::min(least, value);
+    return 1 - least;
+  }
+  if (f.kind == "size_class_sharing")
+    return m("interleaved_share");
+  if (f.kind == "prefetch_pollution")
+    return m("adjacent_share");
+  if (f.kind == "cross_thread_line_sharing")
+    return m("cross_thread_line_share");
+  if (f.kind == "false_sharing")
+    return m("lock_line_share");
+  if (f.kind == "page_spread")
+    return m("pages_4k") / std::max(1.0, m("pages_min"));
+  if (f.kind == "htm_false_conflict")
+    return m("false_share");
+  if (f.kind == "htm_capacity")
+    return m("capacity_share");
+  return 0;
+}
+
 // A call site allocating many sizes (a buffer pool, a string builder) has one
 // group per size class, and each would carry the same finding: one finding
 // per (kind, site) reads better. Single-group findings of the same kind and
-// site merge into the most severe one, which lists every group.
+// site merge into one that lists every group and speaks for the worst of
+// them: the most severe, and of those the worst case (badness), whose group
+// comes first.
 std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
   auto site_of = [&](const Finding &f) -> const Group * {
     if (f.groups.size() != 1)
@@ -628,7 +663,14 @@ std::vector<Finding> merge_by_site(const Report &r, std::vector<Finding> in) {
         continue;
       used[j] = true;
       ++merged;
-      f.groups.push_back(in[j].groups[0]);
+      if (in[j].severity == f.severity && badness(in[j]) > badness(f)) {
+        std::vector<uint32_t> groups = std::move(f.groups);
+        groups.insert(groups.begin(), in[j].groups[0]);
+        f = in[j];
+        f.groups = std::move(groups);
+      } else {
+        f.groups.push_back(in[j].groups[0]);
+      }
     }
     if (merged) {
       f.metric["groups_merged"] = static_cast<double>(merged + 1);

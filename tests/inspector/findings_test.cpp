@@ -557,6 +557,27 @@ TEST_CASE("findings: one call site's size classes share one finding", "[findings
   CHECK(merged->severity == "high");
   CHECK(merged->metric.at("groups_merged") == Approx(5));
   CHECK(merged->message.find("4 more size classes") != std::string::npos);
+
+  // Of cases as severe, the worst speaks: group 5's 61%, not group 1's 30%
+  // (the largest group, listed first before).
+  Report same = base_report();
+  const double fractions[] = {0.30, 0.55, 0.61};
+  for (uint32_t i = 0; i < 3; ++i) {
+    GroupReport g = clean_group(i == 0 ? 1 : 3 + i, "make_node", 32 + 16 * i);
+    g.straddle_fraction = fractions[i];
+    same.groups.push_back(g);
+  }
+  const Finding *worst = nullptr;
+  auto fs2 = find_problems(same);
+  for (const auto &f : fs2)
+    if (f.kind == "line_straddle")
+      worst = &f;
+  REQUIRE(worst);
+  REQUIRE(worst->groups.size() == 3);
+  CHECK(worst->severity == "high");
+  CHECK(worst->groups.front() == 5);
+  CHECK(worst->metric.at("straddle_fraction") == Approx(0.61));
+  CHECK(worst->message.rfind("61%", 0) == 0);
 }
 
 TEST_CASE("a fix's rule ends where its prose goes on", "[findings]") {
