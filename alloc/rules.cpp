@@ -867,4 +867,22 @@ bool function_key_matches(const char *demangled, const char *key) {
   return h == w || (h - w >= 2 && have[h - w - 1] == ':' && have[h - w - 2] == ':');
 }
 
+bool rule_covers(const Rule &first, const Rule &later) {
+  auto key = [](const char *a, const char *b) { return !a[0] || std::strcmp(a, b) == 0; };
+  if (!key(first.function, later.function) || !key(first.file, later.file) ||
+      !key(first.type, later.type))
+    return false;
+  if (first.file[0] && first.file_line && first.file_line != later.file_line)
+    return false;
+  return !first.has_size ||
+         (later.has_size && first.size_min <= later.size_min && later.size_max <= first.size_max);
+}
+
+unsigned first_covering_rule(const RuleSet &set, unsigned i) {
+  for (unsigned j = 0; j < i && j < set.count; ++j)
+    if (rule_covers(set.rules[j], set.rules[i]))
+      return j;
+  return i;
+}
+
 } // namespace memlayout::rules

@@ -113,4 +113,11 @@ bool function_key_matches(const char *demangled, const char *key);
 // The action carries out something (pool, pad, align or huge pages).
 inline bool has_action(const Rule &r) { return r.pool[0] || r.pad || r.align || r.huge_pages; }
 
+// Whether every allocation `later` matches is matched by `first` too, by
+// their keys as written: a rule after `first` in a set never routes
+// anything then (the first rule that matches an allocation routes it).
+bool rule_covers(const Rule &first, const Rule &later);
+// The first rule of `set` before rule `i` that covers it, or `i`.
+unsigned first_covering_rule(const RuleSet &set, unsigned i);
+
 } // namespace memlayout::rules

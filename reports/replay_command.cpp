@@ -357,7 +357,14 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
   for (unsigned i = 0; i < rules.set->count; ++i)
     seq.rules.push_back({inspector::rule_text(rules.written[i]), routed_count[i], routed_bytes[i]});
   for (unsigned i = 0; i < rules.set->count; ++i) {
-    if (!routed_count[i])
+    if (unsigned first = first_covering_rule(*rules.set, i); !routed_count[i] && first < i)
+      std::fprintf(stderr,
+                   "%s: warning: %s: the rule routes nothing: %s (%s) comes first and matches "
+                   "all it matches (the first rule that matches an allocation routes it)\n",
+                   who, rules.origin[i].c_str(),
+                   inspector::rule_text(rules.set->rules[first]).c_str(),
+                   rules.origin[first].c_str());
+    else if (!routed_count[i])
       std::fprintf(stderr, "%s: warning: %s: the rule matched no allocation\n", who,
                    rules.origin[i].c_str());
     if (strays[i].count) {

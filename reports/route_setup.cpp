@@ -278,6 +278,14 @@ size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status) cons
     ++idle;
     std::fprintf(stderr, "memlayout: warning: rule %u %s (%s) routed nothing", i + 1,
                  inspector::rule_text(r).c_str(), rules.origin[i].c_str());
+    if (unsigned first = first_covering_rule(*rules.set, i); first < i) {
+      std::fprintf(stderr,
+                   ": rule %u %s (%s) comes first and matches all it matches (the first rule "
+                   "that matches an allocation routes it)\n",
+                   first + 1, inspector::rule_text(rules.set->rules[first]).c_str(),
+                   rules.origin[first].c_str());
+      continue;
+    }
     if (impl_->labelled >> i & 1) {
       // The function is there. Where it calls functions that allocate and
       // are sites of their own, its memory may come from them: they name it.
