@@ -116,8 +116,13 @@ void only_text(const char *title, const std::vector<const inspector::GroupReport
 void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std::ostream &out,
                       const DiffTextOptions &o) {
   Paint paint{o.color};
-  out << paint("memlayout diff", "1") << "\n  A: " << s.a << " (" << s.a_kind << "; "
-      << describe(*d.a) << ")\n  B: " << s.b << " (" << s.b_kind << "; " << describe(*d.b) << ")\n";
+  // A report `replay` wrote predicts a layout; nothing was recorded so.
+  auto kind = [](const std::string &k, const inspector::Report &r) {
+    return r.rules_replayed ? std::string("replay's prediction") : k;
+  };
+  out << paint("memlayout diff", "1") << "\n  A: " << s.a << " (" << kind(s.a_kind, *d.a) << "; "
+      << describe(*d.a) << ")\n  B: " << s.b << " (" << kind(s.b_kind, *d.b) << "; "
+      << describe(*d.b) << ")\n";
   for (const auto *m : {&d.live_objects, &d.live_bytes})
     out << "  " << inspector::metric_label(m->metric) << " " << value(m->metric, m->a) << " -> "
         << value(m->metric, m->b) << " (" << delta(*m) << ")\n";
@@ -205,7 +210,8 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
   for (const auto *side : {d.a, d.b}) {
     if (side->rules.empty())
       continue;
-    out << "Rules in force in " << (side == d.a ? "A" : "B") << ":\n";
+    out << (side->rules_replayed ? "Rules the replay applied in " : "Rules in force in ")
+        << (side == d.a ? "A" : "B") << ":\n";
     for (const auto &rule : side->rules)
       out << "  " << rule.rule << ": " << rule.allocations << " allocations, "
           << bytes(static_cast<double>(rule.bytes))
@@ -237,8 +243,11 @@ void add_metric(Json &into, const MetricDelta &m) {
 }
 
 Json side_json(const std::string &path, const std::string &kind, const inspector::Report &r) {
-  return {{"source", path},           {"kind", kind}, {"trace", r.trace},
-          {"allocator", r.allocator}, {"at", r.at},   {"partial", r.partial}};
+  Json j = {{"source", path},           {"kind", kind}, {"trace", r.trace},
+            {"allocator", r.allocator}, {"at", r.at},   {"partial", r.partial}};
+  if (r.rules_replayed)
+    j["rules_from"] = "replay";
+  return j;
 }
 
 Json group_ref(const inspector::GroupReport &g) {

@@ -184,6 +184,9 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   if (!r.rules.empty()) {
     out << paint(r.rules_replayed ? "Rules the replay applied" : "Rules in force when recorded",
                  "1")
+        << (r.rules_replayed ? " (to the allocations up to the analysed moment; `run` and "
+                               "`record` count the whole run)"
+                             : "")
         << "\n";
     for (const auto &rule : r.rules)
       out << "  " << rule.rule << ": " << rule.allocations << " allocations, "

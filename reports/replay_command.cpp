@@ -185,6 +185,50 @@ bool run_worker(const Sequence &seq, const LoadedRules &rules, bool jemalloc,
 
 } // namespace
 
+namespace {
+
+// Per event of `events` (the replayed sequence, merged order), the threads
+// whose end the trace records before it: after each such thread's last
+// event, and before the first event stamped after its end. Not the
+// recorded main thread (`main_tid`), which ends with the process.
+std::vector<std::vector<uint32_t>>
+threads_ending(const std::string &trace, const std::vector<inspector::AppliedEvent> &events,
+               std::optional<uint64_t> main_tid) {
+  std::vector<std::vector<uint32_t>> out(events.size());
+  std::unordered_map<uint32_t, uint64_t> ended; // tid -> the stamp of its end
+  inspector::TraceReader r;
+  if (!r.open(trace))
+    return out;
+  std::vector<uint64_t> unread;
+  r.skip_events(&unread); // only the thread records are wanted
+  for (inspector::Item it; (it = r.next()) != inspector::Item::kDone;)
+    if (it == inspector::Item::kThreads)
+      for (const inspector::ThreadEntry &t : r.record_threads())
+        if (t.what == trace::ThreadEvent::kExit && (!main_tid || t.tid != *main_tid))
+          ended[static_cast<uint32_t>(t.tid)] = t.tsc;
+  if (ended.empty())
+    return out;
+  std::unordered_map<uint32_t, size_t> last; // tid -> index of its last event
+  for (size_t k = 0; k < events.size(); ++k)
+    last[events[k].tid] = k;
+  for (const auto &[tid, tsc] : ended) {
+    auto l = last.find(tid);
+    if (l == last.end())
+      continue; // nothing of it replayed: no cache to hand back
+    // The merged order follows the stamps: the first one after the end.
+    auto after = std::partition_point(
+        events.begin() + static_cast<std::ptrdiff_t>(l->second) + 1, events.end(),
+        [tsc = tsc](const inspector::AppliedEvent &e) { return e.tsc <= tsc; });
+    if (after != events.end())
+      out[static_cast<size_t>(after - events.begin())].push_back(tid);
+  }
+  for (auto &tids : out)
+    std::sort(tids.begin(), tids.end());
+  return out;
+}
+
+} // namespace
+
 bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::ReportOptions o,
                    const std::string &allocator, const char *who, inspector::Report &report,
                    std::string &error) {
@@ -280,7 +324,21 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
     if (st.sites.size() < 4 && std::find(st.sites.begin(), st.sites.end(), where) == st.sites.end())
       st.sites.push_back(where);
   };
-  for (const auto &e : events) {
+  // Threads that ended before the analysed moment end in the replay where
+  // they ended (OpKind::kExit): their caches go back to the allocator, and
+  // the threads after them take over their arenas, as in the program.
+  std::vector<std::vector<uint32_t>> exits_before = threads_ending(trace, events, r.header().pid);
+  for (size_t k = 0; k < events.size(); ++k) {
+    const inspector::AppliedEvent &e = events[k];
+    for (uint32_t tid : exits_before[k]) {
+      Op exit{};
+      exit.kind = OpKind::kExit;
+      exit.thread = thread_index.at(tid);
+      exit.route = replay::kNoRoute;
+      exit.ref = replay::kNoRef;
+      seq.ops.push_back(exit);
+      seq.alloc_seq.push_back(UINT64_MAX);
+    }
     auto [t, fresh] = thread_index.emplace(e.tid, static_cast<uint16_t>(thread_index.size()));
     if (thread_index.size() > 65535) {
       error = "more than 65535 threads";

@@ -36,7 +36,10 @@ struct OpsRoute {
   uint32_t reserved;
 };
 
-enum class OpKind : uint8_t { kAlloc = 0, kFree = 1, kRealloc = 2 };
+// kExit: the op's thread ends there (the recorded thread ended before the
+// next op), and the worker's main thread waits for it: its caches are the
+// allocator's again before any op after it runs. Never the main thread's.
+enum class OpKind : uint8_t { kAlloc = 0, kFree = 1, kRealloc = 2, kExit = 3 };
 
 inline constexpr uint8_t kNoRoute = 0xff;
 inline constexpr uint64_t kNoRef = UINT64_MAX;

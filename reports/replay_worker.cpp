@@ -32,6 +32,8 @@ OpResult *g_results;
 seg::Pool *g_pools[256];
 std::atomic<uint64_t> g_next{0};
 std::atomic<bool> g_go{false}; // the other threads wait while main pads its heap
+pthread_t *g_threads;          // [1, threads): started by main, joined by it
+bool *g_joined;
 bool g_jemalloc;
 
 void *real_alloc(size_t size, size_t align) {
@@ -103,6 +105,8 @@ void execute(uint64_t i) {
       out.usable = seg::pool_of(p) ? seg::pool_usable_size(p) : real_usable(p);
     break;
   }
+  case OpKind::kExit:
+    break; // run_thread's: the thread ends, main joins it
   }
 }
 
@@ -140,7 +144,16 @@ void *run_thread(void *arg) {
     uint64_t i = g_next.load(std::memory_order_acquire);
     if (i >= n)
       break;
-    if (g_ops[i].thread != thread) {
+    const Op &op = g_ops[i];
+    if (op.kind == OpKind::kExit && op.thread == thread)
+      return nullptr; // main takes the op once this thread is gone
+    if (op.kind == OpKind::kExit && thread == 0) {
+      pthread_join(g_threads[op.thread], nullptr);
+      g_joined[op.thread] = true;
+      g_next.store(i + 1, std::memory_order_release);
+      continue;
+    }
+    if (op.thread != thread) {
       if (++spins < 64)
         __builtin_ia32_pause();
       else
@@ -198,10 +211,25 @@ int main(int argc, char **argv) {
   if (!g_results || results_size != g_header->ops * sizeof(OpResult))
     return fail("cannot map the results file", argv[2]);
   for (uint64_t i = 0; i < g_header->ops; ++i)
-    if (g_ops[i].thread >= g_header->threads ||
+    if (g_ops[i].thread >= g_header->threads || g_ops[i].kind > OpKind::kExit ||
+        (g_ops[i].kind == OpKind::kExit && g_ops[i].thread == 0) ||
         (g_ops[i].route != kNoRoute && g_ops[i].route >= g_header->routes) ||
         (g_ops[i].ref != kNoRef && g_ops[i].ref >= i))
       return fail("a malformed op in", argv[1]);
+  // A thread ends once: after its end it has no op. (Not from the heap the
+  // replay lays out.)
+  void *flags =
+      mmap(nullptr, g_header->threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (flags == MAP_FAILED)
+    return fail("out of memory", nullptr);
+  auto *ended = static_cast<bool *>(flags);
+  for (uint64_t i = 0; i < g_header->ops; ++i) {
+    if (ended[g_ops[i].thread])
+      return fail("an op of a thread after its end in", argv[1]);
+    if (g_ops[i].kind == OpKind::kExit)
+      ended[g_ops[i].thread] = true;
+  }
+  munmap(flags, g_header->threads);
   g_jemalloc = g_header->allocator == static_cast<uint32_t>(ReplayAllocator::kJemalloc);
   for (uint32_t r = 0; r < g_header->routes; ++r) {
     const OpsRoute &route = g_routes[r];
@@ -225,20 +253,22 @@ int main(int argc, char **argv) {
   }
   // Thread 0 is the recorded main thread: it runs here, the others on their own.
   uint32_t threads = g_header->threads;
-  pthread_t *ids =
-      static_cast<pthread_t *>(mmap(nullptr, threads * sizeof(pthread_t), PROT_READ | PROT_WRITE,
-                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  void *ids = mmap(nullptr, threads * (sizeof(pthread_t) + 1), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (ids == MAP_FAILED)
     return fail("out of memory", nullptr);
+  g_threads = static_cast<pthread_t *>(ids);
+  g_joined = reinterpret_cast<bool *>(g_threads + threads);
   for (uint32_t t = 1; t < threads; ++t)
-    if (pthread_create(&ids[t], nullptr, run_thread, reinterpret_cast<void *>(uintptr_t{t})))
+    if (pthread_create(&g_threads[t], nullptr, run_thread, reinterpret_cast<void *>(uintptr_t{t})))
       return fail("cannot start a thread", std::strerror(errno));
   if (!g_jemalloc && threads > 1 && g_header->main_first_page_offset)
     pad_main_heap(g_header->main_first_page_offset - 1);
   g_go.store(true, std::memory_order_release);
   run_thread(nullptr);
   for (uint32_t t = 1; t < threads; ++t)
-    pthread_join(ids[t], nullptr);
+    if (!g_joined[t])
+      pthread_join(g_threads[t], nullptr);
   if (msync(g_results, results_size, MS_SYNC) != 0)
     return fail("cannot write the results", std::strerror(errno));
   return 0;

@@ -6,6 +6,7 @@
 #include "gnuplot.h"
 #include "render.h"
 #include "report_builder.h"
+#include "report_input.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -76,6 +77,10 @@ int report_main(int argc, char **argv) {
   inspector::Report report;
   std::string error;
   if (!inspector::build_report(trace, o, report, error)) {
+    std::string ignored;
+    if (sniff_input(trace, ignored) == InputKind::kReport)
+      error = trace + " is a report (JSON), not a trace: report reads what `memlayout record` "
+                      "wrote; `diff` and `advise` take reports too";
     std::fprintf(stderr, "memlayout report: %s\n", error.c_str());
     return 2;
   }

@@ -239,6 +239,13 @@ TEST_CASE("report.bad_input", "[report]") {
   RunResult bad = run({memlayout_bin(), "report", foreign});
   CHECK(bad.exit_code() == 2);
   CHECK(bad.err.find("not a memlayout trace") != std::string::npos);
+  // A report given for the trace says what it is.
+  std::string report_path = dir + "/a.json";
+  std::ofstream(report_path) << R"({"schema": "memlayout.report/1", "groups": []})";
+  RunResult report_json = run({memlayout_bin(), "report", report_path});
+  CHECK(report_json.exit_code() == 2);
+  CHECK(report_json.err.find(report_path + " is a report (JSON), not a trace") !=
+        std::string::npos);
   CHECK(run({memlayout_bin(), "report", foreign, "--at", "yesterday"}).exit_code() == 2);
   CHECK(run({memlayout_bin(), "report", foreign, "--hot", "x"}).exit_code() == 2);
   for (const char *hot : {"x=-5", "x=99999999999999999999", "x=0", "x=24x", "x=2147483648"}) {

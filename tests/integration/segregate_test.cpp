@@ -12,6 +12,7 @@
 #include <fstream>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
+#include <map>
 #include <sstream>
 
 using namespace mlt;
@@ -94,6 +95,16 @@ TEST_CASE("segregate.int_lf_end_to_end", "[segregate]") {
   RunResult kept = run({memlayout_bin(), "advise", predicted, "-o", kept_rules});
   CHECK(kept.exit_code() == 0);
   CHECK(read_file(kept_rules).find("# applied by the replay: routed") != std::string::npos);
+  // diff against the prediction says it is one, and whose rules it lists.
+  RunResult against = run({memlayout_bin(), "diff", before, predicted});
+  REQUIRE(against.exit_code() == 0);
+  CHECK(against.out.find("B: " + predicted + " (replay's prediction;") != std::string::npos);
+  CHECK(against.out.find("Rules the replay applied in B:") != std::string::npos);
+  RunResult against_json = run({memlayout_bin(), "diff", before, predicted, "--format", "json"});
+  auto dj = llvm::json::parse(against_json.out);
+  REQUIRE(bool(dj));
+  CHECK(dj->getAsObject()->getObject("b")->getString("rules_from").getValueOr("") == "replay");
+  CHECK_FALSE(dj->getAsObject()->getObject("a")->get("rules_from"));
   // A report given where the trace belongs says what to give instead.
   std::string saved = dir + "/before.json";
   std::ofstream(saved) << llvm::formatv("{0}", b).str();
@@ -146,6 +157,43 @@ TEST_CASE("segregate.replay_of_threads_keeps_the_main_heap", "[segregate]") {
     CHECK(a->getInteger("objects") == b->getInteger("objects"));
     CHECK(std::abs(*a->getNumber("straddle_fraction") - *b->getNumber("straddle_fraction")) < 0.02);
     CHECK(std::abs(*a->getNumber("lines_per_object") - *b->getNumber("lines_per_object")) < 0.02);
+  }
+}
+
+// Threads that ended before the analysed moment end in the replay where they
+// ended: their caches go back to the allocator, and the threads after them
+// take over their arenas, as in the program. The worker kept every thread to
+// the end, and the later waves' blocks landed in arenas of their own.
+TEST_CASE("segregate.replay_ends_threads_where_they_ended", "[segregate]") {
+  std::string dir = work_dir("segregate_replay_waves");
+  std::string trace = dir + "/w.trace", rules = dir + "/none.rules";
+  std::ofstream(rules) << "# no rule: the replay must give the recorded layout\n";
+  RunResult rec = record({"-o", trace}, {program("thread_waves"), "3", "2", "3000"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == "9000 blocks kept\n");
+  llvm::json::Value recorded = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  llvm::json::Value replayed =
+      json_of({memlayout_bin(), "replay", trace, "--rules", rules, "--format", "json"});
+  auto waves = [](const llvm::json::Value &report) {
+    std::map<int64_t, const llvm::json::Object *> by_class;
+    for (const auto &g : *report.getAsObject()->getArray("groups")) {
+      const auto *o = g.getAsObject();
+      if (o->getObject("site")->getString("function").getValueOr("") == "wave_worker")
+        by_class[o->getInteger("size_class").getValueOr(0)] = o;
+    }
+    return by_class;
+  };
+  auto a = waves(recorded), b = waves(replayed);
+  REQUIRE(a.size() >= 2);
+  REQUIRE(a.size() == b.size());
+  for (const auto &[size_class, ga] : a) {
+    INFO("size class " << size_class);
+    REQUIRE(b.count(size_class));
+    const auto *gb = b.at(size_class);
+    CHECK(ga->getInteger("objects") == gb->getInteger("objects"));
+    CHECK(ga->getInteger("pages_4k") == gb->getInteger("pages_4k"));
+    CHECK(ga->getNumber("straddle_fraction") == gb->getNumber("straddle_fraction"));
+    CHECK(l1_fraction(*ga) == l1_fraction(*gb));
   }
 }
 

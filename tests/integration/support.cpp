@@ -52,6 +52,7 @@ std::string program(const std::string &name) {
       {"many_threads", MLT_PATH_many_threads},
       {"handoff", MLT_PATH_handoff},
       {"heap_offsets", MLT_PATH_heap_offsets},
+      {"thread_waves", MLT_PATH_thread_waves},
       {"detached_exit", MLT_PATH_detached_exit},
       {"own_rseq", MLT_PATH_own_rseq},
       {"key_rounds", MLT_PATH_key_rounds},
