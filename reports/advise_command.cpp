@@ -150,8 +150,19 @@ void check_by_replay(const std::string &trace, const inspector::ReportOptions &o
     if (m->in_force)
       continue;
     for (const inspector::Finding *f : made_by(*m, recorded, predicted)) {
-      std::string note = "the replay predicts this rule makes " + f->severity + " " + f->kind +
-                         ": " + f->message + (f->fix.empty() ? "" : "; fix: " + f->fix);
+      // A fix that puts the objects in the pool this rule already puts them
+      // in would send the user round in a circle.
+      rules::Rule fix;
+      rules::ParseError e{};
+      bool circular = !f->rule.empty() && m->rule.pool[0] &&
+                      rules::parse_rule(f->rule.data(), f->rule.size(), 1, &fix, &e) &&
+                      std::strcmp(fix.pool, m->rule.pool) == 0;
+      std::string note =
+          "the replay predicts this rule makes " + f->severity + " " + f->kind + ": " + f->message +
+          (circular         ? std::string("; the fix a report gives it names the pool this rule "
+                                                  "already puts the objects in: no further rule of advise's")
+           : f->fix.empty() ? ""
+                            : "; fix: " + f->fix);
       m->replay_notes.push_back("warning: " + note);
       std::fprintf(stderr, "memlayout advise: warning: %s: %s\n",
                    inspector::rule_text(m->rule).c_str(), note.c_str());

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <tuple>
@@ -168,13 +169,23 @@ std::unique_ptr<clang::tooling::CompilationDatabase> load_database(const ScanOpt
 // up (-include DIR/cmake_pch.hxx beside DIR/cmake_pch.hxx.gch): clang's
 // driver takes the .gch for a PCH of its own and stops ("input is not a PCH
 // file"). Given to the compiler proper, the header is read as the text it is.
-clang::tooling::ArgumentsAdjuster gcc_pch_as_text() {
-  return [](const clang::tooling::CommandLineArguments &args, llvm::StringRef) {
+// CMake's header starts with `#pragma GCC system_header`, which would make
+// the project's headers it includes system headers, whose records are left
+// out: it is read without that line, from a copy in memory beside it
+// (`text_copies`: the header's path -> the copy's).
+bool is_gcc_pch_header(const std::string &path) { return llvm::sys::fs::exists(path + ".gch"); }
+
+clang::tooling::ArgumentsAdjuster
+gcc_pch_as_text(const std::map<std::string, std::string> &text_copies) {
+  return [&text_copies](const clang::tooling::CommandLineArguments &args, llvm::StringRef) {
     clang::tooling::CommandLineArguments out;
     for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i] == "-include" && i + 1 < args.size() &&
-          llvm::sys::fs::exists(args[i + 1] + ".gch")) {
-        out.insert(out.end(), {"-Xclang", "-include", "-Xclang", args[i + 1]});
+      if (args[i] == "-include" && i + 1 < args.size() && is_gcc_pch_header(args[i + 1])) {
+        auto copy = text_copies.find(args[i + 1]);
+        if (copy != text_copies.end())
+          out.insert(out.end(), {"-iquote", llvm::sys::path::parent_path(args[i + 1]).str()});
+        out.insert(out.end(), {"-Xclang", "-include", "-Xclang",
+                               copy == text_copies.end() ? args[i + 1] : copy->second});
         ++i;
         continue;
       }
@@ -182,6 +193,46 @@ clang::tooling::ArgumentsAdjuster gcc_pch_as_text() {
     }
     return out;
   };
+}
+
+// The copies gcc_pch_as_text reads instead of the PCH headers of
+// `commands` that mark themselves system headers: temporary files, removed
+// by the caller (the paths in `text_copies`). Their quoted includes still
+// look beside the header first (-iquote, added by gcc_pch_as_text).
+void write_pch_text_copies(const std::vector<clang::tooling::CompileCommand> &commands,
+                           std::map<std::string, std::string> &text_copies) {
+  for (const clang::tooling::CompileCommand &c : commands)
+    for (size_t i = 0; i + 1 < c.CommandLine.size(); ++i) {
+      std::string header = c.CommandLine[i + 1];
+      if (c.CommandLine[i] != "-include" || text_copies.count(header))
+        continue;
+      if (!llvm::sys::path::is_absolute(header))
+        header = (llvm::Twine(c.Directory) + "/" + header).str();
+      if (!is_gcc_pch_header(header))
+        continue;
+      auto text = llvm::MemoryBuffer::getFile(header);
+      if (!text)
+        continue;
+      std::string content = (*text)->getBuffer().str();
+      constexpr llvm::StringLiteral kPragma("#pragma GCC system_header");
+      size_t at = content.find(kPragma.data());
+      if (at == std::string::npos)
+        continue;
+      content.replace(at, kPragma.size(), "");
+      int fd = -1;
+      llvm::SmallString<256> copy;
+      if (llvm::sys::fs::createTemporaryFile("memlayout-pch", "hxx", fd, copy))
+        continue;
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << "#line 1 \"" << header << "\"\n" << content;
+      out.close();
+      if (out.has_error()) {
+        out.clear_error();
+        llvm::sys::fs::remove(copy);
+        continue;
+      }
+      text_copies[c.CommandLine[i + 1]] = copy.str().str();
+    }
 }
 
 // Arguments clang's driver does not know (a gcc-only -mindirect-branch=..., a
@@ -194,8 +245,26 @@ std::vector<size_t> unknown_arguments(const std::vector<std::string> &args) {
   llvm::opt::InputArgList list = clang::driver::getDriverOptTable().ParseArgs(
       argv, missing_index, missing_count, 0, clang::driver::options::NoDriverOption);
   std::vector<size_t> out;
+  // Unknown to clang, or known to it as one it does not support (the driver
+  // reports both as errors and goes on without them).
   for (const llvm::opt::Arg *a : list)
-    if (a->getOption().getKind() == llvm::opt::Option::UnknownClass)
+    if (a->getOption().getKind() == llvm::opt::Option::UnknownClass ||
+        a->getOption().hasFlag(clang::driver::options::Unsupported))
+      out.push_back(a->getIndex() + 1);
+  return out;
+}
+
+// The indexes in `args` of what clang's driver would take for input files.
+std::vector<size_t> input_arguments(const std::vector<std::string> &args) {
+  std::vector<const char *> argv;
+  for (size_t i = 1; i < args.size(); ++i)
+    argv.push_back(args[i].c_str());
+  unsigned missing_index = 0, missing_count = 0;
+  llvm::opt::InputArgList list = clang::driver::getDriverOptTable().ParseArgs(
+      argv, missing_index, missing_count, 0, clang::driver::options::NoDriverOption);
+  std::vector<size_t> out;
+  for (const llvm::opt::Arg *a : list)
+    if (a->getOption().getKind() == llvm::opt::Option::InputClass)
       out.push_back(a->getIndex() + 1);
   return out;
 }
@@ -419,6 +488,12 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
       error = "unknown compiler flag '" + args[unknown[0]] + "' after --";
       return false;
     }
+    if (std::vector<size_t> inputs = input_arguments(args); !inputs.empty()) {
+      error = "'" + args[inputs[0]] +
+              "' after -- is no compiler flag; the files to read go before -- (memlayout "
+              "structs FILES... -- FLAGS)";
+      return false;
+    }
   }
   std::unique_ptr<clang::tooling::CompilationDatabase> db = load_database(o, error);
   if (!db)
@@ -462,6 +537,19 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
       out.failed.push_back(absolute.str().str());
       continue;
     }
+    // ClangTool changes into each command's directory and aborts the whole
+    // process where it cannot (a database made on another machine).
+    auto missing_dir = std::find_if(commands.begin(), commands.end(), [](const auto &c) {
+      return !llvm::sys::fs::is_directory(c.Directory);
+    });
+    if (missing_dir != commands.end()) {
+      llvm::errs() << "memlayout structs: " << file << ": the compilation database compiles it in "
+                   << missing_dir->Directory
+                   << ", which is not a directory here (a database made on another machine or "
+                      "in a container? make it here, or give the file's arguments after --)\n";
+      out.failed.push_back(absolute.str().str());
+      continue;
+    }
     if (!c_family(file, commands)) {
       llvm::errs() << "memlayout structs: " << file
                    << ": not a C or C++ source or header (by its name); to compile it as one, "
@@ -474,11 +562,15 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
     // directory goes first so that a database's own one still wins.
     tool.appendArgumentsAdjuster(clang::tooling::getInsertArgumentAdjuster(
         {"-resource-dir", resources, "-w"}, clang::tooling::ArgumentInsertPosition::BEGIN));
-    tool.appendArgumentsAdjuster(gcc_pch_as_text());
+    std::map<std::string, std::string> pch_text_copies;
+    write_pch_text_copies(commands, pch_text_copies);
+    tool.appendArgumentsAdjuster(gcc_pch_as_text(pch_text_copies));
     tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
     tool.appendArgumentsAdjuster(tus.starting(absolute.str().str()));
     if (tool.run(factory.get()) != 0)
       out.failed.push_back(absolute.str().str());
+    for (const auto &[header, copy] : pch_text_copies)
+      llvm::sys::fs::remove(copy);
   }
   tus.close();
   merge(out.records, out.sites, tus);
