@@ -89,12 +89,14 @@ const FieldLayout *RecordLayout::field(std::string_view wanted) const {
 
 namespace {
 
+// Where the members lie, not how their types are spelt: a header read as C
+// and as C++ gives `_Bool` and `bool`, `_Atomic(int)` and
+// `std::atomic<int>`, `struct node *` and `node *`, laid out alike.
 bool same_members(const std::vector<FieldLayout> &a, const std::vector<FieldLayout> &b) {
   auto same = [](const FieldLayout &x, const FieldLayout &y) {
-    return std::tie(x.name, x.type, x.offset, x.size, x.align, x.bit_offset, x.bit_size, x.role,
-                    x.sync, x.nested) == std::tie(y.name, y.type, y.offset, y.size, y.align,
-                                                  y.bit_offset, y.bit_size, y.role, y.sync,
-                                                  y.nested) &&
+    return std::tie(x.name, x.offset, x.size, x.align, x.bit_offset, x.bit_size, x.role, x.sync,
+                    x.nested) == std::tie(y.name, y.offset, y.size, y.align, y.bit_offset,
+                                          y.bit_size, y.role, y.sync, y.nested) &&
            same_members(x.members, y.members);
   };
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), same);

@@ -129,7 +129,8 @@ struct AllocSite {
 };
 
 // Whether two layouts of a record are the same: size, alignment and every
-// member's place, size and type (where and from what they came aside).
+// member's name, place, size and kind (lock, atomic), whatever its type's
+// spelling (C's and C++'s differ); where and from what they came aside.
 bool same_layout(const RecordLayout &a, const RecordLayout &b);
 
 } // namespace memlayout::inspector

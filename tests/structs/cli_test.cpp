@@ -349,6 +349,33 @@ TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   CHECK(directory.err.find("/tmp: is a directory") != std::string::npos);
 }
 
+// A header read as C in one file and as C++ in another spells its members'
+// types each language's way (_Bool and bool, _Atomic(int) and
+// std::atomic<int>): laid out alike, it is one record, not two layouts.
+TEST_CASE("a header read as C and as C++: one layout whatever the spelling", "[cli]") {
+  const std::string dir = scratch_dir("c_and_cxx");
+  write_text(dir + "/flags.h", "#ifdef __cplusplus\n#include <atomic>\n#define ATOMIC(T) "
+                               "std::atomic<T>\n#else\n#include <stdbool.h>\n#define ATOMIC(T) "
+                               "_Atomic(T)\n#endif\n"
+                               "struct flags { bool on; ATOMIC(int) n; struct flags *next; };\n");
+  write_text(dir + "/one.c", "#include \"flags.h\"\nstruct flags f1;\n");
+  write_text(dir + "/two.cpp", "#include \"flags.h\"\nflags f2;\n");
+  write_text(dir + "/compile_commands.json",
+             "[{\"directory\": \"" + dir +
+                 "\", \"file\": \"one.c\", \"command\": \"cc -std=c11 "
+                 "-c one.c\"},\n {\"directory\": \"" +
+                 dir + "\", \"file\": \"two.cpp\", \"command\": \"c++ -std=c++17 -c two.cpp\"}]\n");
+  ToolRun r = structs({dir + "/one.c", dir + "/two.cpp", "-p", dir, "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("different layouts") == std::string::npos);
+  json::Value doc = parse(r.out);
+  const json::Object *flags = find_record(*doc.getAsObject(), "flags");
+  REQUIRE(flags);
+  CHECK(!flags->get("variant"));
+  CHECK(flags->getInteger("size").getValueOr(0) == 16);
+}
+
 TEST_CASE("one header laid out differently by different -D flags: each layout, each site's own",
           "[cli]") {
   const std::string dir = scratch_dir("defines");
