@@ -32,3 +32,13 @@ cmake -S "$src/install" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefi
 cmake --build "$work/consumer" >/dev/null
 "$work/consumer/consumer_c"
 "$work/consumer/consumer_cxx"
+
+# The C++ header below C++17 says what it needs, rather than failing deep
+# inside (clang 14 defaults to C++14).
+printf '#include <memlayout/seg.hpp>\n' > "$work/cxx14.cpp"
+if ${CXX:-c++} -std=c++14 -fsyntax-only $cflags "$work/cxx14.cpp" 2>"$work/cxx14.err"; then
+  echo "<memlayout/seg.hpp> compiled as C++14" >&2
+  exit 1
+fi
+grep -q "needs C++17 or later" "$work/cxx14.err" ||
+  { echo "<memlayout/seg.hpp> as C++14 did not say it needs C++17:" >&2; cat "$work/cxx14.err" >&2; exit 1; }

@@ -61,7 +61,7 @@ typedef struct seg_pool_options {
 struct seg_pool_stats {
   const char *name;
   uintptr_t range_begin, range_end; /* the pool's reserved address range */
-  size_t mapped_bytes;              /* memory committed from that range */
+  size_t mapped_bytes;              /* address space the pool holds in it (not resident) */
   size_t allocated_bytes;           /* usable bytes of live objects */
   uint64_t allocations, frees;      /* counted since creation */
 };

@@ -26,12 +26,17 @@
 #ifndef MEMLAYOUT_SEG_HPP
 #define MEMLAYOUT_SEG_HPP
 
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#error "<memlayout/seg.hpp> needs C++17 or later (-std=c++17); C code includes <memlayout/seg.h>"
+#endif
+
 #include <memlayout/seg.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <limits>
 #include <memory_resource>
 #include <new>
@@ -39,6 +44,14 @@
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+
+// Built without exceptions (-fno-exceptions), what would throw ends the
+// program instead, as the standard library's own containers do there.
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define MEMLAYOUT_SEG_THROW(exception) throw exception
+#else
+#define MEMLAYOUT_SEG_THROW(exception) std::abort()
+#endif
 
 namespace memlayout::seg {
 
@@ -54,9 +67,9 @@ public:
   explicit pool(const char *name, const seg_pool_options *opts = nullptr)
       : p_(seg_pool_create(name, opts)) {
     if (!p_) {
-      int err = errno;
-      throw std::system_error(err, std::generic_category(),
-                              std::string("seg_pool_create(\"") + name + "\")");
+      [[maybe_unused]] int err = errno;
+      MEMLAYOUT_SEG_THROW(std::system_error(err, std::generic_category(),
+                                            std::string("seg_pool_create(\"") + name + "\")"));
     }
   }
   // The pool ptr belongs to (empty when none).
@@ -70,7 +83,7 @@ public:
   void *allocate(std::size_t bytes, std::size_t align = 0) const {
     void *p = align ? seg_aligned_alloc(p_, align, bytes) : seg_malloc(p_, bytes);
     if (!p)
-      throw std::bad_alloc();
+      MEMLAYOUT_SEG_THROW(std::bad_alloc());
     return p;
   }
   static void deallocate(void *p) noexcept { seg_free(p); }
@@ -78,7 +91,7 @@ public:
   struct seg_pool_stats stats() const {
     struct seg_pool_stats s {};
     if (::seg_pool_stats(p_, &s) != 0)
-      throw std::system_error(errno, std::generic_category(), "seg_pool_stats");
+      MEMLAYOUT_SEG_THROW(std::system_error(errno, std::generic_category(), "seg_pool_stats"));
     return s;
   }
   const char *name() const { return stats().name; }
@@ -107,7 +120,7 @@ public:
   seg_pool *get_or_throw() {
     seg_pool *p = get();
     if (!p)
-      throw std::bad_alloc();
+      MEMLAYOUT_SEG_THROW(std::bad_alloc());
     return p;
   }
 
@@ -194,7 +207,7 @@ inline void *allocate_in(seg_pool *p, std::size_t bytes, std::size_t align) noex
 inline void *class_new(lazy_pool &lp, std::size_t bytes, std::size_t align) {
   void *p = allocate_in(lp.get_or_throw(), bytes, align);
   if (!p)
-    throw std::bad_alloc();
+    MEMLAYOUT_SEG_THROW(std::bad_alloc());
   return p;
 }
 
@@ -221,10 +234,10 @@ public:
 
   [[nodiscard]] T *allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T))
-      throw std::bad_array_new_length();
+      MEMLAYOUT_SEG_THROW(std::bad_array_new_length());
     void *p = detail::allocate_in(pool(), n * sizeof(T), alignof(T));
     if (!p)
-      throw std::bad_alloc();
+      MEMLAYOUT_SEG_THROW(std::bad_alloc());
     return static_cast<T *>(p);
   }
   void deallocate(T *p, std::size_t) noexcept { seg_free(p); }
@@ -255,7 +268,7 @@ protected:
   void *do_allocate(std::size_t bytes, std::size_t align) override {
     void *p = detail::allocate_in(pool_, bytes, align);
     if (!p)
-      throw std::bad_alloc();
+      MEMLAYOUT_SEG_THROW(std::bad_alloc());
     return p;
   }
   void do_deallocate(void *p, std::size_t, std::size_t) override { seg_free(p); }
