@@ -129,7 +129,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
   if (begin(ts)) {
     record_alloc(ts, api, p, n, align, start, usable < n ? n : usable);
     if (in_pool)
-      record_tag(ts, p, r.name);
+      record_tag(ts, p, r.name, true);
     ts.busy = 0;
   }
   return p;
@@ -157,7 +157,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
     record_free(ts, api, old);
     record_alloc(ts, api, p, n, r.align, start, usable < n ? n : usable);
     if (in_pool)
-      record_tag(ts, p, r.name);
+      record_tag(ts, p, r.name, true);
     ts.busy = 0;
   }
   g_real.free(old);
@@ -244,7 +244,7 @@ inline bool from_pool(const void *p) {
     record_free(ts, api, old);
     record_alloc(ts, api, p, n, 0, start, seg::pool_usable_size(p));
     if (seg::Pool *pool = seg::pool_of(p))
-      record_tag(ts, p, seg::pool_name(pool));
+      record_tag(ts, p, seg::pool_name(pool), true);
     ts.busy = 0;
   }
   return p;

@@ -308,9 +308,13 @@ bool encode(ThreadLog *log, const uint64_t *w, const uint64_t *end, bool from_si
 }
 
 // A record of `n` fields (<= 5) of which the ones in `pointers` are pointers.
+// `timed`: the record may take a new clock sample first (stage_begin); a
+// record that belongs to the one before it (a pool's tag on the allocation
+// just recorded) keeps that one's, even where the thread was switched out
+// between the two: the next record samples instead.
 void stage_record(ThreadLog *log, uint8_t head, const uint64_t *fields, unsigned n,
-                  unsigned pointers) {
-  uint64_t *w = stage_begin(log);
+                  unsigned pointers, bool timed = true) {
+  uint64_t *w = timed ? stage_begin(log) : log->stage_pos.load(std::memory_order_relaxed);
   w[0] = uint64_t{kStagedKind} << 56 | pointers << 12 | n << 8 | head;
   memcpy(w + 1, fields, n * sizeof *fields);
   stage_commit(log, w + 1 + n);
@@ -569,13 +573,14 @@ void record_mark(ThreadState &ts, const char *name) {
   stage_record(log, trace::event_head(trace::EventKind::kMark, trace::Api::kMalloc), &id, 1, 0);
 }
 
-void record_tag(ThreadState &ts, const void *p, const char *name) {
+void record_tag(ThreadState &ts, const void *p, const char *name, bool of_allocation) {
   sys::KeepErrno keep;
   ThreadLog *log = ts.log ? ts.log : attach_thread(ts);
   if (!log)
     return count_lost_event();
   uint64_t f[2] = {reinterpret_cast<uintptr_t>(p), string_id(log, name)};
-  stage_record(log, trace::event_head(trace::EventKind::kTag, trace::Api::kMalloc), f, 2, 1);
+  stage_record(log, trace::event_head(trace::EventKind::kTag, trace::Api::kMalloc), f, 2, 1,
+               !of_allocation);
 }
 
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value) {

@@ -123,7 +123,9 @@ void record_free(ThreadState &ts, trace::Api api, void *p);
 void record_realloc(ThreadState &ts, trace::Api api, void *old_p, void *p, size_t size,
                     const UnwindStart &start);
 void record_mark(ThreadState &ts, const char *name);
-void record_tag(ThreadState &ts, const void *p, const char *name);
+// `of_allocation`: recorded right after p's allocation, whose time it keeps
+// (a pool's name on its object: the report must never see one without it).
+void record_tag(ThreadState &ts, const void *p, const char *name, bool of_allocation = false);
 void record_ext(ThreadState &ts, trace::ExtKind kind, uint64_t value);
 // Every object live in [begin, begin + length) ends: a pool destroyed.
 void record_free_range(ThreadState &ts, uintptr_t begin, size_t length);

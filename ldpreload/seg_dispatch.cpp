@@ -31,7 +31,7 @@ void record_pool_alloc(void *p, size_t size, size_t align, const UnwindStart &st
   record_alloc(ts, align ? Api::kAlignedAlloc : Api::kSegPool, p, size, align, start,
                seg::pool_usable_size(p));
   if (seg::Pool *pool = seg::pool_of(p))
-    record_tag(ts, p, seg::pool_name(pool));
+    record_tag(ts, p, seg::pool_name(pool), true);
   ts.busy = 0;
 }
 

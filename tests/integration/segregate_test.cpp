@@ -395,6 +395,23 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
   for (size_t at = 0; (at = dump.out.find("\"ev\":\"free_range\"", at)) != std::string::npos; ++at)
     ++ranges;
   CHECK(ranges == 2);
+  // A pool object's tag carries its allocation's time: a thread switched
+  // out (or due a clock sample) between the two stamped the tag later, and
+  // a report at a moment in between grouped the object by its call site.
+  Dump events = mlt::dump(trace, false);
+  REQUIRE(events.error.empty());
+  size_t tags = 0, later = 0;
+  std::map<uint64_t, const Event *> last_alloc; // tid -> its last allocation
+  for (const Event &ev : events.events) {
+    if (ev.ev == "alloc")
+      last_alloc[ev.tid] = &ev;
+    else if (ev.ev == "tag" && last_alloc.count(ev.tid) && last_alloc[ev.tid]->ptr == ev.ptr) {
+      ++tags;
+      later += ev.ts_ns != last_alloc[ev.tid]->ts_ns;
+    }
+  }
+  CHECK(tags >= 40000);
+  CHECK(later == 0);
 }
 
 TEST_CASE("segregate.file_rule", "[segregate]") {
