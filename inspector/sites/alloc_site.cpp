@@ -201,14 +201,19 @@ const std::vector<std::string> &builtin_wrappers() {
 }
 
 // A member named `allocate` (the Allocator requirement's: a custom
-// allocator's, handed to a container or called by a pool): plumbing, like
+// allocator's, handed to a container or called by a pool) or a class's own
+// `operator new` (it allocates for the new-expression that calls it, as the
+// global one does: MEMLAYOUT_SEG_CLASS's, a free list's): plumbing, like
 // std::allocator's.
 bool is_allocator_member(const std::string &function) {
   char norm[rules::kMaxName];
   size_t n = rules::normalize_function(function.c_str(), norm, sizeof norm);
   std::string_view name(norm, n);
   size_t scope = name.rfind("::");
-  return scope != std::string_view::npos && name.substr(scope + 2) == "allocate";
+  if (scope == std::string_view::npos)
+    return false;
+  std::string_view member = name.substr(scope + 2);
+  return member == "allocate" || member == "operator new" || member == "operator new[]";
 }
 
 bool WrapperPolicy::is_not_wrapper(const std::string &function) const {

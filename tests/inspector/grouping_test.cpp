@@ -180,6 +180,11 @@ TEST_CASE("wrapper frames: allocator plumbing, C wrappers and configured names",
   CHECK(o.is_skipped("std::_Function_base::_Base_manager<main()::<lambda()> >::_M_create"));
   // An allocator's allocate member, whoever wrote the allocator.
   CHECK(o.is_skipped("ob::Arena<Order>::allocate(unsigned long)"));
+  // A class's own operator new (MEMLAYOUT_SEG_CLASS's, a free list's):
+  // the new-expression that calls it is the site.
+  CHECK(o.is_skipped("rnode::operator new(unsigned long)"));
+  CHECK(o.is_skipped("ns::Node<int>::operator new[](unsigned long)"));
+  CHECK_FALSE(o.is_skipped("ns::Node<int>::operator_new_helper(unsigned long)"));
   CHECK_FALSE(o.is_skipped("allocate_order(unsigned long)"));
   CHECK_FALSE(o.is_skipped("ob::Book::allocate_order(unsigned long)"));
   CHECK_FALSE(o.is_skipped("make_node(int)"));
