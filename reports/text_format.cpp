@@ -3,6 +3,7 @@
 #include "rule_match.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_map>
 
 namespace memlayout::cli {
@@ -90,7 +91,39 @@ std::string shortened(const std::string &name, bool collapse) {
 
 } // namespace
 
-std::string display_name(const std::string &name) { return shortened(name, true); }
+namespace {
+
+// Control characters in a name (a pool or tag name is the program's bytes:
+// "rows\n" would end the table's row) as C writes them in a string.
+std::string visible_controls(const std::string &name) {
+  if (std::none_of(name.begin(), name.end(),
+                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return name;
+  std::string out;
+  for (char c : name) {
+    auto b = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (b < 0x20 || b == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string display_name(const std::string &name) {
+  return shortened(visible_controls(name), true);
+}
 
 std::string valid_utf8(std::string_view s) {
   std::string out;

@@ -16,6 +16,15 @@ TEST_CASE("display names drop namespaces and template arguments, keep the site",
   CHECK(display_name("mlr_new_node") == "mlr_new_node");
 }
 
+// A pool's or tag's name is the program's bytes: a newline in it would end
+// the table's row, a tab shift its columns.
+TEST_CASE("display names show control characters as C escapes", "[text]") {
+  CHECK(display_name("rows\nlive") == "rows\\nlive");
+  CHECK(display_name("a\tb\rc") == "a\\tb\\rc");
+  CHECK(display_name(std::string("x\x01y\x7f", 4)) == "x\\x01y\\x7f");
+  CHECK(display_name("caf\xc3\xa9") == "caf\xc3\xa9"); // UTF-8 stays as it is
+}
+
 TEST_CASE("a fix's rule keeps the full name the prose shortens", "[text]") {
   // A site in a header without line information: its group's name is the
   // bare function, which is also the rule's function key.
