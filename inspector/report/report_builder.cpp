@@ -58,8 +58,12 @@ HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const 
     if (auto bytes = record ? types->prefix_through(*record, h.field) : std::nullopt)
       return {g.type_offset, *bytes};
     if (record && unmeasured.empty())
-      unmeasured = "--hot " + h.name + "=" + h.field + ": " + g.name + "'s objects are " +
-                   record->name +
+      unmeasured = "--hot " + h.name + "=" + h.field + ": " + g.name +
+                   (g.id ? " [group " + std::to_string(g.id) + "]" : std::string()) +
+                   "'s objects are " + record->name +
+                   (record->file.empty() ? std::string()
+                                         : " (" + record->file.substr(record->file.rfind('/') + 1) +
+                                               ":" + std::to_string(record->line) + ")") +
                    (record->variant ? " as laid out in layout " + std::to_string(record->variant)
                                     : std::string()) +
                    ", which has no member " + h.field + ": measured whole";

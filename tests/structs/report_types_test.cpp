@@ -257,8 +257,15 @@ TEST_CASE("report --hot through the layout each call site's unit gave the record
   CHECK(wide->getInteger("hot_bytes").getValueOr(0) == 56); // through extra, at 48
   CHECK_FALSE(narrow->getInteger("hot_bytes"));
   bool said = false;
-  for (const json::Value &n : *doc->getAsObject()->getArray("notes"))
-    said |= n.getAsString()->contains("which has no member extra: measured whole");
+  for (const json::Value &n : *doc->getAsObject()->getArray("notes")) {
+    llvm::StringRef note = *n.getAsString();
+    // Which group, and which record of that name (one per file in C).
+    if (note.contains("which has no member extra: measured whole")) {
+      said = true;
+      CHECK(note.contains("[group " + std::to_string(narrow->getInteger("id").getValueOr(0)) +
+                          "]'s objects are entry ("));
+    }
+  }
   CHECK(said);
 }
 
