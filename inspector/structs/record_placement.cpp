@@ -72,7 +72,10 @@ Placement place_glibc(const RecordLayout &r, uint32_t line_size) {
   Placement p;
   p.allocator = "glibc";
   constexpr uint64_t kChunkAlign = 16, kPage = 4096;
-  const bool mmapped = r.size >= kGlibcMmapThreshold;
+  // glibc compares the chunk a request needs, not the request, with the
+  // threshold: 131064 bytes (a 131072-byte chunk) are mmapped, where the
+  // heap's top cannot serve them (it can only in a heap grown past them).
+  const bool mmapped = glibc_chunk_size(r.size) >= kGlibcMmapThreshold;
   p.slot = mmapped ? (r.size + kChunkAlign + kPage - 1) / kPage * kPage : glibc_chunk_size(r.size);
   p.waste = p.slot - r.size;
   if (mmapped && r.align <= kChunkAlign)

@@ -195,6 +195,12 @@ TEST_CASE("size classes decide the starts", "[placement]") {
     CHECK(gl.slot % 4096 == 0);
     CHECK(gl.slot >= 200016);
   }
+  SECTION("glibc's threshold is on the chunk: 131064 bytes are mmapped, 131048 are not") {
+    RecordLayout at = record("at", 131064, 8, {member("a", 0, 131064, 8)});
+    CHECK(offsets(place_glibc(at, kLine)) == std::vector<uint32_t>{16});
+    RecordLayout below = record("below", 131048, 8, {member("a", 0, 131048, 8)});
+    CHECK(place_glibc(below, kLine).slot == 131056);
+  }
 }
 
 TEST_CASE("risks: a lock in a 48-byte record shares lines with neighbours", "[advice]") {
