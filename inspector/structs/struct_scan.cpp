@@ -402,6 +402,14 @@ void merge(std::vector<RecordLayout> &records, std::vector<AllocSite> &sites,
           same->translation_units.end())
         same->translation_units.push_back(tu);
     }
+    // Layouts numbered by the translation units that gave them, in order of
+    // their names: whatever order the files came in, the same numbers.
+    for (size_t v = first; v < kept.size(); ++v)
+      std::sort(kept[v].translation_units.begin(), kept[v].translation_units.end());
+    std::sort(kept.begin() + static_cast<std::ptrdiff_t>(first), kept.end(),
+              [](const RecordLayout &a, const RecordLayout &b) {
+                return a.translation_units < b.translation_units;
+              });
     if (kept.size() - first > 1)
       for (size_t v = first; v < kept.size(); ++v) {
         kept[v].variant = static_cast<uint32_t>(v - first + 1);
