@@ -235,9 +235,10 @@ void write_pch_text_copies(const std::vector<clang::tooling::CompileCommand> &co
     }
 }
 
-// Arguments clang's driver does not know (a gcc-only -mindirect-branch=..., a
-// typo), by their index in `args`; args[0] is the compiler.
-std::vector<size_t> unknown_arguments(const std::vector<std::string> &args) {
+// The indexes in `args` (args[0] is the compiler) of the arguments clang's
+// driver parses into an option `which` selects.
+template <class Which>
+std::vector<size_t> arguments_where(const std::vector<std::string> &args, Which which) {
   std::vector<const char *> argv;
   for (size_t i = 1; i < args.size(); ++i)
     argv.push_back(args[i].c_str());
@@ -245,28 +246,27 @@ std::vector<size_t> unknown_arguments(const std::vector<std::string> &args) {
   llvm::opt::InputArgList list = clang::driver::getDriverOptTable().ParseArgs(
       argv, missing_index, missing_count, 0, clang::driver::options::NoDriverOption);
   std::vector<size_t> out;
-  // Unknown to clang, or known to it as one it does not support (the driver
-  // reports both as errors and goes on without them).
   for (const llvm::opt::Arg *a : list)
-    if (a->getOption().getKind() == llvm::opt::Option::UnknownClass ||
-        a->getOption().hasFlag(clang::driver::options::Unsupported))
+    if (which(a->getOption()))
       out.push_back(a->getIndex() + 1);
   return out;
 }
 
-// The indexes in `args` of what clang's driver would take for input files.
+// Arguments clang's driver does not know (a gcc-only -mindirect-branch=..., a
+// typo) or knows as ones it does not support: it reports both as errors and
+// goes on without them.
+std::vector<size_t> unknown_arguments(const std::vector<std::string> &args) {
+  return arguments_where(args, [](const llvm::opt::Option &o) {
+    return o.getKind() == llvm::opt::Option::UnknownClass ||
+           o.hasFlag(clang::driver::options::Unsupported);
+  });
+}
+
+// What clang's driver would take for input files.
 std::vector<size_t> input_arguments(const std::vector<std::string> &args) {
-  std::vector<const char *> argv;
-  for (size_t i = 1; i < args.size(); ++i)
-    argv.push_back(args[i].c_str());
-  unsigned missing_index = 0, missing_count = 0;
-  llvm::opt::InputArgList list = clang::driver::getDriverOptTable().ParseArgs(
-      argv, missing_index, missing_count, 0, clang::driver::options::NoDriverOption);
-  std::vector<size_t> out;
-  for (const llvm::opt::Arg *a : list)
-    if (a->getOption().getKind() == llvm::opt::Option::InputClass)
-      out.push_back(a->getIndex() + 1);
-  return out;
+  return arguments_where(args, [](const llvm::opt::Option &o) {
+    return o.getKind() == llvm::opt::Option::InputClass;
+  });
 }
 
 // A build's command may carry gcc's own flags, which clang's driver reports
