@@ -42,6 +42,13 @@ const json::Object *find_record(const json::Object &top, const std::string &name
   return nullptr;
 }
 
+// One entry of a compile_commands.json.
+std::string db_entry(const std::string &directory, const std::string &file,
+                     const std::string &command) {
+  return "{\"directory\": \"" + directory + "\", \"file\": \"" + file + "\", \"command\": \"" +
+         command + "\"}";
+}
+
 } // namespace
 
 TEST_CASE("text output: pahole's columns and comments, the allocators' lines", "[cli]") {
@@ -272,10 +279,8 @@ TEST_CASE("a command's directory that is not there: that file fails, the others 
   write_text(dir + "/good.c", "struct good { int a; long b; };\nstruct good g;\n");
   write_text(dir + "/moved.c", "struct moved { int a; };\nstruct moved m;\n");
   write_text(dir + "/compile_commands.json",
-             "[{\"directory\": \"" + dir +
-                 "\", \"file\": \"good.c\", \"command\": \"cc -c "
-                 "good.c\"},\n {\"directory\": \"/build/ci/work\", \"file\": \"" +
-                 dir + "/moved.c\", \"command\": \"cc -c moved.c\"}]\n");
+             "[" + db_entry(dir, "good.c", "cc -c good.c") + ",\n" +
+                 db_entry("/build/ci/work", dir + "/moved.c", "cc -c moved.c") + "]\n");
   ToolRun r = structs({dir + "/good.c", dir + "/moved.c", "-p", dir, "--keep-going"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("moved.c: the compilation database compiles it in /build/ci/work, which is "
@@ -361,10 +366,8 @@ TEST_CASE("a header read as C and as C++: one layout whatever the spelling", "[c
   write_text(dir + "/one.c", "#include \"flags.h\"\nstruct flags f1;\n");
   write_text(dir + "/two.cpp", "#include \"flags.h\"\nflags f2;\n");
   write_text(dir + "/compile_commands.json",
-             "[{\"directory\": \"" + dir +
-                 "\", \"file\": \"one.c\", \"command\": \"cc -std=c11 "
-                 "-c one.c\"},\n {\"directory\": \"" +
-                 dir + "\", \"file\": \"two.cpp\", \"command\": \"c++ -std=c++17 -c two.cpp\"}]\n");
+             "[" + db_entry(dir, "one.c", "cc -std=c11 -c one.c") + ",\n" +
+                 db_entry(dir, "two.cpp", "c++ -std=c++17 -c two.cpp") + "]\n");
   ToolRun r = structs({dir + "/one.c", dir + "/two.cpp", "-p", dir, "--format", "json"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
