@@ -36,6 +36,24 @@ bool g_held_for_fork = false;
 Header &header_of(const void *p) { return reinterpret_cast<Header *>(const_cast<void *>(p))[-1]; }
 
 bool try_lock() { return !g_locked.exchange(true, std::memory_order_acquire); }
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Another thread holds the lock for a few instructions: a short wait gets
+// it. The code a signal handler interrupted may hold it too, and would wait
+// forever: after the spin, give up.
+bool lock_briefly() {
+  for (unsigned i = 0; i < 64; ++i) {
+    if (!g_locked.load(std::memory_order_relaxed) && try_lock())
+      return true;
+    cpu_relax();
+  }
+  return false;
+}
 void unlock() { g_locked.store(false, std::memory_order_release); }
 
 void sort_released() {
@@ -64,12 +82,6 @@ void *carve(size_t bytes, size_t align) {
   return reinterpret_cast<void *>(p);
 }
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 } // namespace
 
 void *allocate(size_t size, size_t align, bool zero) {
@@ -77,7 +89,7 @@ void *allocate(size_t size, size_t align, bool zero) {
     size = 1;
   if (align < 16)
     align = 16;
-  if (size > kRegionBytes || align > kRegionBytes || !try_lock())
+  if (size > kRegionBytes || align > kRegionBytes || !lock_briefly())
     return nullptr;
   sort_released();
   void *p = nullptr;

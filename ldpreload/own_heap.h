@@ -9,10 +9,10 @@
 // described a layout the program does not have without memlayout.
 //
 // A static region, carved into power-of-two classes with free lists. An
-// allocation never waits: one that finds the heap locked (by another
-// thread, or by the code a signal handler interrupted) gets nullptr, and so
-// does one the region cannot hold; the caller then uses the program's
-// allocator, as before this heap existed. A release never waits either: it
+// allocation waits a few dozen spins at most: one that still finds the heap
+// locked (by another thread, or by the code a signal handler interrupted)
+// gets nullptr, and so does one the region cannot hold; the caller then uses
+// the program's allocator, as before this heap existed. A release never waits either: it
 // pushes the block onto a lock-free list, which the next allocation sorts
 // into the classes.
 #pragma once
