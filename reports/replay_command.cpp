@@ -331,9 +331,14 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
   for (size_t k = 0; k < events.size(); ++k) {
     const inspector::AppliedEvent &e = events[k];
     for (uint32_t tid : exits_before[k]) {
+      // Thread 0 is the worker's main thread, which never ends early: the
+      // recorded main thread, or (a trace without a pid) the first one seen.
+      uint16_t thread = thread_index.at(tid);
+      if (thread == 0)
+        continue;
       Op exit{};
       exit.kind = OpKind::kExit;
-      exit.thread = thread_index.at(tid);
+      exit.thread = thread;
       exit.route = replay::kNoRoute;
       exit.ref = replay::kNoRef;
       seq.ops.push_back(exit);
