@@ -54,6 +54,8 @@ Json record(const in::RecordReport &rr) {
   const in::RecordLayout &r = rr.layout;
   Json j = {{"name", r.name}, {"kind", r.kind}, {"file", r.file},
             {"line", r.line}, {"size", r.size}, {"align", r.align}};
+  if (!r.spelled.empty())
+    j["spelled"] = r.spelled;
   if (r.packed)
     j["packed"] = true;
   if (r.variant) {

@@ -119,12 +119,22 @@ int structs_main(int argc, char **argv) {
       inspector::analyse_structs(std::move(scanned.records), std::move(scanned.sites),
                                  line_size ? line_size : machine_line_size());
   report.failed = std::move(scanned.failed);
-  std::erase_if(report.records, [&](const auto &r) { return !selected(r.layout.name, classes); });
-  std::erase_if(report.sites, [&](const auto &s) { return !selected(s.type, classes); });
+  std::erase_if(report.records, [&](const auto &r) {
+    return !classes.empty() && std::none_of(classes.begin(), classes.end(), [&](const auto &c) {
+      return inspector::record_selected(r.layout, c);
+    });
+  });
+  // A site by its type's name, or as the type of a record selected by its
+  // other spelling.
+  std::erase_if(report.sites, [&](const auto &s) {
+    return !selected(s.type, classes) &&
+           std::none_of(report.records.begin(), report.records.end(),
+                        [&](const auto &r) { return r.layout.name == s.type; });
+  });
   size_t unmatched = 0;
   for (const std::string &c : classes)
     if (std::none_of(report.records.begin(), report.records.end(),
-                     [&](const auto &r) { return inspector::record_selected(r.layout.name, c); })) {
+                     [&](const auto &r) { return inspector::record_selected(r.layout, c); })) {
       std::fprintf(stderr, "memlayout structs: no record named '%s' in these files\n", c.c_str());
       ++unmatched;
     }

@@ -34,11 +34,18 @@ constexpr size_t kNeighboursKept = 8; // per group, the closest by objects next 
 // A name as rules take a function (trailing scopes: "load", "Store::load"
 // and "kv::Store::load" all name kv::Store::load(unsigned long)), or the
 // group's name, tag, pool or type.
-bool hot_names(const HotPrefix &h, const Group &g) {
-  return h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0 ||
-         (g.site.function != "??" &&
-          rules::function_key_matches(g.site.function.c_str(), h.name.c_str())) ||
-         (!g.type.empty() && record_selected(g.type, h.name));
+// The type also as code spells it (`Table<int>`), where the type map says.
+bool hot_names(const HotPrefix &h, const Group &g, const TypeMap *types) {
+  if (h.name == g.name || h.name == g.site.function || g.name.rfind(h.name + " (", 0) == 0 ||
+      (g.site.function != "??" &&
+       rules::function_key_matches(g.site.function.c_str(), h.name.c_str())))
+    return true;
+  if (g.type.empty())
+    return false;
+  if (record_selected(g.type, h.name))
+    return true;
+  const RecordLayout *r = types ? types->record(g.type, g.site.file, g.type_variant) : nullptr;
+  return r && record_selected(*r, h.name);
 }
 
 // The hot part --hot gives the group's objects: from where its record
@@ -48,7 +55,7 @@ bool hot_names(const HotPrefix &h, const Group &g) {
 HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const TypeMap *types,
                        std::string &unmeasured) {
   for (const auto &h : hot) {
-    if (!hot_names(h, g))
+    if (!hot_names(h, g, types))
       continue;
     if (h.field.empty())
       return {g.type_offset, h.bytes};
@@ -110,7 +117,7 @@ bool check_hot_fields(const std::vector<HotPrefix> &hot, const TypeMap *types, s
     bool named = false, found = false;
     std::string members;
     for (const RecordLayout &r : types->records()) {
-      if (!record_selected(r.name, h.name))
+      if (!record_selected(r, h.name))
         continue;
       named = true;
       found = types->prefix_through(r, h.field).has_value();
@@ -454,7 +461,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   }
   for (const HotPrefix &h : o.hot)
     if (std::none_of(groups.begin(), groups.end(),
-                     [&](const Group &g) { return hot_names(h, g); })) {
+                     [&](const Group &g) { return hot_names(h, g, types ? &*types : nullptr); })) {
       std::string why = "--hot " + h.name +
                         ": no group is named so (by type, pool, tag or function): it changed "
                         "nothing";

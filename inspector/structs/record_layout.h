@@ -63,6 +63,10 @@ struct Hole {
 
 struct RecordLayout {
   std::string name; // qualified, template arguments included; C: the tag or typedef name
+  // The name without template arguments equal to their defaults, as code
+  // writes it (`ns::Table<int>` for `ns::Table<int, std::string, 4>`);
+  // empty when that is `name`. -C and --hot take either.
+  std::string spelled;
   std::string kind; // "struct", "class" or "union"
   std::string file; // where it is defined
   uint32_t line = 0;

@@ -13,6 +13,8 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <cctype>
+#include <vector>
 
 namespace memlayout::inspector {
 namespace {
@@ -150,6 +152,104 @@ std::string record_name(const clang::RecordDecl &rd, const clang::ASTContext &ct
   return ctx.getRecordType(&rd).getAsString(name_policy(ctx));
 }
 
+namespace {
+
+// `text` with every whole identifier in `names` replaced by its value.
+std::string substitute_names(const std::string &text,
+                             const std::vector<std::pair<std::string, std::string>> &names) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (!ident(text[i]) || (i > 0 && ident(text[i - 1]))) {
+      out += text[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && ident(text[end]))
+      ++end;
+    std::string word = text.substr(i, end - i);
+    auto it = std::find_if(names.begin(), names.end(), [&](const auto &n) { return n.first == word; });
+    out += it == names.end() ? word : it->second;
+    i = end;
+  }
+  return out;
+}
+
+// Whether argument `i` is its parameter's default. A default that names
+// earlier parameters (`class H = std::hash<K>`) is compared as printed, with
+// the earlier arguments put in: clang 14 offers no substitution outside Sema.
+bool is_default_argument(const clang::TemplateParameterList &params,
+                         llvm::ArrayRef<clang::TemplateArgument> args, unsigned i,
+                         const clang::PrintingPolicy &policy, const clang::ASTContext &ctx) {
+  const clang::NamedDecl *param = params.getParam(i);
+  const clang::TemplateArgument &arg = args[i];
+  if (const auto *type = llvm::dyn_cast<clang::TemplateTypeParmDecl>(param)) {
+    if (!type->hasDefaultArgument() || arg.getKind() != clang::TemplateArgument::Type)
+      return false;
+    clang::QualType def = type->getDefaultArgument();
+    if (!def->isDependentType())
+      return ctx.hasSameType(def, arg.getAsType());
+    std::vector<std::pair<std::string, std::string>> earlier;
+    for (unsigned j = 0; j < i; ++j) {
+      std::string value;
+      llvm::raw_string_ostream os(value);
+      args[j].print(policy, os, /*IncludeType=*/false);
+      os.flush();
+      earlier.emplace_back(params.getParam(j)->getNameAsString(), value);
+    }
+    return substitute_names(def.getAsString(policy), earlier) ==
+           arg.getAsType().getAsString(policy);
+  }
+  if (const auto *value = llvm::dyn_cast<clang::NonTypeTemplateParmDecl>(param)) {
+    if (!value->hasDefaultArgument() || arg.getKind() != clang::TemplateArgument::Integral)
+      return false;
+    const clang::Expr *def = value->getDefaultArgument();
+    clang::Expr::EvalResult result;
+    if (def->isValueDependent() || !def->EvaluateAsInt(result, ctx))
+      return false;
+    return llvm::APSInt::isSameValue(result.Val.getInt(), arg.getAsIntegral());
+  }
+  return false;
+}
+
+} // namespace
+
+std::string spelled_record_name(const clang::RecordDecl &rd, const std::string &name,
+                                const clang::ASTContext &ctx) {
+  // The qualified name prints every template argument; code writes
+  // `Table<int>` for `Table<int, std::string, 4>`. Each specialization in the
+  // chain has the trailing arguments equal to their defaults left out.
+  clang::PrintingPolicy policy = name_policy(ctx);
+  std::string spelled = name;
+  for (const clang::DeclContext *dc = &rd; dc; dc = dc->getParent()) {
+    const auto *spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(dc);
+    if (!spec)
+      continue;
+    llvm::ArrayRef<clang::TemplateArgument> args = spec->getTemplateArgs().asArray();
+    const clang::TemplateParameterList *params =
+        spec->getSpecializedTemplate()->getTemplateParameters();
+    if (!params || params->size() != args.size() || params->hasParameterPack())
+      continue;
+    unsigned kept = static_cast<unsigned>(args.size());
+    while (kept > 0 && is_default_argument(*params, args, kept - 1, policy, ctx))
+      --kept;
+    if (kept == args.size())
+      continue;
+    std::string all, shortened;
+    llvm::raw_string_ostream all_out(all), short_out(shortened);
+    clang::printTemplateArgumentList(all_out, args, policy);
+    clang::printTemplateArgumentList(short_out, args.take_front(kept), policy);
+    all_out.flush();
+    short_out.flush();
+    const std::string written = spec->getNameAsString() + all;
+    size_t at = spelled.find(written);
+    if (at == std::string::npos)
+      return {}; // printed otherwise than assumed: no second spelling rather than a wrong one
+    spelled.replace(at, written.size(), spec->getNameAsString() + shortened);
+  }
+  return spelled == name ? std::string() : spelled;
+}
+
 std::string type_name(clang::QualType t, const clang::ASTContext &ctx) {
   if (const clang::RecordDecl *rd = t->getAsRecordDecl())
     if (std::string name = record_name(*rd, ctx); !name.empty())
@@ -188,6 +288,7 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
   r.name = record_name(rd, ctx);
   if (r.name.empty())
     return std::nullopt;
+  r.spelled = spelled_record_name(rd, r.name, ctx);
   r.kind = rd.isUnion() ? "union" : rd.isClass() ? "class" : "struct";
   const clang::SourceManager &sm = ctx.getSourceManager();
   // An instantiation is where its template is defined, however it was

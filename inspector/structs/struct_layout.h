@@ -22,6 +22,10 @@ namespace memlayout::inspector {
 // included, no tag keyword ("ns::Tree<int>::Node"); an anonymous record
 // named by a typedef takes the typedef's name; "" for an unnamed one.
 std::string record_name(const clang::RecordDecl &rd, const clang::ASTContext &ctx);
+// record_name() as code spells it: template arguments equal to their defaults
+// left out, at every level (`ns::Table<int>::Slot`); empty when the same.
+std::string spelled_record_name(const clang::RecordDecl &rd, const std::string &name,
+                                const clang::ASTContext &ctx);
 
 // A type's name, through record_name() when it is a record type (so that
 // allocation sites and records agree), else as clang prints it.

@@ -56,4 +56,9 @@ bool record_selected(const std::string &record, const std::string &name) {
          same_or_scope_suffix(without_arguments(canonical), wanted);
 }
 
+bool record_selected(const RecordLayout &record, const std::string &name) {
+  return record_selected(record.name, name) ||
+         (!record.spelled.empty() && record_selected(record.spelled, name));
+}
+
 } // namespace memlayout::inspector

@@ -36,5 +36,7 @@ StructsReport analyse_structs(std::vector<RecordLayout> records, std::vector<All
 // either with or without its own template arguments ("Node" and
 // "Tree<int>::Node" select "ns::Tree<int>::Node", "Tree" "ns::Tree<int>").
 bool record_selected(const std::string &record, const std::string &name);
+// The same for either of the record's names: as printed, or as spelled.
+bool record_selected(const RecordLayout &record, const std::string &name);
 
 } // namespace memlayout::inspector

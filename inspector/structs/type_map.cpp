@@ -78,7 +78,8 @@ bool read_field(const json::Value &v, FieldLayout &f, json::Path p) {
 bool read_record(const json::Value &v, RecordLayout &r, json::Path p) {
   json::ObjectMapper m(v, p);
   if (!m || !m.map("name", r.name) || !m.map("size", r.size) || !m.map("align", r.align) ||
-      !m.mapOptional("kind", r.kind) || !m.mapOptional("file", r.file))
+      !m.mapOptional("kind", r.kind) || !m.mapOptional("file", r.file) ||
+      !m.mapOptional("spelled", r.spelled))
     return false;
   const json::Object &o = *v.getAsObject();
   if (!optional_key(o, "line", p,
@@ -309,7 +310,7 @@ std::optional<uint64_t> TypeMap::prefix_through(const RecordLayout &r,
         if (!is_base(b))
           continue;
         const RecordLayout *base = record(b.name, rec->file);
-        if (base && !scope_name.empty() && record_selected(base->name, scope_name)) {
+        if (base && !scope_name.empty() && record_selected(*base, scope_name)) {
           if (auto bytes = inspector::prefix_through(*base, field.substr(scope + 2)))
             return at + b.offset + *bytes;
         }
@@ -354,7 +355,7 @@ const RecordLayout *TypeMap::record(const std::string &name) const {
   for (const RecordLayout &r : records_) {
     if (r.name == name)
       return &r;
-    if (record_selected(r.name, name)) {
+    if (record_selected(r, name)) {
       if (found && found->name != r.name)
         return nullptr; // ambiguous without its scope
       found = &r;
