@@ -189,6 +189,23 @@ bool is_padding_member(const FieldLayout &f) {
 
 std::string member_name(const FieldLayout &f) { return f.name.empty() ? "<anonymous>" : f.name; }
 
+namespace {
+
+// Whether `word` starts a word of the name: at its start, after a character
+// that is no letter (pthread_mutex_t) or at a capital (GMutex), so that
+// block_t and second_t are not lock_t and cond_t. `lowered` is `name` in
+// lower case.
+bool has_word(std::string_view name, std::string_view lowered, std::string_view word) {
+  for (size_t at = lowered.find(word); at != std::string_view::npos;
+       at = lowered.find(word, at + 1))
+    if (at == 0 || !std::isalpha(static_cast<unsigned char>(name[at - 1])) ||
+        std::isupper(static_cast<unsigned char>(name[at])))
+      return true;
+  return false;
+}
+
+} // namespace
+
 SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical) {
   auto classify = [](std::string_view t) {
     while (!t.empty() && (t.back() == ' ' || t.back() == ']')) {
@@ -229,8 +246,12 @@ SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical)
     };
     const bool ends_lock = name == "lock" || ends_with(own, "Lock") || ends_with(name, "_lock");
     for (std::string_view word : {"mutex", "spin", "rwlock", "lock_t", "condition_variable",
-                                  "cond_t", "semaphore", "futex"})
-      if (name.find(word) != std::string::npos)
+                                  "cond_t", "condvar", "semaphore", "futex", "barrier"})
+      if (has_word(own, name, word))
+        return SyncKind::kLock;
+    // Whole names: POSIX's semaphore, GLib's condition variable, C++20's latch.
+    for (std::string_view whole : {"sem_t", "gcond", "latch", "gonce"})
+      if (name == whole)
         return SyncKind::kLock;
     return ends_lock ? SyncKind::kLock : SyncKind::kNone;
   };

@@ -356,6 +356,16 @@ TEST_CASE("locks and atomics by type name", "[advice]") {
                           "std::__shared_ptr<int, __gnu_cxx::_S_atomic>") == SyncKind::kNone);
   CHECK(sync_kind_of_type("non_atomic_stats", "struct non_atomic_stats") == SyncKind::kNone);
   CHECK(sync_kind_of_type("_Atomic long", "_Atomic(long)") == SyncKind::kAtomic);
+  // What threads wait on is written to by each waiter: a lock's line too.
+  CHECK(sync_kind_of_type("sem_t", "union sem_t") == SyncKind::kLock);
+  CHECK(sync_kind_of_type("GCond", "struct _GCond") == SyncKind::kLock);
+  CHECK(sync_kind_of_type("GMutex", "union _GMutex") == SyncKind::kLock);
+  CHECK(sync_kind_of_type("pthread_barrier_t", "union pthread_barrier_t") == SyncKind::kLock);
+  CHECK(sync_kind_of_type("std::latch", "std::latch") == SyncKind::kLock);
+  CHECK(sync_kind_of_type("Dispatcher", "Dispatcher") == SyncKind::kNone);
+  CHECK(sync_kind_of_type("second_t", "second_t") == SyncKind::kNone);
+  CHECK(sync_kind_of_type("block_t", "struct block_t") == SyncKind::kNone);
+  CHECK(sync_kind_of_type("QRecursiveMutex", "QRecursiveMutex") == SyncKind::kLock);
 }
 
 TEST_CASE("padding members by name", "[advice]") {
