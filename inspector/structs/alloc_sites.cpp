@@ -38,6 +38,20 @@ std::string function_name(const clang::FunctionDecl &fd) {
   return out.str();
 }
 
+// A class's qualified name with its own template arguments ("F<A>"), as
+// its members' names carry them: getQualifiedNameAsString() leaves a
+// specialization's own arguments out.
+std::string class_name(const clang::CXXRecordDecl &cls) {
+  if (!llvm::isa<clang::ClassTemplateSpecializationDecl>(cls))
+    return cls.getQualifiedNameAsString();
+  std::string name;
+  llvm::raw_string_ostream out(name);
+  clang::PrintingPolicy policy(cls.getASTContext().getLangOpts());
+  policy.SuppressUnwrittenScope = true;
+  cls.getNameForDiagnostic(out, policy, /*Qualified=*/true);
+  return out.str();
+}
+
 // The function a statement is in, as a qualified name; a lambda's body
 // counts as its enclosing function's, marked "::<lambda>".
 std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
@@ -57,7 +71,7 @@ std::string enclosing_function(const clang::Stmt &s, clang::ASTContext &ctx) {
     if (const auto *field = p.get<clang::FieldDecl>())
       if (const auto *cls = llvm::dyn_cast<clang::CXXRecordDecl>(field->getParent());
           cls && !cls->isLambda() && cls->getIdentifier())
-        return cls->getQualifiedNameAsString() + "::" + cls->getName().str() + suffix;
+        return class_name(*cls) + "::" + cls->getName().str() + suffix;
     parents = ctx.getParents(p);
   }
   return {};

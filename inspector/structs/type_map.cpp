@@ -173,6 +173,30 @@ std::string unqualified_function(const std::string &recorded) {
   return std::string(scope == std::string_view::npos ? f : f.substr(scope + 2));
 }
 
+// "F<A>" for a constructor "F<A>::F(int)" (a name as the demangler gives
+// it, return type removed), else empty.
+std::string constructed_class(std::string_view f) {
+  int depth = 0;
+  size_t scope = std::string_view::npos;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '<')
+      ++depth;
+    else if (f[i] == '>')
+      --depth;
+    else if (depth == 0 && f[i] == '(') {
+      f = f.substr(0, i);
+      break;
+    } else if (depth == 0 && f.substr(i, 2) == "::")
+      scope = i;
+  }
+  if (scope == std::string_view::npos || scope + 2 > f.size())
+    return {};
+  std::string_view cls = f.substr(0, scope), own = cls.substr(0, cls.find('<'));
+  if (size_t outer = own.rfind("::"); outer != std::string_view::npos)
+    own.remove_prefix(outer + 2);
+  return f.substr(scope + 2) == own ? std::string(cls) : std::string();
+}
+
 bool makes_shared(const std::string &call) {
   return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
 }
@@ -405,8 +429,18 @@ std::optional<TypeMap::SiteType> TypeMap::match(const std::vector<const AllocSit
         best.push_back(s);
       }
     }
-    if (best.empty())
-      return std::nullopt;
+    if (best.empty()) {
+      // An implicit constructor's code is at its class's head (GCC's line
+      // for it): what it allocates is its default member initializers'.
+      const std::string cls = constructed_class(function);
+      const RecordLayout *r = cls.empty() ? nullptr : record(cls, file);
+      if (!r || r->line != line || basename(r->file) != base)
+        return std::nullopt;
+      for (const AllocSite *s : candidates)
+        if (same(s) && basename(s->file) == base)
+          best.push_back(s);
+      return best.empty() ? std::nullopt : std::optional<SiteType>(single_type(best));
+    }
     // A template's own text, where instantiations are there too (maps made
     // before placement new in templates was left out): the instantiations'.
     if (std::any_of(best.begin(), best.end(), [](const AllocSite *s) { return !s->dependent; }))

@@ -364,6 +364,24 @@ TEST_CASE("-C takes a template as code spells it, its default arguments left out
   CHECK(json.out.find("\"spelled\": \"ns::Table<int, long, 2>") == std::string::npos);
 }
 
+TEST_CASE("a class template's default member initializers: each instantiation's constructor",
+          "[cli]") {
+  const std::string dir = scratch_dir("member_init");
+  write_text(dir + "/f.cpp", "template <class T> struct F {\n"
+                             "  T *made = new T();\n"
+                             "};\n"
+                             "struct A { int a; };\n"
+                             "struct B { long b; };\n"
+                             "F<A> fa;\n"
+                             "F<B> fb;\n");
+  ToolRun r = structs({dir + "/f.cpp", "--", "-std=c++17"});
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  // As the recorded stacks name them: F<A>::F() and F<B>::F(), not both F::F.
+  CHECK(r.out.find("  A     F<A>::F\n") != std::string::npos);
+  CHECK(r.out.find("  B     F<B>::F\n") != std::string::npos);
+}
+
 TEST_CASE("bad usage: exit 2 with what is wrong", "[cli]") {
   auto fails = [](std::vector<std::string> args, const char *says) {
     ToolRun r = structs(std::move(args));
