@@ -1,6 +1,7 @@
 #include "cxx_names.h"
 
 #include <cstdlib>
+#include <vector>
 #include <cxxabi.h>
 #include <llvm/Demangle/Demangle.h>
 
@@ -28,11 +29,24 @@ bool identifier_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-bool is_default_argument(std::string_view arg) {
+// Whether `arg` is the standard library's default for its place after
+// `before` (the list's earlier arguments): std::allocator<T>, std::hash<K>,
+// std::less<K>... of an earlier argument, or a map's allocator of
+// std::pair<const K, V>. Only then: Map<char, std::hash<int>> is not
+// Map<char>.
+bool is_default_argument(std::string_view arg, const std::vector<std::string> &before) {
   for (std::string_view d : {"std::allocator<", "std::char_traits<", "std::less<", "std::hash<",
-                             "std::equal_to<", "std::default_delete<"})
-    if (arg.substr(0, d.size()) == d)
+                             "std::equal_to<", "std::default_delete<"}) {
+    if (arg.size() <= d.size() || arg.substr(0, d.size()) != d || arg.back() != '>')
+      continue;
+    std::string_view inner = arg.substr(d.size(), arg.size() - d.size() - 1);
+    for (const std::string &b : before)
+      if (inner == b)
+        return true;
+    if (before.size() >= 2 && (inner == "std::pair<const " + before[0] + "," + before[1] + ">" ||
+                               inner == "std::pair<" + before[0] + " const," + before[1] + ">"))
       return true;
+  }
   return false;
 }
 
@@ -67,6 +81,7 @@ std::string without_defaults(std::string_view s) {
     }
     std::string_view args = s.substr(i + 1, close - i - 1);
     std::string list;
+    std::vector<std::string> before;
     size_t from = 0;
     int depth = 0;
     for (size_t k = 0; k <= args.size(); ++k) {
@@ -78,8 +93,9 @@ std::string without_defaults(std::string_view s) {
       if (c != ',' || depth != 0)
         continue;
       std::string arg = without_defaults(args.substr(from, k - from));
-      if (list.empty() || !is_default_argument(arg))
+      if (before.empty() || !is_default_argument(arg, before))
         list += (list.empty() ? "" : ",") + arg;
+      before.push_back(std::move(arg));
       from = k + 1;
     }
     out += "<" + list + ">";

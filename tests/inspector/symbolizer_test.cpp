@@ -124,4 +124,14 @@ TEST_CASE("canonical_cxx_name: the demangler's and clang's spellings meet", "[sy
   CHECK(canonical_cxx_name("operator<(A const&, A const&)") == "operator<(A const&,A const&)");
   CHECK(canonical_cxx_name("Tree<long,long>::Node") ==
         canonical_cxx_name("Tree<long, long>::Node"));
+  // A library type is a default only where it is the default: of an earlier
+  // argument.
+  CHECK(canonical_cxx_name("Map<char, std::hash<int>>::E") == "Map<char,std::hash<int>>::E");
+  CHECK(canonical_cxx_name("Map<char, std::hash<char>>::E") == "Map<char>::E");
+  CHECK(canonical_cxx_name("std::unordered_map<int, long, std::hash<int>, std::equal_to<int>, "
+                           "std::allocator<std::pair<const int, long> > >") ==
+        "std::unordered_map<int,long>");
+  CHECK(canonical_cxx_name("std::unique_ptr<Node, std::default_delete<Node> >") ==
+        "std::unique_ptr<Node>");
+  CHECK(canonical_cxx_name("std::set<long, std::less<int> >") == "std::set<long,std::less<int>>");
 }
