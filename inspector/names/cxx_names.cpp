@@ -1,9 +1,9 @@
 #include "cxx_names.h"
 
 #include <cstdlib>
-#include <vector>
 #include <cxxabi.h>
 #include <llvm/Demangle/Demangle.h>
+#include <vector>
 
 namespace memlayout::inspector {
 

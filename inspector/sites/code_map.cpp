@@ -2,6 +2,7 @@
 
 #include "cxx_names.h"
 #include "route_table_format.h"
+#include "rules.h"
 #include "symbolizer.h"
 #include "trace_records.h"
 
@@ -16,6 +17,7 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <map>
 #include <unistd.h>
 
 namespace memlayout::inspector {
@@ -429,12 +431,64 @@ std::string elf_build_id(const std::string &path) {
   return build_id_of(*bin->getBinary());
 }
 
+// The module file's function symbols by address, mangled as they are: what
+// the symbolizer names a body's outermost frame by (LLVMSymbolizer's
+// UseSymbolTable).
+std::multimap<uint64_t, std::string> function_symbols(const llvm::object::ObjectFile &obj) {
+  std::multimap<uint64_t, std::string> out;
+  const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);
+  if (!elf)
+    return out;
+  auto add = [&](const llvm::object::ELFSymbolRef &s) {
+    auto type = s.getType();
+    auto name = s.getName();
+    auto addr = s.getAddress();
+    if (type && name && addr && *type == llvm::object::SymbolRef::ST_Function && !name->empty())
+      out.emplace(*addr, name->str());
+    if (!type)
+      llvm::consumeError(type.takeError());
+    if (!name)
+      llvm::consumeError(name.takeError());
+    if (!addr)
+      llvm::consumeError(addr.takeError());
+  };
+  for (const auto &s : elf->symbols())
+    add(s);
+  for (const auto &s : elf->getDynamicSymbolIterators())
+    add(s);
+  return out;
+}
+
 struct ModuleCodeReader {
   ModuleCode &out;
   llvm::DWARFContext &ctx;
   // DIE offset -> function index, so a function's name is read once.
   std::unordered_map<uint64_t, uint32_t> die_function;
-  std::vector<ModuleCode::Range> covered; // out-of-line DWARF bodies
+  std::vector<ModuleCode::Range> covered;       // out-of-line DWARF bodies
+  std::multimap<uint64_t, std::string> symbols; // function_symbols() of the module file
+
+  // A body whose DWARF has no linkage name (GCC leaves it out for static
+  // C++ functions, and for members of classes with lambda arguments) by
+  // the symbol at its entry, as the symbolizer names its frames: the
+  // parameter list then is there (`by_ptr(S*, int)`), which rules may name.
+  uint32_t named_by_symbol(llvm::DWARFDie die, const std::vector<ModuleCode::Range> &ranges,
+                           uint32_t f) {
+    if (die.findRecursively(
+            {llvm::dwarf::DW_AT_linkage_name, llvm::dwarf::DW_AT_MIPS_linkage_name}))
+      return f;
+    uint64_t entry =
+        llvm::dwarf::toAddress(die.find(llvm::dwarf::DW_AT_low_pc)).getValueOr(ranges.front().lo);
+    const std::string dwarf = out.functions_[f].name;
+    auto [from, to] = symbols.equal_range(entry);
+    for (auto it = from; it != to; ++it) {
+      if (it->second.rfind("_Z", 0) != 0)
+        continue; // C: the symbol is DWARF's name, or a clone's (`f.constprop.0`)
+      std::string named = demangle(it->second);
+      if (named != dwarf && rules::function_key_matches(named.c_str(), dwarf.c_str()))
+        return out.add_function(named, out.functions_[f].returns_untyped);
+    }
+    return f;
+  }
 
   uint32_t function_of(llvm::DWARFDie die) {
     auto it = die_function.find(die.getOffset());
@@ -529,6 +583,7 @@ struct ModuleCodeReader {
       walk(die, ModuleCode::kNoScope, 0);
       return;
     }
+    f = named_by_symbol(die, ranges, f);
     covered.insert(covered.end(), ranges.begin(), ranges.end());
     uint32_t s = out.add_scope(f, ModuleCode::kNoScope, std::move(ranges));
     walk(die, s, 0);
@@ -632,7 +687,7 @@ std::unique_ptr<ModuleCode> ModuleCode::load(const std::string &path,
       *obj, llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
       [](llvm::Error e) { llvm::consumeError(std::move(e)); },
       [](llvm::Error e) { llvm::consumeError(std::move(e)); });
-  ModuleCodeReader reader{*code, *ctx, {}, {}};
+  ModuleCodeReader reader{*code, *ctx, {}, {}, function_symbols(*bin->getBinary())};
   if (code->has_dwarf_)
     reader.read_dwarf();
   // What the symbolizer names: DWARF's functions, and the symbols of the

@@ -168,7 +168,8 @@ std::string substitute_names(const std::string &text,
     while (end < text.size() && ident(text[end]))
       ++end;
     std::string word = text.substr(i, end - i);
-    auto it = std::find_if(names.begin(), names.end(), [&](const auto &n) { return n.first == word; });
+    auto it =
+        std::find_if(names.begin(), names.end(), [&](const auto &n) { return n.first == word; });
     out += it == names.end() ? word : it->second;
     i = end;
   }

@@ -580,6 +580,39 @@ TEST_CASE("sites.lambdas_named_as_gcc_names_them", "[sites]") {
   CHECK(routed_by(ran.err, "main::{lambda(long)#2}::operator()") == 4000);
 }
 
+// Static and anonymous-namespace functions: their DWARF has no linkage name,
+// the report names them by their symbols, with parameters; rules written
+// that way (as advise writes them) route in the run as in the replay.
+TEST_CASE("sites.file_local_functions_named_with_parameters_route", "[sites]") {
+  std::string dir = work_dir("sites_local_functions");
+  std::string trace = dir + "/local.trace";
+  RunResult direct = run({program("local_functions"), "300"});
+  REQUIRE(direct.exit_code() == 0);
+  REQUIRE(record({"-o", trace}, {program("local_functions"), "300"}).exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  auto objects_of = [&](const std::string &prefix) {
+    long long n = 0;
+    for (const auto &g : *v.getAsObject()->getArray("groups")) {
+      const auto *o = g.getAsObject();
+      if (o->getObject("site")->getString("function").getValueOr("").startswith(prefix))
+        n += o->getInteger("objects").getValueOr(0);
+    }
+    return n;
+  };
+  CHECK(objects_of("fill(Shelf*, int)") == 300);
+  CHECK(objects_of("(anonymous namespace)::stock(Shelf&, int, int)") == 600);
+  const std::string fill = "fill(Shelf*, int)";
+  const std::string stock = "(anonymous namespace)::stock(Shelf&, int, int)";
+  RunResult ran =
+      run({memlayout_bin(), "run", "--segregate", "function=" + fill + ",pool=fills", "--segregate",
+           "function=" + stock + ",pool=stocks", "--", program("local_functions"), "300"});
+  INFO(ran.err);
+  CHECK(ran.out == direct.out);
+  CHECK(routed_by(ran.err, fill) == 300);
+  CHECK(routed_by(ran.err, stock) == 600);
+  CHECK(ran.err.find("matches no function") == std::string::npos);
+}
+
 // The program rebuilt since recording: every name the report gives comes
 // from another build. report says so (dump --symbolize always did).
 TEST_CASE("sites.a_rebuilt_program_is_named_in_the_report", "[sites]") {

@@ -57,6 +57,7 @@ std::string program(const std::string &name) {
       {"own_rseq", MLT_PATH_own_rseq},
       {"key_rounds", MLT_PATH_key_rounds},
       {"lambdas", MLT_PATH_lambdas},
+      {"local_functions", MLT_PATH_local_functions},
       {"bucket_table", MLT_PATH_bucket_table},
       {"fix_layouts", MLT_PATH_fix_layouts},
       {"bst_inline", MLT_PATH_bst_inline},

@@ -330,17 +330,18 @@ TEST_CASE("an explicit instantiation and an implicit one are one record", "[cli]
 
 TEST_CASE("-C takes a template as code spells it, its default arguments left out", "[cli]") {
   const std::string dir = scratch_dir("defaults");
-  write_text(dir + "/table.cpp", "#include <string>\n"
-                                 "namespace ns {\n"
-                                 "template <class K, class V = std::string, int N = 4> struct Table {\n"
-                                 "  struct Slot { K key; V val; bool used; };\n"
-                                 "  Slot slots[N];\n"
-                                 "  Slot *grow() { return new Slot[N * 2]; }\n"
-                                 "};\n"
-                                 "}\n"
-                                 "ns::Table<int> a;\n"
-                                 "ns::Table<int, long, 2> b;\n"
-                                 "void *g() { return a.grow(); }\n");
+  write_text(dir + "/table.cpp",
+             "#include <string>\n"
+             "namespace ns {\n"
+             "template <class K, class V = std::string, int N = 4> struct Table {\n"
+             "  struct Slot { K key; V val; bool used; };\n"
+             "  Slot slots[N];\n"
+             "  Slot *grow() { return new Slot[N * 2]; }\n"
+             "};\n"
+             "}\n"
+             "ns::Table<int> a;\n"
+             "ns::Table<int, long, 2> b;\n"
+             "void *g() { return a.grow(); }\n");
   ToolRun r = structs({dir + "/table.cpp", "-C", "ns::Table<int>::Slot", "--", "-std=c++17"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -354,8 +355,7 @@ TEST_CASE("-C takes a template as code spells it, its default arguments left out
   ToolRun whole = structs({dir + "/table.cpp", "-C", "Table<int>", "--", "-std=c++17"});
   INFO(whole.err);
   REQUIRE(whole.exit_code == 0);
-  CHECK(whole.out.find("struct ns::Table<int, std::basic_string<char>, 4> {") !=
-        std::string::npos);
+  CHECK(whole.out.find("struct ns::Table<int, std::basic_string<char>, 4> {") != std::string::npos);
   CHECK(whole.out.find("Table<int, long, 2>") == std::string::npos);
   // The type map carries the spelling, for report --hot.
   ToolRun json = structs({dir + "/table.cpp", "--format", "json", "--", "-std=c++17"});

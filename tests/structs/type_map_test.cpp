@@ -202,8 +202,7 @@ TEST_CASE("a template's own site gives way to its instantiation's", "[types]") {
         "BPlusTree::Leaf");
 }
 
-TEST_CASE("an implicit constructor's objects: its default member initializers' type",
-          "[types]") {
+TEST_CASE("an implicit constructor's objects: its default member initializers' type", "[types]") {
   // template <class T> struct F {      // line 2: GCC's line for F<T>::F()
   //   T *made = new T();               // line 3
   RecordLayout fa = record_of("F<A>", "/src/f.cpp", 8, {member("made", 0, 8)});
@@ -212,10 +211,9 @@ TEST_CASE("an implicit constructor's objects: its default member initializers' t
   fb.line = 2;
   RecordLayout a = record_of("A", "/src/f.cpp", 24, {member("x", 0, 8)});
   a.line = 6;
-  const TypeMap map =
-      round_trip(analyse_structs({fa, fb, a}, {site("/src/f.cpp", 3, 3, "F<A>::F", "A"),
-                                                site("/src/f.cpp", 3, 3, "F<B>::F", "B")},
-                                 64));
+  const TypeMap map = round_trip(analyse_structs(
+      {fa, fb, a},
+      {site("/src/f.cpp", 3, 3, "F<A>::F", "A"), site("/src/f.cpp", 3, 3, "F<B>::F", "B")}, 64));
   CHECK(map.type_at("F<A>::F()", "/src/f.cpp", 2) == "A");
   CHECK(map.type_at("F<B>::F()", "/src/f.cpp", 2) == "B");
   // Not at its class's head: another line of the constructor, untyped.
