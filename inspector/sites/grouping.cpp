@@ -1,5 +1,7 @@
 #include "grouping.h"
 
+#include "rules.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -196,6 +198,32 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
     return glibc && !pooled ? trace::predicted_usable(trace::UsableModel::kGlibc, obj.size)
                             : obj.usable;
   };
+  // The pools rules routed objects into when the trace was recorded: their
+  // objects carry the pool's name as a tag and the pool's usable size, and
+  // group by pool as the program's own seg_malloc objects do (two pools of
+  // one site in one class are two groups; a pool's class is exact).
+  std::unordered_set<std::string> rule_pools;
+  if (const auto &rec = r.rules())
+    for (const auto &rule : rec->rules) {
+      rules::Rule parsed;
+      rules::ParseError err;
+      if (rules::parse_rule(rule.text.data(), rule.text.size(), 0, &parsed, &err) && parsed.pool[0])
+        rule_pools.insert(parsed.pool);
+    }
+  std::unordered_map<uint32_t, bool> pool_tag_ids;
+  auto pool_tag_of = [&](const LiveObject &obj) -> uint32_t {
+    if (obj.tag_id == 0)
+      return 0;
+    if (obj.api == trace::Api::kSegPool)
+      return obj.tag_id;
+    if (rule_pools.empty())
+      return 0;
+    auto [it, fresh] = pool_tag_ids.try_emplace(obj.tag_id, false);
+    if (fresh)
+      if (const std::string *name = r.string(obj.tag_id))
+        it->second = rule_pools.count(*name) != 0;
+    return it->second ? obj.tag_id : 0;
+  };
   std::vector<Tally> tallies;
   std::unordered_map<GroupKey, uint32_t, GroupKeyHash> index;
   std::unordered_map<std::string, uint32_t> pool_ids;
@@ -207,9 +235,10 @@ std::vector<Group> group_objects(const HeapSnapshot &s, const TraceReader &r, Sy
         pool.empty()
             ? 0
             : pool_ids.emplace(pool, static_cast<uint32_t>(pool_ids.size() + 1)).first->second;
-    uint32_t pool_tag = obj.api == trace::Api::kSegPool ? obj.tag_id : 0;
-    GroupKey key{stack.site, pool_id, pool_tag,
-                 request_class(obj, pool_id != 0 || obj.api == trace::Api::kSegPool)};
+    uint32_t pool_tag = pool_tag_of(obj);
+    GroupKey key{
+        stack.site, pool_id, pool_tag,
+        request_class(obj, pool_id != 0 || pool_tag != 0 || obj.api == trace::Api::kSegPool)};
     auto [it, fresh] = index.emplace(key, static_cast<uint32_t>(tallies.size()));
     if (fresh) {
       tallies.emplace_back();

@@ -414,6 +414,58 @@ TEST_CASE("segregate.api_pools_recorded", "[segregate]") {
   CHECK(later == 0);
 }
 
+// Objects rules routed into pools, recorded: grouped by pool and by the
+// pool's own classes, as the replay of the same rules groups them. Two
+// pools of one site whose classes coincide were one group named by the
+// site; a pool's objects were grouped by glibc's classes of the requests.
+TEST_CASE("segregate.recorded_rule_pools_group_by_pool_and_its_classes", "[segregate]") {
+  std::string dir = work_dir("segregate_rule_pools");
+  auto groups_of = [](const llvm::json::Value &v) {
+    std::map<std::string, std::vector<std::pair<long long, long long>>> out; // name -> (class, n)
+    for (const auto &g : *v.getAsObject()->getArray("groups")) {
+      const auto *o = g.getAsObject();
+      out[std::string(o->getString("name").getValueOr(""))].emplace_back(
+          o->getInteger("size_class").getValueOr(0), o->getInteger("objects").getValueOr(0));
+    }
+    for (auto &[name, classes] : out)
+      std::sort(classes.begin(), classes.end());
+    return out;
+  };
+  RunResult direct = run({program("two_classes"), "4000", "40", "56"});
+  REQUIRE(direct.exit_code() == 0);
+  // Two pools, both in a 64-byte class under jemalloc.
+  std::string two = dir + "/two.trace";
+  RunResult rec = record({"-o", two, "--allocator", "jemalloc", "--segregate",
+                          "function=make_record,size=33-48,pool=small,align=64", "--segregate",
+                          "function=make_record,size=49-64,pool=big"},
+                         {program("two_classes"), "4000", "40", "56"});
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == direct.out);
+  auto recorded =
+      groups_of(json_of({memlayout_bin(), "report", two, "--format", "json", "--at", "peak"}));
+  using Classes = std::vector<std::pair<long long, long long>>;
+  CHECK(recorded["small"] == Classes{{64, 2000}});
+  CHECK(recorded["big"] == Classes{{64, 2000}});
+  for (const auto &[name, classes] : recorded)
+    CHECK(name.rfind("make_record", 0) != 0); // no group left named by the site
+  // One pool, native: the pool's classes (32 and 64), not glibc's (48).
+  RunResult plain = run({program("two_classes"), "4000"});
+  std::string one = dir + "/one.trace";
+  REQUIRE(record({"-o", one, "--segregate", "function=make_record,size=1-64,pool=one,align=32"},
+                 {program("two_classes"), "4000"})
+              .exit_code() == 0);
+  auto pooled = groups_of(json_of({memlayout_bin(), "report", one, "--format", "json"}));
+  CHECK(pooled["one"] == Classes{{32, 2000}, {64, 2000}});
+  // What the replay of the plain run predicts for the same rule.
+  std::string alone = dir + "/alone.trace";
+  REQUIRE(record({"-o", alone}, {program("two_classes"), "4000"}).exit_code() == 0);
+  auto predicted =
+      groups_of(json_of({memlayout_bin(), "replay", alone, "--segregate",
+                         "function=make_record,size=1-64,pool=one,align=32", "--format", "json"}));
+  CHECK(predicted["one"] == pooled["one"]);
+  CHECK(plain.exit_code() == 0);
+}
+
 TEST_CASE("segregate.file_rule", "[segregate]") {
   // A file:line rule resolves through the program's line tables to the
   // function with code there; a file with no code warns and matches nothing.

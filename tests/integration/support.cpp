@@ -44,6 +44,7 @@ std::string program(const std::string &name) {
       {"seg_pools", MLT_PATH_seg_pools},
       {"join_frees", MLT_PATH_join_frees},
       {"sparse_allocs", MLT_PATH_sparse_allocs},
+      {"two_classes", MLT_PATH_two_classes},
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
       {"rlimit_as", MLT_PATH_rlimit_as},
