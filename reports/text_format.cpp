@@ -75,9 +75,19 @@ std::string shortened(const std::string &name, bool collapse) {
     size_t close = tail.rfind(')');
     tail = "(...)" + (close == std::string::npos ? "" : tail.substr(close + 1));
   }
-  // A return type first (function templates): drop it.
-  if (size_t sp = head.rfind(' ');
-      sp != std::string::npos && head.compare(sp > 8 ? sp - 8 : 0, 8, "operator") != 0)
+  // A return type first (function templates): drop it. Its space is the
+  // last one outside brackets: "(anonymous namespace)" and "Tree<int, long>"
+  // hold spaces of their own.
+  size_t sp = std::string::npos;
+  for (size_t i = 0, depth = 0; i < head.size(); ++i) {
+    if (head[i] == '(' || head[i] == '<')
+      ++depth;
+    else if ((head[i] == ')' || head[i] == '>') && depth > 0)
+      --depth;
+    else if (head[i] == ' ' && depth == 0)
+      sp = i;
+  }
+  if (sp != std::string::npos && head.compare(sp > 8 ? sp - 8 : 0, 8, "operator") != 0)
     head = head.substr(sp + 1);
   // The last two scopes: Class::method.
   size_t last = head.rfind("::");

@@ -14,6 +14,10 @@ TEST_CASE("display names drop namespaces and template arguments, keep the site",
   CHECK(display_name("ns::IntLf<ns::Layout>::new_node(long, long) (int_lf.cpp:171)") ==
         "IntLf<...>::new_node(long, long) (int_lf.cpp:171)");
   CHECK(display_name("mlr_new_node") == "mlr_new_node");
+  // The space in "(anonymous namespace)" is no return type's.
+  CHECK(display_name("(anonymous namespace)::by_ptr(S*, int) (a.cpp:6)") ==
+        "(anonymous namespace)::by_ptr(S*, int) (a.cpp:6)");
+  CHECK(display_name("Node<5>* mk<5>(long) (s.cpp:3)") == "mk<...>(long) (s.cpp:3)");
 }
 
 // A pool's or tag's name is the program's bytes: a newline in it would end
