@@ -391,6 +391,10 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     // `file`: where the allocating call is, for C's file-private records.
     auto grouping_type = [&types](const TypeMap::SiteType &t, const std::string &file) {
       const RecordLayout *rec = types->record(t.type, file, t.variant);
+      // A lock the map has no record of (the C library's pthread_mutex_t,
+      // sem_t): named, its size unknown; the object is the lock.
+      if (!rec && !t.type.empty() && sync_kind_of_type(t.type, t.type) == SyncKind::kLock)
+        return GroupingOptions::SiteType{t.type};
       if (!rec)
         return GroupingOptions::SiteType{};
       // libstdc++'s control block: a vtable pointer and two counts, then
@@ -495,6 +499,9 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     gr.hot_offset = hot.offset;
     if (hot && g.requested_max && hot.offset == 0 && hot.bytes >= g.requested_max)
       hot = {};
+    if (types && !g.type.empty() && !types->record(g.type, g.site.file, g.type_variant) &&
+        sync_kind_of_type(g.type, g.type) == SyncKind::kLock)
+      gr.lock_fields.push_back("the whole object, a " + g.type);
     if (types && !g.type.empty())
       if (const RecordLayout *rec = types->record(g.type, g.site.file, g.type_variant)) {
         for (const FieldLayout &f : rec->fields)

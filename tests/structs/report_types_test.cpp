@@ -333,3 +333,44 @@ TEST_CASE("a one-caller allocator's objects are typed by its caller's site", "[r
   REQUIRE(c);
   CHECK(text(c->getObject("site")->getString("function")) == "create_client");
 }
+
+// Row locks allocated on their own, back to back, by one thread: the map
+// has no record of the C library's pthread_mutex_t, yet its sites say the
+// type, and the object is the lock.
+TEST_CASE("a lock allocated on its own is named and judged a lock", "[report]") {
+  const std::string dir = scratch_dir("report_bare_locks." + std::to_string(getpid()));
+  write_text(dir + "/rows.c",
+             "#include <pthread.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+             "static void *xmalloc(size_t n) { void *p = malloc(n); if (!p) abort(); return p; }\n"
+             "pthread_mutex_t *locks[256];\n"
+             "int main(void) {\n"
+             "  for (int i = 0; i < 256; ++i) {\n"
+             "    locks[i] = xmalloc(sizeof(pthread_mutex_t));\n"
+             "    pthread_mutex_init(locks[i], NULL);\n"
+             "  }\n"
+             "  printf(\"%d\\n\", pthread_mutex_lock(locks[7]));\n"
+             "  return 0;\n}\n");
+  ToolRun cc =
+      run_tool({"/usr/bin/cc", "-O2", "-g", dir + "/rows.c", "-o", dir + "/rows", "-pthread"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  const std::string map = dir + "/rows.types.json", trace = dir + "/rows.trace";
+  ToolRun s = run_tool(
+      {MEMLAYOUT_BIN, "structs", dir + "/rows.c", "--format", "json", "-o", map, "--", "-O2"});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  ToolRun rec = run_tool({MEMLAYOUT_BIN, "record", "-o", trace, "--", dir + "/rows"});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code == 0);
+  json::Value doc = report_of(trace, {"--types", map, "--at", "end"});
+  const json::Object *locks = group(doc, "pthread_mutex_t");
+  REQUIRE(locks);
+  CHECK(*locks->getInteger("objects") == 256);
+  bool judged = false;
+  for (const json::Value &f : *doc.getAsObject()->getArray("findings")) {
+    const json::Object &o = *f.getAsObject();
+    if (text(o.getString("kind")) == "false_sharing")
+      judged |= text(o.getString("message")).find("holds a lock") != std::string::npos;
+  }
+  CHECK(judged);
+}
