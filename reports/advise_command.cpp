@@ -200,7 +200,7 @@ int advise_main(int argc, char **argv) {
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
-  if (output_is_an_input(output, {input}, "advise"))
+  if (output_is_an_input(output, {input, o.types_file, o.cache_file}, "advise"))
     return 2;
   o.progress = isatty(2);
   inspector::Report report;
@@ -417,7 +417,7 @@ int advise_main(int argc, char **argv) {
   if (output == "-") // as for most tools: stdout
     output.clear();
   CommandOutput out("advise");
-  if (!out.open(output, {input}))
+  if (!out.open(output, with_files_read({input}, report)))
     return 2;
   out.stream() << text;
   if (!out.close())

@@ -10,7 +10,16 @@
 #include <string>
 #include <vector>
 
+namespace memlayout::inspector {
+struct Report;
+}
+
 namespace memlayout::cli {
+
+// `inputs` and what the analysis of `r` also read: its type map, its cache
+// model and the recorded program (whose symbols it read).
+std::vector<std::string> with_files_read(std::vector<std::string> inputs,
+                                         const inspector::Report &r);
 
 // True, with "memlayout COMMAND: refusing to write ..." on stderr, when
 // `output` is one of `inputs` (the same file, by any path). For commands

@@ -242,6 +242,15 @@ int compare_main(int argc, char **argv) {
   if (rule_args.empty())
     return usage_error(*app,
                        "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
+  // Before the runs: --export-json over the program (or a file the rules
+  // read) would destroy what it measures.
+  if (!export_json.empty()) {
+    std::vector<std::string> read = rule_args.files;
+    read.push_back(find_in_path(program[0]));
+    read.push_back(types_file);
+    if (output_is_an_input(export_json, read, "compare"))
+      return 2;
+  }
   std::vector<char *> command;
   for (auto &arg : program)
     command.push_back(arg.data());

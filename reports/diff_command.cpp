@@ -43,7 +43,7 @@ int diff_main(int argc, char **argv) {
   add_analysis_options(*app, o);
   if (int rc = parse_command(*app, argc, argv); rc >= 0)
     return rc;
-  if (output_is_an_input(output, inputs, "diff"))
+  if (output_is_an_input(output, {inputs[0], inputs[1], o.types_file, o.cache_file}, "diff"))
     return 2;
   o.progress = isatty(2);
 
@@ -58,7 +58,7 @@ int diff_main(int argc, char **argv) {
   inspector::ReportDiff d = inspector::diff_reports(a, b);
 
   CommandOutput out("diff");
-  if (!out.open(output, {inputs[0], inputs[1]}))
+  if (!out.open(output, with_files_read(with_files_read({inputs[0], inputs[1]}, a), b)))
     return 2;
   text.color = out.is_terminal();
   if (format == "json")

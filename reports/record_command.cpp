@@ -1,5 +1,6 @@
 // memlayout record: run a program under the preload and leave its trace.
 #include "command_line.h"
+#include "command_output.h"
 #include "commands.h"
 #include "preload_launch.h"
 #include "record_rules.h"
@@ -629,6 +630,14 @@ int launch(int argc, char **argv) {
     std::fprintf(stderr, "memlayout: %s is a 32-bit program: memlayout %s 64-bit programs only\n",
                  file.c_str(), g_run_mode ? "runs" : "records");
     return 2;
+  }
+  // -o naming the program (or a file its rules read) would truncate it
+  // before it runs: refused, as the analysis commands refuse their inputs.
+  if (!g_run_mode && !explicit_output.empty()) {
+    std::vector<std::string> read = {find_in_path(o.command[0]), o.types_file};
+    read.insert(read.end(), o.rules.files.begin(), o.rules.files.end());
+    if (output_is_an_input(explicit_output, read, "record"))
+      return 2;
   }
   bool output_created = true;
   if (!g_run_mode && !explicit_output.empty())

@@ -553,6 +553,8 @@ int replay_main(int argc, char **argv) {
                        "no rules: give --rules FILE (see memlayout advise) or --segregate SPEC");
   std::vector<std::string> inputs = rule_args.files;
   inputs.push_back(trace);
+  inputs.push_back(o.types_file);
+  inputs.push_back(o.cache_file);
   if (output_is_an_input(output, inputs, "replay"))
     return 2;
   LoadedRules rules;

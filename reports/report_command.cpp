@@ -71,7 +71,7 @@ int report_main(int argc, char **argv) {
     }
     o.plots.enabled = true;
   }
-  if (format != "html" && output_is_an_input(output, {trace}, "report"))
+  if (format != "html" && output_is_an_input(output, {trace, o.types_file, o.cache_file}, "report"))
     return 2;
   o.progress = isatty(2);
   inspector::Report report;

@@ -8,10 +8,18 @@
 
 namespace memlayout::cli {
 
+std::vector<std::string> with_files_read(std::vector<std::string> inputs,
+                                         const inspector::Report &r) {
+  inputs.insert(inputs.end(), r.files_read.begin(), r.files_read.end());
+  if (!r.executable.empty())
+    inputs.push_back(r.executable);
+  return inputs;
+}
+
 int write_report(const inspector::Report &r, const std::string &format, const std::string &output,
                  TextOptions text, const char *command, const std::vector<std::string> &inputs) {
   CommandOutput out(command);
-  if (!out.open(output, inputs))
+  if (!out.open(output, with_files_read(inputs, r)))
     return 2;
   text.color = out.is_terminal();
   if (format == "json")

@@ -226,6 +226,43 @@ TEST_CASE("report.output_errors", "[report]") {
   }
 }
 
+// What a command reads besides its named inputs is no place for its output
+// either: the program it records or compares, the type map and cache model
+// of an analysis, the recorded program whose symbols a report reads.
+TEST_CASE("report.outputs_never_overwrite_what_is_read", "[report]") {
+  std::string dir = work_dir("report_outputs_read");
+  std::string prog = dir + "/prog", trace = dir + "/t.trace", map = dir + "/m.json";
+  REQUIRE(run({"/bin/cp", program("node_descriptor"), prog}).exit_code() == 0);
+  const std::string binary = read_file(prog);
+  std::ofstream(map) << R"({"schema": "memlayout.structs/1", "line_size": 64, "records": [],
+                            "sites": []})";
+  const std::string map_text = read_file(map);
+  RunResult rec = run({memlayout_bin(), "record", "-o", prog, "--", prog, "100"});
+  CHECK(rec.exit_code() == 2);
+  CHECK(rec.err.find("refusing to write '" + prog + "'") != std::string::npos);
+  CHECK(read_file(prog) == binary);
+  REQUIRE(record({"-o", trace}, {prog, "100"}).exit_code() == 0);
+  const std::vector<std::vector<std::string>> writes = {
+      {"report", trace, "-o", prog},
+      {"report", trace, "--types", map, "-o", map},
+      {"report", trace, "--format", "json", "--types", map, "-o", map},
+      {"advise", trace, "--no-replay", "-o", prog},
+      {"diff", trace, trace, "--types", map, "-o", map},
+      {"compare", "--segregate", "size=16,pool=x", "-r", "1", "--export-json", prog, "--", prog,
+       "100"},
+  };
+  for (const auto &w : writes) {
+    std::vector<std::string> argv = {memlayout_bin()};
+    argv.insert(argv.end(), w.begin(), w.end());
+    RunResult r = run(argv);
+    INFO(r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("refusing to write") != std::string::npos);
+  }
+  CHECK(read_file(prog) == binary);
+  CHECK(read_file(map) == map_text);
+}
+
 TEST_CASE("report.bad_input", "[report]") {
   std::string dir = work_dir("report_bad");
   RunResult none = run({memlayout_bin(), "report", dir + "/missing.trace"});
