@@ -365,8 +365,14 @@ bool room_to_finish() {
 }
 
 void on_deadly_signal(int sig) {
-  // SA_RESETHAND has put the default action back. Without room the trace
-  // stays without its end record: the program still dies as it would have.
+  // SA_RESETHAND has put the default action back; put it back here too, for
+  // a handler installed without it (a program that restored an action it
+  // read with a raw system call): raise() must end the process, not come
+  // back here forever. Without room the trace stays without its end record:
+  // the program still dies as it would have.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  __sigaction(sig, &dfl, nullptr);
   if (room_to_finish()) {
     finish_trace(trace::EndReason::kSignal, sig);
     write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
@@ -828,16 +834,33 @@ ML_EXPORT FILE *popen(const char *command, const char *type) {
   return f;
 }
 
+// What the program sees of an action: ours is the default it left or set.
+// Programs decide by it: CPython installs its SIGINT handler (and so
+// KeyboardInterrupt) only over the default; bash, git and Ruby save an
+// action and restore it later, which must give the default back.
+void as_the_program_sees_it(struct sigaction *old) {
+  if (old && !(old->sa_flags & SA_SIGINFO) && old->sa_handler == on_deadly_signal) {
+    old->sa_handler = SIG_DFL;
+    old->sa_flags = 0;
+    sigemptyset(&old->sa_mask);
+  }
+}
+
 // The program's sigaction and signal, which set a deadly signal's default
 // action: ours instead (default_becomes_ours). Anything else goes through
-// as asked. A program that asks for the action afterwards sees ours, as at
-// start (docs/recording.md).
+// as asked. Asked what the action is, they answer the default where ours
+// is in (docs/recording.md).
 ML_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  int rc;
   if (act && default_becomes_ours(sig, act->sa_handler, act->sa_flags)) {
     struct sigaction ours = deadly_action();
-    return __sigaction(sig, &ours, old);
+    rc = __sigaction(sig, &ours, old);
+  } else {
+    rc = __sigaction(sig, act, old);
   }
-  return __sigaction(sig, act, old);
+  if (rc == 0)
+    as_the_program_sees_it(old);
+  return rc;
 }
 
 ML_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
@@ -845,13 +868,28 @@ ML_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
     struct sigaction ours = deadly_action(), old{};
     if (__sigaction(sig, &ours, &old) != 0)
       return SIG_ERR;
+    as_the_program_sees_it(&old);
     return old.sa_handler;
   }
   // Resolved at start (initialize), not in a handler: dlsym is not
   // async-signal-safe.
   if (!g_real_signal)
     g_real_signal = next_symbol<SignalFn>("signal");
-  return g_real_signal(sig, handler);
+  __sighandler_t before = g_real_signal(sig, handler);
+  return before == on_deadly_signal ? SIG_DFL : before;
+}
+
+// The program's own pthread_getattr_np holds the thread's lock while it
+// reallocs; a thread's first event there must not ask for it again
+// (unwind.cpp: init_thread_stack).
+ML_EXPORT int pthread_getattr_np(pthread_t thread, pthread_attr_t *attr) {
+  using GetattrFn = int (*)(pthread_t, pthread_attr_t *);
+  static auto real = next_symbol<GetattrFn>("pthread_getattr_np");
+  unwind_state::Thread &t = unwind_state::t_thread;
+  ++t.in_getattr;
+  int rc = real(thread, attr);
+  --t.in_getattr;
+  return rc;
 }
 
 ML_EXPORT pid_t fork() {

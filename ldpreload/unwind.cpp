@@ -134,6 +134,19 @@ void init_thread_stack(Thread &t) {
     t.state = StackState::kUninit; // the real stack can be learnt later
     return;
   }
+  if (t.in_getattr) {
+    // The mapping the stack is in, read raw: all of it is readable, which
+    // is all the bounds are for.
+    if (!mapping_containing(here, &r)) {
+      t.state = StackState::kFailed;
+      return;
+    }
+    t.lo = r.lo;
+    t.hi = r.hi;
+    t.main_stack = false;
+    t.state = StackState::kReady;
+    return;
+  }
   // May malloc (the affinity mask); the interposer's reentrancy guard keeps
   // that from recording, and kBusy keeps it from recursing here.
   pthread_attr_t attr;

@@ -30,6 +30,10 @@ struct Thread {
   // walks (signal handlers) must not call it meanwhile.
   bool in_loader;
   bool refused; // a rule was refused for that reason during the current walk
+  // Inside the program's pthread_getattr_np, which holds the thread's lock
+  // while it reallocs: learning the bounds by calling it again would wait
+  // for that lock forever (Ruby's threads do this first thing).
+  uint8_t in_getattr;
   StackCache *stack_cache;
   uint32_t check_countdown;         // unwinds left until the periodic module check
   uintptr_t code_lo[2], code_hi[2]; // kFramePointer's recently matched text ranges

@@ -663,6 +663,54 @@ TEST_CASE("exit_from_a_handler_that_interrupted_the_recorder", "[record][exit]")
   CHECK(wrong == 0);
 }
 
+// The program sees its signals' actions as it left them: the default where
+// the recorder's handler (which writes the trace's end, then takes the
+// default) is in. CPython read "a handler" and gave up KeyboardInterrupt;
+// bash, git and Ruby put the saved handler back without its flags, and its
+// raise() then came back to it forever.
+TEST_CASE("record.signal_actions_as_the_program_left_them", "[record][signal]") {
+  std::string dir = work_dir("signal_views");
+  RunOptions opts;
+  opts.timeout_s = 30;
+  for (const char *sig : {"15", "2", "10"}) {
+    CAPTURE(sig);
+    RunResult direct = run({program("signal_views"), sig}, opts);
+    REQUIRE(direct.term_signal() == std::atoi(sig));
+    CHECK(direct.out == "SIGINT: default\nSIGHUP: default\n");
+    RunResult rec = record({"-o", dir + "/s.trace"}, {program("signal_views"), sig}, opts);
+    INFO(rec.err);
+    CHECK_FALSE(rec.timed_out);
+    CHECK(rec.out == direct.out);
+    CHECK(rec.describe() == direct.describe());
+    RunResult ran = run({memlayout_bin(), "run", "--", program("signal_views"), sig}, opts);
+    CHECK_FALSE(ran.timed_out);
+    CHECK(ran.out == direct.out);
+    CHECK(ran.describe() == direct.describe());
+    // Its trace still ends: the handler wrote the end before the signal took it.
+    Dump d = dump(dir + "/s.trace");
+    CHECK(d.run.exit_code() == 0);
+  }
+}
+
+// A thread whose first allocation is inside pthread_getattr_np, which holds
+// the thread's lock: the recorder learnt the thread's stack by asking for it
+// again, and waited for that lock forever (every Ruby thread).
+TEST_CASE("record.first_allocation_inside_pthread_getattr_np", "[record][threads]") {
+  std::string dir = work_dir("getattr_first");
+  RunOptions opts;
+  opts.timeout_s = 30;
+  RunResult direct = run({program("getattr_first"), "6"}, opts);
+  REQUIRE(direct.exit_code() == 0);
+  RunResult rec = record({"-o", dir + "/g.trace"}, {program("getattr_first"), "6"}, opts);
+  INFO(rec.err);
+  CHECK_FALSE(rec.timed_out);
+  CHECK(rec.exit_code() == 0);
+  CHECK(rec.out == "6 of 6 threads know their stack\n");
+  Dump d = dump(dir + "/g.trace");
+  REQUIRE(d.run.exit_code() == 0);
+  CHECK(d.end_int("lost_events") == 0);
+}
+
 // The harness itself: a run that times out takes what it started with it,
 // as a hung recorded program would otherwise outlive its launcher.
 TEST_CASE("harness_timeout_kills_the_process_group", "[harness]") {

@@ -45,6 +45,8 @@ std::string program(const std::string &name) {
       {"join_frees", MLT_PATH_join_frees},
       {"sparse_allocs", MLT_PATH_sparse_allocs},
       {"two_classes", MLT_PATH_two_classes},
+      {"getattr_first", MLT_PATH_getattr_first},
+      {"signal_views", MLT_PATH_signal_views},
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
       {"rlimit_as", MLT_PATH_rlimit_as},
