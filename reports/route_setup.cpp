@@ -295,8 +295,16 @@ size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status) cons
           r.function[0] ? inspector::sites_called_by(r.function, *graph, impl_->policy)
                         : std::vector<inspector::SiteCallee>{};
       if (through.empty()) {
-        std::fprintf(stderr, ": the sites it names made no allocation%s this run\n",
-                     r.has_size ? " of that size" : "");
+        // Without debug information the program's code shows no calls: a
+        // wrapper the report found in the recorded stacks is unknown here.
+        std::fprintf(stderr, ": the sites it names made no allocation%s this run%s\n",
+                     r.has_size ? " of that size" : "",
+                     r.function[0] ? "; if it allocates through a wrapper of the program's own "
+                                     "(what a report's 'looked through' names, found in the "
+                                     "recorded stacks where the program has no debug "
+                                     "information), declare it: --wrapper NAME, or wrapper=NAME "
+                                     "in the rules file"
+                                   : "");
         continue;
       }
       std::fprintf(stderr, ": %s made no allocation%s of its own this run;", r.function,
