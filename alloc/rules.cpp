@@ -614,6 +614,14 @@ bool parse_declaration(const char *line_text, size_t len, size_t key_at, const c
     set_error(err, line, column, "'%s' has an empty value (expected %s=FUNCTION)", word, word);
     return false;
   }
+  bool stars_only = true;
+  for (size_t k = i; k < value_end; ++k)
+    stars_only &= line_text[k] == '*';
+  if (stars_only) {
+    set_error(err, line, column, "'%s=*' names every function (give a name, or a prefix and *)%s",
+              word, "");
+    return false;
+  }
   int depth = 0;
   for (size_t k = i; k < value_end; ++k) {
     char c = line_text[k];
@@ -647,6 +655,9 @@ bool parse_declaration(const char *line_text, size_t len, size_t key_at, const c
 bool parse_rules(const char *text, size_t len, RuleSet *set, ParseError *err) {
   uint32_t line = 0;
   size_t i = 0;
+  // A UTF-8 byte order mark, as editors on Windows write: not part of a key.
+  if (len >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+    i = 3;
   while (i < len) {
     ++line;
     size_t begin = i;

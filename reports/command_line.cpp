@@ -9,14 +9,27 @@ std::unique_ptr<CLI::App> make_command(const std::string &name, const std::strin
 
 void add_wrapper_options(CLI::App &app, std::vector<std::string> &wrappers,
                          std::vector<std::string> &not_wrappers) {
+  // A name, or a prefix and '*': nothing, or '*' alone (every function, so
+  // every stack looked through to _start), names no wrapper.
+  CLI::Validator a_function(
+      [](const std::string &v) -> std::string {
+        if (v.empty())
+          return "an empty name: give a function's name (NAME, or PREFIX*)";
+        if (v.find_first_not_of('*') == std::string::npos)
+          return "'" + v + "' names every function: give a name or a prefix (PREFIX*)";
+        return {};
+      },
+      "NAME");
   app.add_option("--wrapper", wrappers,
                  "a function to look through as an allocation wrapper when deciding sites "
                  "(NAME, or PREFIX*); repeatable")
       ->type_name("NAME")
+      ->check(a_function)
       ->allow_extra_args(false);
   app.add_option("--not-wrapper", not_wrappers,
                  "a function never to look through, even when listed or detected; repeatable")
       ->type_name("NAME")
+      ->check(a_function)
       ->allow_extra_args(false);
 }
 

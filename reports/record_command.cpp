@@ -557,6 +557,48 @@ void remove_empty_trace(const std::string &path, bool created) {
   if (created && lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
     unlink(path.c_str());
 }
+// A file's first `cap` bytes, "" when it cannot be read.
+std::string read_head(const std::string &path, size_t cap) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return {};
+  std::string out(cap, '\0');
+  ssize_t n = read(fd, out.data(), cap);
+  close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// Processes of this recording still running once the command ended: a
+// daemon forked and went on (memcached -d, redis --daemonize). They carry
+// the environment the launcher gave the command and have the preload
+// mapped; their traces are still being written, maybe not yet created.
+std::vector<pid_t> still_recording(pid_t root) {
+  const std::string mark = std::string("MEMLAYOUT_ROOT_PID=") + std::to_string(root);
+  std::vector<pid_t> out;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return out;
+  while (dirent *e = readdir(d)) {
+    char *end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end || pid == getpid())
+      continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::string env = read_head(dir + "/environ", 1 << 16);
+    bool ours = false;
+    for (size_t at = 0; at < env.size() && !ours;) {
+      size_t end = std::min(env.find('\0', at), env.size());
+      ours = env.compare(at, end - at, mark) == 0;
+      at = end + 1;
+    }
+    if (ours && read_head(dir + "/maps", 1 << 20).find("libmemlayout_preload") != std::string::npos)
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void print_summary(const std::string &path, const char *command, bool created, pid_t pid,
                    bool follow_children, const timespec &started,
@@ -578,6 +620,26 @@ void print_summary(const std::string &path, const char *command, bool created, p
   print_exec_chain(path, s, pid, follow_children, notes);
   print_unrecorded(notes, pid);
   std::vector<std::string> children = child_traces(path, pid, started);
+  std::vector<pid_t> running = still_recording(pid);
+  if (!running.empty()) {
+    std::string names;
+    for (size_t i = 0; i < running.size() && i < 4; ++i) {
+      char trace[PATH_MAX];
+      bool named = trace::process_trace_path(path.c_str(), static_cast<uint32_t>(running[i]), 0,
+                                             trace, sizeof trace);
+      names += (i ? ", " : "") + std::to_string(running[i]) +
+               (named ? std::string(" -> ") + trace : std::string());
+      children.erase(std::remove(children.begin(), children.end(), std::string(trace)),
+                     children.end());
+    }
+    if (running.size() > 4)
+      names += " and " + std::to_string(running.size() - 4) + " more";
+    std::fprintf(stderr,
+                 "memlayout: %zu process%s of the command still run%s and record%s (a daemon?): "
+                 "%s; a trace is complete once its process ends\n",
+                 running.size(), running.size() == 1 ? "" : "es", running.size() == 1 ? "s" : "",
+                 running.size() == 1 ? "s" : "", names.c_str());
+  }
   if (children.empty())
     return;
   // Each with the program it holds: a forked shell and the program it ran
@@ -696,6 +758,10 @@ int launch(int argc, char **argv) {
     fail(2, errno);
   }
   close(pipefd[1]);
+  // The summary goes to stderr; a file there at its size limit must refuse
+  // it (EFBIG), not end the launcher by SIGXFSZ before it passes on the
+  // program's status. Set after the fork: the program keeps its own.
+  signal(SIGXFSZ, SIG_IGN);
   ChildFailure failure{};
   ssize_t got;
   int status = 0;

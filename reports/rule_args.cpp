@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -391,6 +392,11 @@ std::vector<std::string> programs_named(const std::vector<std::string> &command)
 bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &programs,
                        const std::string &types_file, bool find_types) {
   const std::string &program = programs.front();
+  if (!types_file.empty() && access(types_file.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "memlayout: %s: cannot read the type map: %s\n", types_file.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
   std::vector<std::string> modules;
   std::optional<inspector::TypeMap> types;
   bool types_tried = false;
@@ -411,8 +417,15 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
             path.clear();
         }
         std::string error;
-        if (!path.empty() && !(types = inspector::TypeMap::load(path, error)))
+        if (!path.empty() && !(types = inspector::TypeMap::load(path, error))) {
+          // A map the user named is an input: unusable, it is an error, as
+          // for report --types. One found beside the program is a hint.
+          if (!types_file.empty()) {
+            std::fprintf(stderr, "memlayout: %s\n", error.c_str());
+            return false;
+          }
           std::fprintf(stderr, "memlayout: warning: %s\n", error.c_str());
+        }
       }
       if (!types) {
         std::fprintf(stderr,

@@ -233,6 +233,8 @@ std::optional<CacheModel> CacheModel::from_file(const std::string &path, std::st
   while (std::getline(in, raw)) {
     ++lineno;
     std::string_view text(raw);
+    if (lineno == 1 && text.substr(0, 3) == "\xEF\xBB\xBF")
+      text.remove_prefix(3); // a UTF-8 byte order mark, as editors on Windows write
     if (size_t hash = text.find('#'); hash != std::string_view::npos)
       text = text.substr(0, hash);
     text = trim(text);

@@ -134,6 +134,15 @@ TEST_CASE("rules: a file of rules, comments and blank lines") {
   CHECK(set.rules[0].source_line == 3);
   CHECK(set.rules[1].source_line == 4);
 
+  // A byte order mark before the first key (Windows editors), CRLF endings.
+  std::string bom = "\xEF\xBB\xBF"
+                    "function=new_node,pool=nodes\r\nsize=48,pad=64\r\n";
+  RuleSet set5{};
+  REQUIRE(parse_rules(bom.data(), bom.size(), &set5, &e));
+  REQUIRE(set5.count == 2);
+  CHECK(std::string(set5.rules[0].function) == "new_node");
+  CHECK(set5.rules[1].pad == 64);
+
   // A '#' inside a word is the word's (GCC's lambda names); after a blank it
   // starts a comment.
   std::string lambda = "function=Holder<main::{lambda(long)#1}>::make,pool=q\t# a lambda's\n"
@@ -256,6 +265,13 @@ TEST_CASE("rules: wrapper declarations in a rules file") {
   REQUIRE_FALSE(parse_rules(two.data(), two.size(), &s3, &e));
   CHECK(e.column == 10);
   CHECK(std::string(e.message).find("one function") != std::string::npos);
+
+  // '*' alone would look through every function, to _start.
+  std::string every = "not-wrapper=**\n";
+  RuleSet s5{};
+  REQUIRE_FALSE(parse_rules(every.data(), every.size(), &s5, &e));
+  CHECK(e.line == 1);
+  CHECK(std::string(e.message).find("names every function") != std::string::npos);
 
   // A wrapper is a declaration, not a rule: --segregate takes rules only.
   parse_bad("wrapper=pool_get");

@@ -215,6 +215,13 @@ TEST_CASE("override file: errors name the file and line", "[cache_model]") {
   std::string err;
   CHECK_FALSE(CacheModel::from_file((t.path / "nope").string(), err));
   CHECK(err.find("cannot open") != std::string::npos);
+  // A byte order mark (Windows editors) is no part of the first level's name.
+  std::string bom = write_file(t, "\xEF\xBB\xBF"
+                                  "L1 data 48K 12-way 64B virtual\r\n");
+  auto m = CacheModel::from_file(bom, err);
+  INFO(err);
+  REQUIRE(m);
+  CHECK(m->levels.size() == 1);
 }
 
 TEST_CASE("reference model matches the platform facts", "[cache_model]") {

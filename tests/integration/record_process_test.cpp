@@ -711,6 +711,30 @@ TEST_CASE("record.first_allocation_inside_pthread_getattr_np", "[record][threads
   CHECK(d.end_int("lost_events") == 0);
 }
 
+// A daemon outlives the command: the summary names it and where its trace
+// goes (memcached -d's trace was named only when it happened to exist).
+TEST_CASE("record.a_daemon_still_recording_is_named", "[record][fork]") {
+  std::string dir = work_dir("daemonize");
+  std::string trace = dir + "/d.trace";
+  RunResult r = record({"-o", trace}, {program("daemonize"), "1500"});
+  INFO(r.err);
+  REQUIRE(r.exit_code() == 0);
+  CHECK(r.out == "serving for 1500 ms\n");
+  size_t at = r.err.find("1 process of the command still runs and records (a daemon?): ");
+  REQUIRE(at != std::string::npos);
+  size_t arrow = r.err.find(" -> ", at);
+  REQUIRE(arrow != std::string::npos);
+  std::string daemon_trace = r.err.substr(arrow + 4, r.err.find(';', arrow) - arrow - 4);
+  CHECK(daemon_trace.rfind(dir + "/d.", 0) == 0);
+  // Complete once the daemon ends.
+  for (int i = 0; i < 100 && !(access(daemon_trace.c_str(), R_OK) == 0 &&
+                               dump(daemon_trace).run.exit_code() == 0);
+       ++i)
+    usleep(50000);
+  Dump d = dump(daemon_trace);
+  CHECK(d.run.exit_code() == 0);
+}
+
 // The harness itself: a run that times out takes what it started with it,
 // as a hung recorded program would otherwise outlive its launcher.
 TEST_CASE("harness_timeout_kills_the_process_group", "[harness]") {

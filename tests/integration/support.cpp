@@ -47,6 +47,7 @@ std::string program(const std::string &name) {
       {"two_classes", MLT_PATH_two_classes},
       {"getattr_first", MLT_PATH_getattr_first},
       {"signal_views", MLT_PATH_signal_views},
+      {"daemonize", MLT_PATH_daemonize},
       {"string_builder", MLT_PATH_string_builder},
       {"cancel_threads", MLT_PATH_cancel_threads},
       {"rlimit_as", MLT_PATH_rlimit_as},

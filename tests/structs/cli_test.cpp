@@ -328,7 +328,7 @@ TEST_CASE("an explicit instantiation and an implicit one are one record", "[cli]
   CHECK(count("/fwd.hpp:1 */") == 0);
 }
 
-TEST_CASE("-C takes a template as code spells it, its default arguments left out", "[cli]") {
+TEST_CASE("a template as code spells it, default arguments left out, selects with -C", "[cli]") {
   const std::string dir = scratch_dir("defaults");
   write_text(dir + "/table.cpp",
              "#include <string>\n"
