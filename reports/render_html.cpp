@@ -9,6 +9,7 @@
 #include "text_format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,20 @@
 
 namespace memlayout::cli {
 namespace {
+
+// A word as a shell takes it: quoted where it holds anything but the
+// characters of plain paths and marks.
+std::string shell_quoted(const std::string &w) {
+  auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-:+=,@%", c);
+  };
+  if (!w.empty() && std::all_of(w.begin(), w.end(), plain))
+    return w;
+  std::string out = "'";
+  for (char c : w)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 using inspector::Report;
 
@@ -119,7 +134,16 @@ void first_steps(const Report &r, const DisplayNames &shown, std::ostream &h) {
   h << "</ol>\n";
   if (fixes.size() > 5)
     h << "<p>... " << fixes.size() - 5 << " more fixes below.</p>\n";
-  h << "<p>All of them as a rules file: <code>memlayout advise " << esc(r.trace)
+  // The same analysis as this page: its moment, type map and caches.
+  std::string same;
+  if (!r.at.empty() && r.at != "peak")
+    same += " --at " + shell_quoted(r.at);
+  if (!r.type_map.empty())
+    same += " --types " + shell_quoted(r.type_map);
+  if (!r.cache_file.empty())
+    same += " --cache " + shell_quoted(r.cache_file);
+  h << "<p>All of them as a rules file: <code>memlayout advise " << esc(shell_quoted(r.trace))
+    << esc(same)
     << " -o rules.txt</code>; whether they pay: <code>memlayout compare --rules rules.txt -- "
        "PROGRAM</code>.</p>\n";
 }

@@ -167,7 +167,8 @@ struct Report {
   // What else the analysis read (the type map, the cache model): no output
   // may be written over them.
   std::vector<std::string> files_read;
-  std::string at; // peak, end, mark:NAME
+  std::string type_map, cache_file; // of them, the type map and cache model used
+  std::string at;                   // peak, end, mark:NAME
   int64_t at_ns = 0;
   bool partial = false;
   std::string damage;    // the trace is damaged there (not only cut short): the reader's error

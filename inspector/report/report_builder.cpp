@@ -267,10 +267,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   }
   std::optional<TypeMap> types;
   if (!o.cache_file.empty())
-    out.files_read.push_back(o.cache_file);
+    out.files_read.push_back(out.cache_file = o.cache_file);
   if (!load_type_map(o, r.header().executable, types, out.notes, out.files_read, error) ||
       !check_hot_fields(o.hot, types ? &*types : nullptr, error))
     return false;
+  if (types)
+    out.type_map = out.files_read.back();
   HeapSnapshot snap;
   SnapshotProgress on_progress;
   if (o.progress)

@@ -104,6 +104,21 @@ TEST_CASE("report_html.without_gnuplot", "[report][html]") {
   CHECK(html.find("set_underutilization") != std::string::npos);
 }
 
+// The page's advise command analyses what the page shows: its moment.
+TEST_CASE("report_html.advise_hint_keeps_the_analysis", "[report][html]") {
+  std::string dir = work_dir("report_html_hint");
+  std::string trace = record_node_descriptor(dir);
+  RunResult r = run({memlayout_bin(), "report", trace, "--at", "end", "--format", "html", "-o",
+                     dir + "/out"});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code() == 0);
+  std::string html = read_file(dir + "/out/index.html");
+  if (html.find("All of them as a rules file") != std::string::npos)
+    CHECK(html.find("memlayout advise " + trace + " --at end -o rules.txt") != std::string::npos);
+  else
+    CHECK(html.find("No findings") != std::string::npos);
+}
+
 TEST_CASE("report_html.failing_gnuplot", "[report][html]") {
   std::string dir = work_dir("report_html_badgnuplot");
   std::string trace = record_node_descriptor(dir);
