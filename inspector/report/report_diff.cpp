@@ -240,6 +240,13 @@ bool same_finding(const FindingRef &x, const FindingRef &y) {
   return gx == gy;
 }
 
+// The same kind about the same group first: the one a finding speaks for
+// (a pair's other group may be anyone's neighbour).
+bool shares_a_group(const FindingRef &x, const FindingRef &y) {
+  return x.finding->kind == y.finding->kind && !x.groups.empty() && !y.groups.empty() &&
+         x.groups.front() == y.groups.front();
+}
+
 const ReportCacheLevel *cache_level(const Report &r, int n) {
   for (const ReportCacheLevel &l : r.levels)
     if (l.level == n)
@@ -427,17 +434,25 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   for (const auto &g : out.groups)
     name_b[g.b->group.id] = g.a->group.name;
   std::vector<FindingRef> fa = name_findings(a, name_a), fb = name_findings(b, name_b);
-  std::vector<bool> used_b(fb.size(), false);
-  for (const auto &x : fa) {
-    bool found = false;
-    for (size_t j = 0; j < fb.size() && !found; ++j)
-      if (!used_b[j] && same_finding(x, fb[j])) {
-        used_b[j] = found = true;
+  std::vector<bool> used_b(fb.size(), false), kept_a(fa.size(), false);
+  for (size_t i = 0; i < fa.size(); ++i)
+    for (size_t j = 0; j < fb.size() && !kept_a[i]; ++j)
+      if (!used_b[j] && same_finding(fa[i], fb[j])) {
+        used_b[j] = kept_a[i] = true;
         out.kept.push_back(fb[j]);
       }
-    if (!found)
-      out.resolved.push_back(x);
-  }
+  // A finding merged over a site's size classes ("and 2 more size classes
+  // alike") that a fix took one class from is still there: kept, not one
+  // resolved and one new, by the group it speaks for.
+  for (size_t i = 0; i < fa.size(); ++i)
+    for (size_t j = 0; j < fb.size() && !kept_a[i]; ++j)
+      if (!used_b[j] && shares_a_group(fa[i], fb[j])) {
+        used_b[j] = kept_a[i] = true;
+        out.kept.push_back(fb[j]);
+      }
+  for (size_t i = 0; i < fa.size(); ++i)
+    if (!kept_a[i])
+      out.resolved.push_back(fa[i]);
   for (size_t j = 0; j < fb.size(); ++j)
     if (!used_b[j])
       out.added.push_back(fb[j]);

@@ -308,3 +308,27 @@ TEST_CASE("report_diff.set_fractions_on_different_address_bits", "[report_diff]"
   CHECK(metric(same.groups[0], "set_effective_fraction_L2").verdict == Verdict::kWorse);
   CHECK(same.notes.empty());
 }
+
+TEST_CASE("report_diff.a_merged_finding_that_lost_a_size_class_is_kept", "[report_diff]") {
+  // A's finding speaks for a site's three size classes; the fix moved one
+  // of them to a pool: B's, about the same site, names two. Still there.
+  Report a =
+      report({group(1, "mk (t.c:7)", "mk", 24, 0.3), group(2, "mk (t.c:7)", "mk", 40, 0.2),
+              group(3, "mk (t.c:7)", "mk", 56, 0.4), group(4, "other (t.c:9)", "other", 64, 0.5)},
+             {finding("line_straddle", {1, 2, 3}), finding("page_spread", {4})});
+  Report b =
+      report({group(1, "mk (t.c:7)", "mk", 24, 0.3), group(2, "mk (t.c:7)", "mk", 40, 0.2),
+              group(5, "pool.mk", "mk", 64, 1.0), group(4, "other (t.c:9)", "other", 64, 0.5)},
+             {finding("line_straddle", {1, 2}), finding("page_spread", {5})});
+  for (Report *r : {&a, &b})
+    for (GroupReport &g : r->groups)
+      g.group.site.line = g.group.name == "other (t.c:9)" ? 9 : 7;
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.kept.size() == 1);
+  CHECK(d.kept[0].finding->kind == "line_straddle");
+  // Another group's finding of the same kind is another finding.
+  REQUIRE(d.resolved.size() == 1);
+  CHECK(d.resolved[0].finding->kind == "page_spread");
+  REQUIRE(d.added.size() == 1);
+  CHECK(d.added[0].finding->kind == "page_spread");
+}

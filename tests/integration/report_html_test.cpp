@@ -108,8 +108,8 @@ TEST_CASE("report_html.without_gnuplot", "[report][html]") {
 TEST_CASE("report_html.advise_hint_keeps_the_analysis", "[report][html]") {
   std::string dir = work_dir("report_html_hint");
   std::string trace = record_node_descriptor(dir);
-  RunResult r = run({memlayout_bin(), "report", trace, "--at", "end", "--format", "html", "-o",
-                     dir + "/out"});
+  RunResult r = run(
+      {memlayout_bin(), "report", trace, "--at", "end", "--format", "html", "-o", dir + "/out"});
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code() == 0);
   std::string html = read_file(dir + "/out/index.html");
@@ -227,7 +227,9 @@ bool decode_png(const std::string &png, Image &img, std::string &error) {
       int pred = filter == 1   ? a
                  : filter == 2 ? b
                  : filter == 3 ? (a + b) / 2
-                 : filter == 4 ? (pa <= pb && pa <= pc ? a : pb <= pc ? b : c)
+                 : filter == 4 ? (pa <= pb && pa <= pc ? a
+                                  : pb <= pc           ? b
+                                                       : c)
                                : 0;
       cur[x] = static_cast<uint8_t>(line[1 + x] + pred);
     }
@@ -260,13 +262,12 @@ TEST_CASE("report_html.renders_in_chromium", "[report][html]") {
   const std::string shot = dir + "/page.png";
   RunOptions o;
   o.timeout_s = 90;
-  RunResult c = run({chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                     "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync",
-                     "--user-data-dir=" + dir + "/profile", "--hide-scrollbars",
-                     "--window-size=1200,7000", "--screenshot=" + shot,
-                     "file://" + dir + "/html/index.html"},
-                    o);
+  RunResult c =
+      run({chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--user-data-dir=" + dir + "/profile", "--hide-scrollbars",
+           "--window-size=1200,7000", "--screenshot=" + shot, "file://" + dir + "/html/index.html"},
+          o);
   INFO("chromium: " << c.describe() << "\n" << c.err);
   REQUIRE(file_exists(shot));
   Image img;
@@ -286,7 +287,7 @@ TEST_CASE("report_html.renders_in_chromium", "[report][html]") {
     severity += std::abs(rr - 0xc0) < 8 && std::abs(g - 0x39) < 8 && std::abs(b - 0x2b) < 8;
   }
   const size_t pixels = img.rgb.size() / 3;
-  CHECK(ink * 100 > pixels);   // text, tables and plots: over 1% of the page
-  CHECK(heat > 200);           // the SVG heat map was drawn, interleaved cells dark
-  CHECK(severity > 200);       // styled findings
+  CHECK(ink * 100 > pixels); // text, tables and plots: over 1% of the page
+  CHECK(heat > 200);         // the SVG heat map was drawn, interleaved cells dark
+  CHECK(severity > 200);     // styled findings
 }
