@@ -26,6 +26,18 @@ std::string temp_file(const char *stem) {
   }
   std::string path = dir + "/" + stem + ".XXXXXX";
   int fd = mkstemp(path.data());
+  if (fd < 0 && dir != "/tmp") {
+    // A TMPDIR that is gone or not writable: said once, then /tmp, as the
+    // C library's tmpfile() does.
+    static bool said = false;
+    if (!said) {
+      said = true;
+      std::fprintf(stderr, "memlayout: warning: TMPDIR %s: %s: using /tmp\n", dir.c_str(),
+                   std::strerror(errno));
+    }
+    path = std::string("/tmp/") + stem + ".XXXXXX";
+    fd = mkstemp(path.data());
+  }
   if (fd < 0)
     return {};
   close(fd);
