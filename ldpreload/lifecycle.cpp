@@ -128,7 +128,16 @@ bool open_trace() {
     h.str(HeaderTag::kKernel, u.release);
   const void *bytes = h.finish();
   if (!g_writer.open(path, bytes, h.size())) {
-    sys::warn("cannot write the trace; recording stopped", path);
+    // "PATH: why" (out of descriptors in a forked child, a full disk, a
+    // directory gone): strerrordesc_np's strings are static, no locale.
+    const char *why = strerrordesc_np(errno);
+    char detail[sizeof path + 128];
+    size_t n = 0;
+    for (const char *part : {static_cast<const char *>(path), ": ", why ? why : "unknown error"})
+      for (; *part && n < sizeof detail - 1; ++part)
+        detail[n++] = *part;
+    detail[n] = '\0';
+    sys::warn("cannot write the trace; recording stopped", detail);
     return false;
   }
   g_writer.set_compression_level(g_options.zstd_level);
