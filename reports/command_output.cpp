@@ -93,8 +93,15 @@ bool CommandOutput::close() {
     fd_ = -1;
     ok = ::close(fd) == 0; // NFS and quotas report here
   }
-  if (!ok)
+  if (!ok) {
     cannot_write(command_, path_, std::strerror(errno));
+    // A cut-off file would read as a whole one later (a rules file, a
+    // report a script diffs): none, as compilers leave none. Only a regular
+    // file this command wrote; a device or a pipe stays.
+    struct stat st {};
+    if (!path_.empty() && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      ::unlink(path_.c_str());
+  }
   return ok;
 }
 

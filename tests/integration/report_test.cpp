@@ -215,6 +215,16 @@ TEST_CASE("report.output_errors", "[report]") {
   }
   CHECK(read_file(rules) == "function=main,pool=p\n");
 
+  // A write cut short (here by a file size limit) leaves no partial file.
+  RunOptions limited;
+  limited.fsize_limit = 100;
+  limited.ignore_sigxfsz = true;
+  const std::string cut = dir + "/cut.json";
+  RunResult full = run({memlayout_bin(), "report", trace, "--format", "json", "-o", cut}, limited);
+  CHECK(full.exit_code() == 2);
+  CHECK(full.err.find("cannot write '" + cut + "'") != std::string::npos);
+  CHECK_FALSE(file_exists(cut));
+
   // compare prints its table with stdio: the same check at its end.
   for (const char *format : {"text", "json"}) {
     RunResult c = run({"/bin/sh", "-c",
