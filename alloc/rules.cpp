@@ -1,5 +1,6 @@
 #include "rules.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -369,6 +370,25 @@ bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
 } // namespace
 
+// The length of an overloaded operator's symbol at `i`, where "operator"
+// ends just before it (`B::operator,(long)`, `operator<`, `operator()`), else
+// 0: its brackets and commas are the name's.
+static size_t operator_symbol(const char *s, size_t i, size_t len) {
+  constexpr size_t kWord = 8; // "operator"
+  if (i < kWord || std::memcmp(s + i - kWord, "operator", kWord) != 0 ||
+      (i > kWord &&
+       (std::isalnum(static_cast<unsigned char>(s[i - kWord - 1])) || s[i - kWord - 1] == '_')))
+    return 0;
+  if (i + 1 < len && ((s[i] == '(' && s[i + 1] == ')') || (s[i] == '[' && s[i + 1] == ']')))
+    return 2;
+  if (s[i] == ',')
+    return 1;
+  size_t n = 0;
+  while (i + n < len && n < 3 && s[i + n] && std::strchr("<>=!&|+-*/%^~", s[i + n]))
+    ++n;
+  return n;
+}
+
 bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseError *err) {
   std::memset(out, 0, sizeof *out);
   out->size_max = UINT64_MAX;
@@ -419,7 +439,13 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
     // parameter lists: the value ends at a comma at depth 0.
     size_t value_begin = i;
     int depth = 0;
-    while (i < len && !(spec[i] == ',' && depth == 0)) {
+    while (i < len) {
+      if (size_t op = operator_symbol(spec, i, len)) {
+        i += op; // operator<, operator, and the like: the name's, not brackets or a key's end
+        continue;
+      }
+      if (spec[i] == ',' && depth == 0)
+        break;
       if (spec[i] == '<' || spec[i] == '(')
         ++depth;
       else if ((spec[i] == '>' || spec[i] == ')') && depth > 0)

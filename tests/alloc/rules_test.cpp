@@ -122,6 +122,27 @@ TEST_CASE("rules: errors name the column") {
   CHECK(e.column == 11);
 }
 
+TEST_CASE("rules: overloaded operators are names, their commas and brackets too") {
+  Rule r{};
+  ParseError e{};
+  const std::string comma = "function=B::operator,(long),pool=x";
+  REQUIRE(parse_rule(comma.data(), comma.size(), 1, &r, &e));
+  CHECK(std::string(r.function) == "B::operator,(long)");
+  CHECK(std::string(r.pool) == "x");
+  const std::string less = "function=Key::operator<,pool=y,align=64";
+  REQUIRE(parse_rule(less.data(), less.size(), 1, &r, &e));
+  CHECK(std::string(r.function) == "Key::operator<");
+  CHECK(r.align == 64);
+  const std::string call = "function=Make::operator()(int) const,pool=z";
+  REQUIRE(parse_rule(call.data(), call.size(), 1, &r, &e));
+  CHECK(std::string(r.function) == "Make::operator()(int) const");
+  CHECK(function_key_matches("B::operator,(long)", "B::operator,(long)"));
+  // A word ending in "operator" is no operator.
+  const std::string word = "function=my_operator,pool=w";
+  REQUIRE(parse_rule(word.data(), word.size(), 1, &r, &e));
+  CHECK(std::string(r.function) == "my_operator");
+}
+
 TEST_CASE("rules: a file of rules, comments and blank lines") {
   std::string text = "# nodes apart from descriptors\n"
                      "\n"
