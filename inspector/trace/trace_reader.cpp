@@ -504,10 +504,45 @@ TraceReader::Load TraceReader::read_record_header(uint64_t offset, RecordHeader 
   }
   uint64_t need = sizeof h + uint64_t{h.payload_bytes};
   if (need > left) {
+    // Past the end: a trace cut short, or a length field damaged in the
+    // middle of a whole one. A whole record close after it tells them apart.
+    if (uint64_t next = whole_record_after(offset + sizeof h, left - sizeof h)) {
+      stop(ReadStatus::kCorrupt, offset,
+           std::string(record_type_name(h.type)) + " record claims " +
+               std::to_string(h.payload_bytes) +
+               " bytes, past the end of the file, where a whole record begins at offset " +
+               std::to_string(next) + ": its length is damaged");
+      return Load::kStop;
+    }
     truncated(offset, std::string(record_type_name(h.type)) + " record", need, left);
     return Load::kStop;
   }
   return Load::kOk;
+}
+
+// The offset of the first record header in [from, from + n) (its first
+// MiB) whose record ends within the file, or 0.
+uint64_t TraceReader::whole_record_after(uint64_t from, uint64_t n) {
+  std::vector<uint8_t> scratch;
+  size_t len = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 20));
+  const uint8_t *p = len >= sizeof(RecordHeader) ? fetch(from, len, scratch) : nullptr;
+  if (!p)
+    return 0;
+  uint32_t magic = trace::kRecordMagic;
+  for (size_t at = 0; at + sizeof(RecordHeader) <= len; ++at) {
+    const void *hit = memmem(p + at, len - at, &magic, sizeof magic);
+    if (!hit)
+      return 0;
+    at = static_cast<size_t>(static_cast<const uint8_t *>(hit) - p);
+    if (at + sizeof(RecordHeader) > len)
+      return 0;
+    RecordHeader h;
+    std::memcpy(&h, p + at, sizeof h);
+    if (known_record_type(h.type) && h.payload_bytes <= trace::kMaxRecordBytes &&
+        from + at + sizeof h + h.payload_bytes <= size_)
+      return from + at;
+  }
+  return 0;
 }
 
 // Points `out` at the record's decompressed payload.

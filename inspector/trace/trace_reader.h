@@ -179,6 +179,7 @@ private:
   void reset();
   bool parse_header();
   const uint8_t *fetch(uint64_t offset, size_t n, std::vector<uint8_t> &scratch);
+  uint64_t whole_record_after(uint64_t from, uint64_t n);
   Load read_record_header(uint64_t offset, trace::RecordHeader &h);
   bool load_payload(uint64_t offset, const trace::RecordHeader &h, trace::Cursor &out);
   Item next_record();

@@ -527,6 +527,25 @@ TEST_CASE("payload past the end of the file reports what is missing", "[reader][
   CHECK(r.error().message == want);
 }
 
+// A length damaged in the middle of a whole trace is damage, not a trace
+// cut short (which reads as a process killed while recording).
+TEST_CASE("a length past the end with whole records after it is damage", "[reader][errors]") {
+  TraceBuilder t;
+  Block blk(1000, 1000, 5000);
+  blk.alloc(Api::kMalloc, 0x10, 1, 1, 1);
+  t.events(1, blk).events(2, blk).end(2000, 6000);
+  Bytes b = t.bytes();
+  size_t second = t.record_offset(1);
+  uint32_t huge = 1 << 20;
+  std::memcpy(b.data() + second + offsetof(trace::RecordHeader, payload_bytes), &huge, sizeof huge);
+  TraceReader r;
+  REQUIRE(r.open_buffer(b.data(), b.size(), "bad.trace"));
+  drain(r);
+  CHECK(r.status() == ReadStatus::kCorrupt);
+  CHECK(contains(r.error().message, "offset " + std::to_string(second)));
+  CHECK(contains(r.error().message, "its length is damaged"));
+}
+
 TEST_CASE("corrupt records are named by offset", "[reader][errors]") {
   TraceBuilder t;
   Block blk(1000, 1000, 5000);
