@@ -460,8 +460,11 @@ bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseErr
     const char *value = spec + value_begin;
     size_t value_len = value_end - value_begin;
     uint32_t value_column = static_cast<uint32_t>(value_begin + 1);
-    if (i < len)
-      ++i; // the comma
+    if (i < len && ++i == len) { // the comma, and nothing after it
+      set_error(err, line, static_cast<uint32_t>(i),
+                "the rule ends in a comma: a key=value is missing after it%s%s", "", "");
+      return false;
+    }
     if (value_len == 0) {
       set_error(err, line, value_column, "'%s' has an empty value", key_str);
       return false;

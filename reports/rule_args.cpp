@@ -31,9 +31,18 @@ namespace {
 void print_error(const std::string &where, const std::string &line_text,
                  const rules::ParseError &e) {
   std::fprintf(stderr, "memlayout: %s:%u:%u: %s\n", where.c_str(), e.line, e.column, e.message);
-  if (!line_text.empty()) {
-    std::fprintf(stderr, "  %s\n  %*s^\n", line_text.c_str(), static_cast<int>(e.column - 1), "");
-  }
+  if (line_text.empty())
+    return;
+  // The line around the column, as compilers show a long one: 60 bytes
+  // either side at most (a 2 MB line echoed whole buries the message).
+  constexpr size_t kSide = 60;
+  size_t col = e.column ? e.column - 1 : 0;
+  size_t from = col > kSide ? col - kSide : 0;
+  size_t to = std::min(line_text.size(), col + kSide);
+  std::string shown = (from ? "..." : "") + line_text.substr(from, to - from) +
+                      (to < line_text.size() ? "..." : "");
+  size_t caret = col - from + (from ? 3 : 0);
+  std::fprintf(stderr, "  %s\n  %*s^\n", shown.c_str(), static_cast<int>(caret), "");
 }
 
 std::string nth_line(const std::string &text, uint32_t line) {

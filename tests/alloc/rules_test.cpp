@@ -137,6 +137,11 @@ TEST_CASE("rules: overloaded operators are names, their commas and brackets too"
   REQUIRE(parse_rule(call.data(), call.size(), 1, &r, &e));
   CHECK(std::string(r.function) == "Make::operator()(int) const");
   CHECK(function_key_matches("B::operator,(long)", "B::operator,(long)"));
+  // A comma that ends the rule promised another key.
+  const std::string trailing = "function=a,pool=x,";
+  REQUIRE_FALSE(parse_rule(trailing.data(), trailing.size(), 1, &r, &e));
+  CHECK(std::string(e.message).find("ends in a comma") != std::string::npos);
+  CHECK(e.column == 18);
   // A word ending in "operator" is no operator.
   const std::string word = "function=my_operator,pool=w";
   REQUIRE(parse_rule(word.data(), word.size(), 1, &r, &e));
