@@ -431,20 +431,19 @@ std::string elf_build_id(const std::string &path) {
   return build_id_of(*bin->getBinary());
 }
 
-// The module file's function symbols by address, mangled as they are: what
-// the symbolizer names a body's outermost frame by (LLVMSymbolizer's
-// UseSymbolTable).
-std::multimap<uint64_t, std::string> function_symbols(const llvm::object::ObjectFile &obj) {
-  std::multimap<uint64_t, std::string> out;
+// Calls visit(address, size, name) for each named function symbol of an
+// ELF file's symbol table and dynamic symbol table.
+template <class Visit>
+void for_each_function_symbol(const llvm::object::ObjectFile &obj, Visit visit) {
   const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);
   if (!elf)
-    return out;
-  auto add = [&](const llvm::object::ELFSymbolRef &s) {
+    return;
+  auto one = [&](const llvm::object::ELFSymbolRef &s) {
     auto type = s.getType();
     auto name = s.getName();
     auto addr = s.getAddress();
     if (type && name && addr && *type == llvm::object::SymbolRef::ST_Function && !name->empty())
-      out.emplace(*addr, name->str());
+      visit(*addr, s.getSize(), *name);
     if (!type)
       llvm::consumeError(type.takeError());
     if (!name)
@@ -453,9 +452,18 @@ std::multimap<uint64_t, std::string> function_symbols(const llvm::object::Object
       llvm::consumeError(addr.takeError());
   };
   for (const auto &s : elf->symbols())
-    add(s);
+    one(s);
   for (const auto &s : elf->getDynamicSymbolIterators())
-    add(s);
+    one(s);
+}
+
+// The module file's function symbols by address, mangled as they are: what
+// the symbolizer names a body's outermost frame by (LLVMSymbolizer's
+// UseSymbolTable).
+std::multimap<uint64_t, std::string> function_symbols(const llvm::object::ObjectFile &obj) {
+  std::multimap<uint64_t, std::string> out;
+  for_each_function_symbol(
+      obj, [&](uint64_t addr, uint64_t, llvm::StringRef name) { out.emplace(addr, name.str()); });
   return out;
 }
 
@@ -608,34 +616,16 @@ struct ModuleCodeReader {
       return it != covered.begin() && a < std::prev(it)->hi;
     };
     std::vector<std::pair<uint64_t, uint64_t>> seen;
-    auto add = [&](const llvm::object::ELFSymbolRef &s) {
-      auto type = s.getType();
-      auto name = s.getName();
-      auto addr = s.getAddress();
-      bool ok = type && name && addr && *type == llvm::object::SymbolRef::ST_Function &&
-                !name->empty() && s.getSize() > 0;
-      if (!type)
-        llvm::consumeError(type.takeError());
-      if (!name)
-        llvm::consumeError(name.takeError());
-      if (!addr)
-        llvm::consumeError(addr.takeError());
-      if (!ok || is_covered(*addr))
+    for_each_function_symbol(obj, [&](uint64_t addr, uint64_t size, llvm::StringRef name) {
+      if (size == 0 || is_covered(addr))
         return;
-      std::pair<uint64_t, uint64_t> key{*addr, s.getSize()};
+      std::pair<uint64_t, uint64_t> key{addr, size};
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
         return;
       seen.push_back(key);
-      uint32_t f = out.add_function(demangle(name->str()), Tri::kUnknown);
-      out.add_scope(f, ModuleCode::kNoScope, {{*addr, *addr + s.getSize()}});
-    };
-    const auto *elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&obj);
-    if (!elf)
-      return;
-    for (const auto &s : elf->symbols())
-      add(s);
-    for (const auto &s : elf->getDynamicSymbolIterators())
-      add(s);
+      uint32_t f = out.add_function(demangle(name.str()), Tri::kUnknown);
+      out.add_scope(f, ModuleCode::kNoScope, {{addr, addr + size}});
+    });
   }
 };
 
