@@ -76,6 +76,25 @@ std::string preload_for_launch() {
                  self_dir().c_str());
     return {};
   }
+  // One MEMLAYOUT_PRELOAD_LIBRARY names: the loader would say it cannot
+  // load it on the program's stderr, and the program would run unrecorded.
+  if (const char *named = std::getenv("MEMLAYOUT_PRELOAD_LIBRARY"); named && *named) {
+    char magic[4] = {};
+    int fd = open(preload.c_str(), O_RDONLY | O_CLOEXEC);
+    bool elf = fd >= 0 && read(fd, magic, sizeof magic) == sizeof magic &&
+               std::memcmp(magic,
+                           "\x7f"
+                           "ELF",
+                           4) == 0;
+    int err = errno;
+    if (fd >= 0)
+      close(fd);
+    if (!elf) {
+      std::fprintf(stderr, "memlayout: MEMLAYOUT_PRELOAD_LIBRARY=%s: %s\n", preload.c_str(),
+                   fd < 0 ? std::strerror(err) : "not a shared library (no ELF header)");
+      return {};
+    }
+  }
   if (preload.find_first_of(" :\t\n") != std::string::npos) {
     std::fprintf(stderr,
                  "memlayout: the preload library's path '%s' has a space or a colon, which "

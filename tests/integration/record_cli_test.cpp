@@ -289,6 +289,24 @@ TEST_CASE("cli.preload_path_with_a_space", "[record][cli]") {
   }
 }
 
+// MEMLAYOUT_PRELOAD_LIBRARY naming nothing loadable: refused with the path
+// and the reason, not run unrecorded with the loader's error on its stderr
+TEST_CASE("cli.preload_library_that_cannot_load", "[record][cli]") {
+  std::string dir = work_dir("cli_preload_bad");
+  std::string text = dir + "/not_a_library.so";
+  { std::ofstream(text) << "not ELF\n"; }
+  for (const std::string &lib : {dir + "/missing.so", text}) {
+    RunOptions opts;
+    opts.setenv.push_back({"MEMLAYOUT_PRELOAD_LIBRARY", lib});
+    RunResult r = run(
+        {memlayout_bin(), "record", "-o", dir + "/t.trace", "--", program("churn"), "10"}, opts);
+    INFO(r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.err.find("memlayout: MEMLAYOUT_PRELOAD_LIBRARY=" + lib + ": ") != std::string::npos);
+    CHECK(r.out.empty()); // the program did not run
+  }
+}
+
 // the trace lands where -o says, or at a predictable default
 TEST_CASE("cli.trace_name", "[record][cli]") {
   std::string dir = work_dir("cli_default_name");
