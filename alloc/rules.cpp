@@ -368,12 +368,10 @@ bool scopes_end_with(const Scopes &have, const Scopes &want) {
 
 bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
-} // namespace
-
 // The length of an overloaded operator's symbol at `i`, where "operator"
 // ends just before it (`B::operator,(long)`, `operator<`, `operator()`), else
 // 0: its brackets and commas are the name's.
-static size_t operator_symbol(const char *s, size_t i, size_t len) {
+size_t operator_symbol(const char *s, size_t i, size_t len) {
   constexpr size_t kWord = 8; // "operator"
   if (i < kWord || std::memcmp(s + i - kWord, "operator", kWord) != 0 ||
       (i > kWord &&
@@ -388,6 +386,8 @@ static size_t operator_symbol(const char *s, size_t i, size_t len) {
     ++n;
   return n;
 }
+
+} // namespace
 
 bool parse_rule(const char *spec, size_t len, uint32_t line, Rule *out, ParseError *err) {
   std::memset(out, 0, sizeof *out);

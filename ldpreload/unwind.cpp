@@ -134,35 +134,35 @@ void init_thread_stack(Thread &t) {
     t.state = StackState::kUninit; // the real stack can be learnt later
     return;
   }
+  uintptr_t lo = 0, hi = 0;
   if (t.in_getattr) {
-    // The mapping the stack is in, read raw: all of it is readable, which
-    // is all the bounds are for.
-    if (!mapping_containing(here, &r)) {
-      t.state = StackState::kFailed;
-      return;
+    // Inside the program's own pthread_getattr_np, which holds the lock a
+    // second call would wait for: the mapping the stack is in, read raw.
+    // All of it is readable, which is all the bounds are for.
+    if (mapping_containing(here, &r)) {
+      lo = r.lo;
+      hi = r.hi;
     }
-    t.lo = r.lo;
-    t.hi = r.hi;
-    t.main_stack = false;
-    t.state = StackState::kReady;
-    return;
+  } else {
+    // May malloc (the affinity mask); the interposer's reentrancy guard
+    // keeps that from recording, and kBusy keeps it from recursing here.
+    pthread_attr_t attr;
+    void *addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
+        lo = reinterpret_cast<uintptr_t>(addr);
+        hi = lo + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
   }
-  // May malloc (the affinity mask); the interposer's reentrancy guard keeps
-  // that from recording, and kBusy keeps it from recursing here.
-  pthread_attr_t attr;
-  void *addr = nullptr;
-  size_t size = 0;
-  bool ok = false;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
-    pthread_attr_destroy(&attr);
-  }
-  if (!ok || size == 0) {
+  if (hi == 0) {
     t.state = StackState::kFailed;
     return;
   }
-  t.lo = reinterpret_cast<uintptr_t>(addr);
-  t.hi = t.lo + size;
+  t.lo = lo;
+  t.hi = hi;
   t.main_stack = false;
   t.state = StackState::kReady;
 }

@@ -624,21 +624,24 @@ void print_summary(const std::string &path, const char *command, bool created, p
   if (!running.empty()) {
     std::string names;
     for (size_t i = 0; i < running.size() && i < 4; ++i) {
+      names += (i ? ", " : "") + std::to_string(running[i]);
       char trace[PATH_MAX];
-      bool named = trace::process_trace_path(path.c_str(), static_cast<uint32_t>(running[i]), 0,
-                                             trace, sizeof trace);
-      names += (i ? ", " : "") + std::to_string(running[i]) +
-               (named ? std::string(" -> ") + trace : std::string());
+      if (!trace::process_trace_path(path.c_str(), static_cast<uint32_t>(running[i]), 0, trace,
+                                     sizeof trace))
+        continue;
+      names += std::string(" -> ") + trace;
+      // Said here, not again among the traces written.
       children.erase(std::remove(children.begin(), children.end(), std::string(trace)),
                      children.end());
     }
     if (running.size() > 4)
       names += " and " + std::to_string(running.size() - 4) + " more";
+    const bool one = running.size() == 1;
     std::fprintf(stderr,
-                 "memlayout: %zu process%s of the command still run%s and record%s (a daemon?): "
-                 "%s; a trace is complete once its process ends\n",
-                 running.size(), running.size() == 1 ? "" : "es", running.size() == 1 ? "s" : "",
-                 running.size() == 1 ? "s" : "", names.c_str());
+                 "memlayout: %zu %s of the command still %s (a daemon?): %s; a trace is complete "
+                 "once its process ends\n",
+                 running.size(), one ? "process" : "processes",
+                 one ? "runs and records" : "run and record", names.c_str());
   }
   if (children.empty())
     return;

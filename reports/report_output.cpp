@@ -10,9 +10,9 @@ namespace memlayout::cli {
 
 std::vector<std::string> with_files_read(std::vector<std::string> inputs,
                                          const inspector::Report &r) {
-  inputs.insert(inputs.end(), r.files_read.begin(), r.files_read.end());
-  if (!r.executable.empty())
-    inputs.push_back(r.executable);
+  for (const std::string *read : {&r.type_map, &r.cache_file, &r.executable})
+    if (!read->empty())
+      inputs.push_back(*read);
   return inputs;
 }
 

@@ -135,8 +135,8 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string
   table_path_ = temp_file("memlayout-routes");
   stats_path_ = temp_file("memlayout-rule-stats");
   if (table_path_.empty() || stats_path_.empty()) {
-    std::fprintf(stderr, "memlayout: cannot create a temporary file in %s: %s\n",
-                 std::getenv("TMPDIR") && *std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
+    // temp_file tried TMPDIR, then /tmp.
+    std::fprintf(stderr, "memlayout: cannot create a temporary file in /tmp: %s\n",
                  std::strerror(errno));
     return false;
   }

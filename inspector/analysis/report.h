@@ -164,11 +164,10 @@ struct RuleStat {
 struct Report {
   std::string trace;
   std::string executable; // the recorded program, from the trace's header
-  // What else the analysis read (the type map, the cache model): no output
-  // may be written over them.
-  std::vector<std::string> files_read;
-  std::string type_map, cache_file; // of them, the type map and cache model used
-  std::string at;                   // peak, end, mark:NAME
+  // The type map and cache model the analysis read ("" for none): no
+  // output may be written over them.
+  std::string type_map, cache_file;
+  std::string at; // peak, end, mark:NAME
   int64_t at_ns = 0;
   bool partial = false;
   std::string damage;    // the trace is damaged there (not only cut short): the reader's error

@@ -82,7 +82,7 @@ HotRange hot_range_for(const Group &g, const std::vector<HotPrefix> &hot, const 
 // A missing or unreadable map beside the executable is a note, not an error.
 bool load_type_map(const ReportOptions &o, const std::string &executable,
                    std::optional<TypeMap> &map, std::vector<std::string> &notes,
-                   std::vector<std::string> &files_read, std::string &error) {
+                   std::string &error) {
   std::string path = o.types_file;
   if (path.empty()) {
     if (!o.find_types)
@@ -90,7 +90,6 @@ bool load_type_map(const ReportOptions &o, const std::string &executable,
     path = type_map_beside(executable);
     if (path.empty() || access(path.c_str(), R_OK) != 0)
       return true;
-    files_read.push_back(path);
     std::string why;
     map = TypeMap::load(path, why);
     notes.push_back(map ? "groups named by type from " + path
@@ -98,7 +97,6 @@ bool load_type_map(const ReportOptions &o, const std::string &executable,
                               "): groups are named by call site");
     return true;
   }
-  files_read.push_back(path);
   map = TypeMap::load(path, error);
   if (map)
     notes.push_back("groups named by type from " + path);
@@ -266,13 +264,12 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     return false;
   }
   std::optional<TypeMap> types;
-  if (!o.cache_file.empty())
-    out.files_read.push_back(out.cache_file = o.cache_file);
-  if (!load_type_map(o, r.header().executable, types, out.notes, out.files_read, error) ||
+  out.cache_file = o.cache_file;
+  if (!load_type_map(o, r.header().executable, types, out.notes, error) ||
       !check_hot_fields(o.hot, types ? &*types : nullptr, error))
     return false;
   if (types)
-    out.type_map = out.files_read.back();
+    out.type_map = types->path();
   HeapSnapshot snap;
   SnapshotProgress on_progress;
   if (o.progress)

@@ -23,33 +23,32 @@ std::string lower(std::string s) {
   return s;
 }
 
-// A function's qualified name, with its own template arguments where it is
-// a function template's specialization ("mk<5>"): its instantiations
-// allocate different types at one line, and the recorded stacks tell them
-// apart by those arguments.
-std::string function_name(const clang::FunctionDecl &fd) {
-  if (!fd.getTemplateSpecializationArgs())
-    return fd.getQualifiedNameAsString();
+// A declaration's qualified name with its own template arguments, as the
+// demangler prints them ("mk<5>", "F<A>"): getQualifiedNameAsString()
+// leaves a specialization's own arguments out.
+std::string name_with_arguments(const clang::NamedDecl &d) {
   std::string name;
   llvm::raw_string_ostream out(name);
-  clang::PrintingPolicy policy(fd.getASTContext().getLangOpts());
+  clang::PrintingPolicy policy(d.getASTContext().getLangOpts());
   policy.SuppressUnwrittenScope = true;
-  fd.getNameForDiagnostic(out, policy, /*Qualified=*/true);
+  d.getNameForDiagnostic(out, policy, /*Qualified=*/true);
   return out.str();
 }
 
-// A class's qualified name with its own template arguments ("F<A>"), as
-// its members' names carry them: getQualifiedNameAsString() leaves a
-// specialization's own arguments out.
+// A function's qualified name, with its own template arguments where it is
+// a function template's specialization: its instantiations allocate
+// different types at one line, and the recorded stacks tell them apart by
+// those arguments.
+std::string function_name(const clang::FunctionDecl &fd) {
+  return fd.getTemplateSpecializationArgs() ? name_with_arguments(fd)
+                                            : fd.getQualifiedNameAsString();
+}
+
+// A class's, with a specialization's own arguments, as its members' names
+// carry them.
 std::string class_name(const clang::CXXRecordDecl &cls) {
-  if (!llvm::isa<clang::ClassTemplateSpecializationDecl>(cls))
-    return cls.getQualifiedNameAsString();
-  std::string name;
-  llvm::raw_string_ostream out(name);
-  clang::PrintingPolicy policy(cls.getASTContext().getLangOpts());
-  policy.SuppressUnwrittenScope = true;
-  cls.getNameForDiagnostic(out, policy, /*Qualified=*/true);
-  return out.str();
+  return llvm::isa<clang::ClassTemplateSpecializationDecl>(cls) ? name_with_arguments(cls)
+                                                                : cls.getQualifiedNameAsString();
 }
 
 // The function a statement is in, as a qualified name; a lambda's body
