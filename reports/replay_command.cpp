@@ -295,7 +295,29 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
   inspector::CodeMaps code(sym);
   inspector::detect_wrappers(inspector::weighted_stacks(snap, r), sym, code, wrappers);
   o.wrappers_decided = &wrappers;
-  RouteDecider decider(*rules.set, r, sym, code, wrappers, types ? &*types : nullptr);
+  // Routing as `run` decides it: `run` reads no trace, so a wrapper that only
+  // the recorded stacks show is looked through only where the rules or the
+  // command line declare it. The report's sites (as_reported) name what a
+  // rule would route once it is declared.
+  inspector::WrapperPolicy routing = wrappers;
+  std::erase_if(routing.detected, [](const auto &d) {
+    return d.second.reason == inspector::WrapperReason::kDetectedTrace;
+  });
+  RouteDecider decider(*rules.set, r, sym, code, routing, types ? &*types : nullptr);
+  RouteDecider as_reported(*rules.set, r, sym, code, wrappers, types ? &*types : nullptr);
+  std::vector<uint64_t> reported_count(rules.set->count);
+  std::vector<std::vector<std::string>> undeclared(rules.set->count);
+  auto note_as_reported = [&](uint64_t stack_id, uint64_t size) {
+    uint8_t route = as_reported.route(stack_id, size);
+    if (route == replay::kNoRoute)
+      return;
+    ++reported_count[route];
+    for (const auto &w : as_reported.site(stack_id).site.looked_through)
+      if (w.reason == inspector::WrapperReason::kDetectedTrace &&
+          std::find(undeclared[route].begin(), undeclared[route].end(), w.function) ==
+              undeclared[route].end())
+        undeclared[route].push_back(w.function);
+  };
   std::unordered_map<uint32_t, uint16_t> thread_index;
   if (r.header().pid)
     thread_index[*r.header().pid] = 0;
@@ -379,6 +401,7 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
       if (trace::api_is_aligned(e.api))
         op.align = e.alignment; // what the program asked for, not what its address happens to be
       op.route = decider.route(e.stack_id, e.size);
+      note_as_reported(e.stack_id, e.size);
       placed_by[e.ptr] = index;
     } else {
       if (e.ptr == 0 && e.size != 0)
@@ -427,9 +450,24 @@ bool replay_layout(const std::string &trace, LoadedRules &rules, inspector::Repo
                    who, rules.origin[i].c_str(),
                    inspector::rule_text(rules.set->rules[first]).c_str(),
                    rules.origin[first].c_str());
-    else if (!routed_count[i])
+    else if (!routed_count[i] && reported_count[i] == 0)
       std::fprintf(stderr, "%s: warning: %s: the rule matched no allocation\n", who,
                    rules.origin[i].c_str());
+    if (reported_count[i] > routed_count[i] && !undeclared[i].empty()) {
+      std::string names;
+      for (const auto &w : undeclared[i])
+        names += (names.empty() ? "" : ", ") + w;
+      std::fprintf(stderr,
+                   "%s: warning: %s: %s routes %llu allocations, as `run` and `record` will; "
+                   "the report finds %llu more under the sites it names, through %s, "
+                   "wrapper%s only the recorded stacks show, which `run` cannot see: declare "
+                   "%s (wrapper=%s in the rules file, as memlayout advise writes it)\n",
+                   who, rules.origin[i].c_str(), inspector::rule_text(rules.written[i]).c_str(),
+                   static_cast<unsigned long long>(routed_count[i]),
+                   static_cast<unsigned long long>(reported_count[i] - routed_count[i]),
+                   names.c_str(), undeclared[i].size() == 1 ? "" : "s",
+                   undeclared[i].size() == 1 ? "it" : "them", undeclared[i].front().c_str());
+    }
     if (strays[i].count) {
       std::string sites;
       for (const auto &w : strays[i].sites)
@@ -537,7 +575,9 @@ int replay_main(int argc, char **argv) {
       "(glibc or jemalloc 5.3), with the rules applied: the allocations whose sites they\n"
       "name go to their pools, padded and aligned as the rules say. Then reports the\n"
       "layout the objects would have had, as 'memlayout report' does. Sites and wrappers\n"
-      "are decided as reports decide them (the rules file's wrapper= lines included).\n"
+      "are decided as reports decide them (the rules file's wrapper= lines included),\n"
+      "but a rule routes only what `run` would: through the wrappers it sees (built-in,\n"
+      "declared, or found in debug information), not those only recorded stacks show.\n"
       "Page frames are not replayed: L2/L3 sets rest on virtual address bits.");
   app->add_option("FILE", trace, "the trace (memlayout record)")->required();
   add_rule_options(*app, rule_args);

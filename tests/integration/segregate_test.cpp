@@ -228,6 +228,58 @@ TEST_CASE("segregate.replay_of_a_trace_recorded_under_rules_says_so", "[segregat
   CHECK(noted);
 }
 
+// A site the report finds through a wrapper that only the recorded stacks
+// show (a program without debug information, as Debian's redis-server with
+// zmalloc): `run` reads no trace and routes it only where the wrapper is
+// declared. replay predicted that it routed all of it.
+TEST_CASE("segregate.replay_routes_through_trace_wrappers_only_when_declared", "[segregate]") {
+  std::string dir = work_dir("segregate_replay_trace_wrappers");
+  std::string trace = dir + "/t.trace";
+  const std::string prog = program("nodebug_wrapper"), n = "3000";
+  RunResult rec = record({"-o", trace}, {prog, n});
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value rep = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const auto *conns = group_by_site(*rep.getAsObject(), "new_conn");
+  REQUIRE(conns);
+  CHECK(conns->getInteger("objects").getValueOr(-1) == 3000);
+
+  auto replay_routed = [&](const std::vector<std::string> &extra, std::string *err) {
+    std::vector<std::string> args{
+        memlayout_bin(), "replay", trace, "--segregate", "function=new_conn,pool=conns",
+        "--format",      "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    RunResult r = run(args);
+    *err = r.err;
+    auto v = llvm::json::parse(r.out);
+    if (r.exit_code() != 0 || !v)
+      return int64_t{-1};
+    const auto *rules = v->getAsObject()->getArray("rules");
+    return rules && rules->size() == 1
+               ? (*rules)[0].getAsObject()->getInteger("allocations").getValueOr(-1)
+               : int64_t{-1};
+  };
+  std::string err;
+  CHECK(replay_routed({}, &err) == 0);
+  INFO(err);
+  CHECK(err.find("the report finds 3000 more") != std::string::npos);
+  CHECK(err.find("through xalloc") != std::string::npos);
+  CHECK(err.find("matched no allocation") == std::string::npos);
+  RunResult ran =
+      run({memlayout_bin(), "run", "--segregate", "function=new_conn,pool=conns", "--", prog, n});
+  CHECK(ran.exit_code() == 0);
+  CHECK(ran.err.find("routed nothing") != std::string::npos);
+  CHECK(ran.err.find("--wrapper NAME") != std::string::npos);
+
+  // Declared, the wrapper is looked through by both, alike.
+  CHECK(replay_routed({"--wrapper", "xalloc"}, &err) == 3000);
+  CHECK(err.find("the report finds") == std::string::npos);
+  ran = run({memlayout_bin(), "run", "--wrapper", "xalloc", "--segregate",
+             "function=new_conn,pool=conns", "--", prog, n});
+  INFO(ran.err);
+  CHECK(ran.exit_code() == 0);
+  CHECK(routed_by(ran.err, "new_conn") == 3000);
+}
+
 TEST_CASE("segregate.inline_rule_and_pad", "[segregate]") {
   std::string dir = work_dir("segregate_pad");
   std::string trace = dir + "/pad.trace";

@@ -81,6 +81,7 @@ std::string program(const std::string &name) {
       {"stripped_wrappers_main", MLT_PATH_stripped_wrappers_main},
       {"debuglink_main", MLT_PATH_debuglink_main},
       {"one_line_sites", MLT_PATH_one_line_sites},
+      {"nodebug_wrapper", MLT_PATH_nodebug_wrapper},
   };
   auto it = paths.find(name);
   if (it == paths.end())
