@@ -186,8 +186,18 @@ GroupDelta compare_merged(std::vector<const GroupReport *> as, const GroupReport
 
 using SiteKey = std::tuple<std::string, std::string, uint32_t>;
 
+// The file by its name alone: a program built in two directories, before
+// and after a fix, is the usual pair (as names print it).
+std::string file_name(const std::string &path) { return path.substr(path.rfind('/') + 1); }
+
 SiteKey site(const GroupReport &g) {
-  return {g.group.site.function, g.group.site.file, g.group.site.line};
+  return {g.group.site.function, file_name(g.group.site.file), g.group.site.line};
+}
+
+// The site without its line: an edit above a function moves every line
+// below it, the fix diff is for among them.
+SiteKey function_site(const GroupReport &g) {
+  return {g.group.site.function, file_name(g.group.site.file), 0};
 }
 
 // Pairs the still unmatched groups of both sides whose key is unique on each
@@ -214,6 +224,65 @@ void match_unique(const Report &a, const Report &b, std::vector<int> &pair_of_a,
     pair_of_a[ia.first] = jb->second.first;
     taken_b[jb->second.first] = true;
     out.groups.push_back(compare(a.groups[ia.first], b.groups[jb->second.first], how));
+  }
+}
+
+// A site that is one group in B (its pool) and several in A: what is
+// left of A there joins what B's group was matched with, if anything.
+// Where B has several groups at the site (a rule pooled one of the line's
+// records with another, and left the rest), the one whose objects exceed
+// its match's by the leftover's (within 10%), in a class that holds them.
+void join_leftovers(const Report &a, const Report &b, SiteKey (*key)(const GroupReport &),
+                    bool moved, std::vector<int> &pair_of_a, std::vector<bool> &taken_b,
+                    ReportDiff &out) {
+  std::map<SiteKey, std::vector<size_t>> b_at;
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    b_at[key(b.groups[j])].push_back(j);
+  std::vector<double> surplus(b.groups.size());
+  for (size_t j = 0; j < b.groups.size(); ++j)
+    surplus[j] = static_cast<double>(b.groups[j].objects);
+  for (const GroupDelta &g : out.groups)
+    surplus[static_cast<size_t>(g.b - b.groups.data())] -= static_cast<double>(g.a->objects);
+  std::map<size_t, std::vector<size_t>> join; // B index -> A indices
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    if (pair_of_a[i] >= 0)
+      continue;
+    auto it = b_at.find(key(a.groups[i]));
+    if (it == b_at.end())
+      continue;
+    const GroupReport &left = a.groups[i];
+    std::optional<size_t> to;
+    if (it->second.size() == 1) {
+      to = it->second.front();
+    } else {
+      int fits = 0;
+      const double n = static_cast<double>(left.objects);
+      for (size_t j : it->second)
+        if (surplus[j] >= 0.9 * n && surplus[j] <= 1.1 * n &&
+            b.groups[j].group.size_class >= left.group.requested_size)
+          ++fits, to = j;
+      if (fits != 1)
+        continue;
+    }
+    surplus[*to] -= static_cast<double>(left.objects);
+    join[*to].push_back(i);
+  }
+  for (auto &[j, extra] : join) {
+    std::vector<const GroupReport *> as;
+    auto was = std::find_if(out.groups.begin(), out.groups.end(),
+                            [&](const GroupDelta &g) { return g.b == &b.groups[j]; });
+    if (was != out.groups.end()) {
+      as.push_back(was->a);
+      out.groups.erase(was);
+    }
+    for (size_t i : extra) {
+      as.push_back(&a.groups[i]);
+      pair_of_a[i] = static_cast<int>(j);
+    }
+    taken_b[j] = true;
+    out.groups.push_back(as.size() == 1 ? compare(*as.front(), b.groups[j],
+                                                  moved ? MatchedBy::kFunction : MatchedBy::kSite)
+                                        : compare_merged(as, b.groups[j]));
   }
 }
 
@@ -315,11 +384,15 @@ void add_notes(const Report &a, const Report &b, const UnlikeLevels &unlike, Rep
     out.notes.push_back("A is analysed at " + a.at + ", B at " + b.at);
   // By name: one program built in two directories, before and after a fix,
   // is the usual pair.
-  auto base = [](const std::string &path) { return path.substr(path.rfind('/') + 1); };
-  if (!a.executable.empty() && !b.executable.empty() && base(a.executable) != base(b.executable))
+  if (!a.executable.empty() && !b.executable.empty() &&
+      file_name(a.executable) != file_name(b.executable))
     out.notes.push_back("A and B record different programs (" + a.executable + ", " + b.executable +
                         "): groups are matched by their names and sites, which two programs "
                         "may share by chance");
+  if (!a.groups.empty() && !b.groups.empty() && out.groups.empty())
+    out.notes.push_back("no group of A matched one of B: groups are matched by their names, "
+                        "call sites (function, file and line), then function and file; the "
+                        "comparison is of different code");
   for (const std::string &w : a.symbol_warnings)
     out.notes.push_back("A: " + w);
   for (const std::string &w : b.symbol_warnings)
@@ -346,71 +419,26 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   match_unique(
       a, b, pair_of_a, taken_b, [](const GroupReport &g) { return g.group.name; }, MatchedBy::kName,
       out);
-  match_unique(
-      a, b, pair_of_a, taken_b,
-      [](const GroupReport &g) { return std::make_pair(site(g), g.group.size_class); },
-      MatchedBy::kSiteAndSizeClass, out);
-  // Padding, a pool or a different allocator moves a group to another size
-  // class but leaves its call site and what the program asks for: one site
-  // with several classes (inlined code allocating two kinds of objects) is
-  // told apart by the requested size.
-  match_unique(
-      a, b, pair_of_a, taken_b,
-      [](const GroupReport &g) { return std::make_pair(site(g), g.group.requested_size); },
-      MatchedBy::kSiteAndRequestedSize, out);
-  match_unique(a, b, pair_of_a, taken_b, site, MatchedBy::kSite, out);
-  // A site that is one group in B (its pool) and several in A: what is
-  // left of A there joins what B's group was matched with, if anything.
-  // Where B has several groups at the site (a rule pooled one of the line's
-  // records with another, and left the rest), the one whose objects exceed
-  // its match's by the leftover's (within 10%), in a class that holds them.
-  std::map<SiteKey, std::vector<size_t>> b_at;
-  for (size_t j = 0; j < b.groups.size(); ++j)
-    b_at[site(b.groups[j])].push_back(j);
-  std::vector<double> surplus(b.groups.size());
-  for (size_t j = 0; j < b.groups.size(); ++j)
-    surplus[j] = static_cast<double>(b.groups[j].objects);
-  for (const GroupDelta &g : out.groups)
-    surplus[static_cast<size_t>(g.b - b.groups.data())] -= static_cast<double>(g.a->objects);
-  std::map<size_t, std::vector<size_t>> join; // B index -> A indices
-  for (size_t i = 0; i < a.groups.size(); ++i) {
-    if (pair_of_a[i] >= 0)
-      continue;
-    auto it = b_at.find(site(a.groups[i]));
-    if (it == b_at.end())
-      continue;
-    const GroupReport &left = a.groups[i];
-    std::optional<size_t> to;
-    if (it->second.size() == 1) {
-      to = it->second.front();
-    } else {
-      int fits = 0;
-      const double n = static_cast<double>(left.objects);
-      for (size_t j : it->second)
-        if (surplus[j] >= 0.9 * n && surplus[j] <= 1.1 * n &&
-            b.groups[j].group.size_class >= left.group.requested_size)
-          ++fits, to = j;
-      if (fits != 1)
-        continue;
-    }
-    surplus[*to] -= static_cast<double>(left.objects);
-    join[*to].push_back(i);
-  }
-  for (auto &[j, extra] : join) {
-    std::vector<const GroupReport *> as;
-    auto was = std::find_if(out.groups.begin(), out.groups.end(),
-                            [&](const GroupDelta &g) { return g.b == &b.groups[j]; });
-    if (was != out.groups.end()) {
-      as.push_back(was->a);
-      out.groups.erase(was);
-    }
-    for (size_t i : extra) {
-      as.push_back(&a.groups[i]);
-      pair_of_a[i] = static_cast<int>(j);
-    }
-    taken_b[j] = true;
-    out.groups.push_back(as.size() == 1 ? compare(*as.front(), b.groups[j], MatchedBy::kSite)
-                                        : compare_merged(as, b.groups[j]));
+  // By call site, then, where the line moved, by function and file alone:
+  // each key with its size class, its requested size, then alone, and the
+  // leftovers of a site joined to the pool that took them.
+  for (auto key : {site, function_site}) {
+    const bool moved = key == function_site;
+    match_unique(
+        a, b, pair_of_a, taken_b,
+        [key](const GroupReport &g) { return std::make_pair(key(g), g.group.size_class); },
+        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndSizeClass, out);
+    // Padding, a pool or a different allocator moves a group to another size
+    // class but leaves its call site and what the program asks for: one site
+    // with several classes (inlined code allocating two kinds of objects) is
+    // told apart by the requested size.
+    match_unique(
+        a, b, pair_of_a, taken_b,
+        [key](const GroupReport &g) { return std::make_pair(key(g), g.group.requested_size); },
+        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndRequestedSize, out);
+    match_unique(a, b, pair_of_a, taken_b, key, moved ? MatchedBy::kFunction : MatchedBy::kSite,
+                 out);
+    join_leftovers(a, b, key, moved, pair_of_a, taken_b, out);
   }
   const UnlikeLevels unlike = unlike_levels(a, b);
   neutralize_unlike_levels(unlike, out);
@@ -500,6 +528,8 @@ const char *to_string(MatchedBy m) {
     return "site";
   case MatchedBy::kSiteMerged:
     return "site, merged";
+  case MatchedBy::kFunction:
+    return "function, its line moved";
   }
   return "?";
 }

@@ -35,8 +35,16 @@ struct MetricDelta {
 };
 
 // kSiteMerged: B holds in one group (a pool) what A had in several of one
-// call site (its size classes): B is compared with their union.
-enum class MatchedBy { kName, kSiteAndSizeClass, kSiteAndRequestedSize, kSite, kSiteMerged };
+// call site (its size classes): B is compared with their union. kFunction:
+// by function and file, the site's line moved (an edit above it).
+enum class MatchedBy {
+  kName,
+  kSiteAndSizeClass,
+  kSiteAndRequestedSize,
+  kSite,
+  kSiteMerged,
+  kFunction
+};
 
 struct GroupDelta {
   const GroupReport *a = nullptr, *b = nullptr;

@@ -332,3 +332,50 @@ TEST_CASE("report_diff.a_merged_finding_that_lost_a_size_class_is_kept", "[repor
   REQUIRE(d.added.size() == 1);
   CHECK(d.added[0].finding->kind == "page_spread");
 }
+
+TEST_CASE("report_diff.lines_moved_by_an_edit_above_the_sites", "[report_diff]") {
+  // A comment added at the top of the file moved every site a line down and
+  // the fix padded make_a's record into another class: nothing has the same
+  // name or call site, but each function has one group on each side.
+  Report a = report({group(1, "make_a (p1.c:20)", "make_a", 48, 0.5),
+                     group(2, "make_c (p1.c:40)", "make_c", 64, 0.25)},
+                    {});
+  Report b = report({group(3, "make_a (p1.c:21)", "make_a", 64, 0.5),
+                     group(4, "make_c (p1.c:41)", "make_c", 64, 0.25)},
+                    {});
+  // Built in two directories, before and after: the files' paths differ.
+  for (auto &g : a.groups)
+    g.group.site.file = "/src/before/p1.c";
+  for (auto &g : b.groups)
+    g.group.site.file = "/src/after/p1.c";
+  a.groups[0].group.site.line = 20;
+  a.groups[1].group.site.line = 40;
+  b.groups[0].group.site.line = 21;
+  b.groups[1].group.site.line = 41;
+  ReportDiff d = diff_reports(a, b);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  REQUIRE(d.groups.size() == 2);
+  for (const auto &g : d.groups) {
+    CHECK(g.matched_by == MatchedBy::kFunction);
+    CHECK(g.a->group.site.function == g.b->group.site.function);
+  }
+  // Two groups of one function on each side, in different classes: still paired by class.
+  Report c =
+      report({group(1, "mk (t.c:7)", "mk", 32, 0.5), group(2, "mk (t.c:9)", "mk", 96, 0.5)}, {});
+  Report e =
+      report({group(5, "mk (t.c:8)", "mk", 96, 0.5), group(6, "mk (t.c:10)", "mk", 32, 0.5)}, {});
+  ReportDiff d2 = diff_reports(c, e);
+  REQUIRE(d2.groups.size() == 2);
+  for (const auto &g : d2.groups)
+    CHECK(g.a->group.size_class == g.b->group.size_class);
+  // Different programs: nothing matches, and a note says so.
+  Report x = report({group(1, "parse (x.c:3)", "parse", 32, 0.5)}, {});
+  Report y = report({group(1, "emit (y.c:3)", "emit", 32, 0.5)}, {});
+  ReportDiff d3 = diff_reports(x, y);
+  CHECK(d3.groups.empty());
+  bool noted = false;
+  for (const auto &n : d3.notes)
+    noted = noted || n.find("no group of A matched one of B") != std::string::npos;
+  CHECK(noted);
+}
