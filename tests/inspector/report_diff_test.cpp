@@ -379,3 +379,20 @@ TEST_CASE("report_diff.lines_moved_by_an_edit_above_the_sites", "[report_diff]")
     noted = noted || n.find("no group of A matched one of B") != std::string::npos;
   CHECK(noted);
 }
+
+TEST_CASE("report_diff.set_fractions_within_the_estimates_error_are_unchanged", "[report_diff]") {
+  // Two recordings of one binary: the frames differ, the estimate by 0.04.
+  Report a = report({group(1, "mk (t.c:1)", "mk", 64, 0.50)}, {});
+  Report b = report({group(1, "mk (t.c:1)", "mk", 64, 0.54)}, {});
+  Report c = report({group(1, "mk (t.c:1)", "mk", 64, 0.70)}, {});
+  auto l1 = [](const ReportDiff &d) {
+    for (const auto &m : d.groups.at(0).metrics)
+      if (m.metric == "set_effective_fraction_L1")
+        return m.verdict;
+    FAIL("no L1 metric");
+    return Verdict::kSame;
+  };
+  CHECK(l1(diff_reports(a, b)) == Verdict::kSame);
+  CHECK(l1(diff_reports(a, c)) == Verdict::kBetter);
+  CHECK(l1(diff_reports(c, a)) == Verdict::kWorse);
+}
