@@ -169,7 +169,11 @@ void group_row(const Report &r, const DisplayNames &shown, const inspector::Grou
   for (const auto &l : r.levels) {
     const auto i = static_cast<size_t>(l.level - 1);
     const bool have = i < g.set_effective_fraction.size() && g.set_effective_fraction[i];
-    h << "<td>" << (have ? fmt("%.2f", *g.set_effective_fraction[i]) : "-") << "</td>";
+    if (have && !g.set_bits[i].empty())
+      h << "<td title=\"" << esc("on " + g.set_bits[i] + ": pages no memory snapshot mapped")
+        << "\">" << fmt("%.2f", *g.set_effective_fraction[i]) << "*</td>";
+    else
+      h << "<td>" << (have ? fmt("%.2f", *g.set_effective_fraction[i]) : "-") << "</td>";
   }
   h << "<td>" << g.pages_4k << " / " << g.pages_min << "</td><td>" << g.regions_2m << "</td><td>"
     << g.group.threads.size() << "</td></tr>\n";

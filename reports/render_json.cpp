@@ -44,6 +44,12 @@ Json group(const inspector::GroupReport &g) {
   for (size_t i = 0; i < g.set_effective_fraction.size(); ++i)
     sets["L" + std::to_string(i + 1)] = optional_number(g.set_effective_fraction[i]);
   j["set_effective_fraction"] = std::move(sets);
+  // Only the levels where the group's figure rests on fewer bits than its level's.
+  Json bits = Json::object();
+  for (size_t i = 0; i < g.set_bits.size(); ++i)
+    if (!g.set_bits[i].empty())
+      bits["L" + std::to_string(i + 1)] = g.set_bits[i];
+  j["set_bits"] = std::move(bits);
   j["strides"] = Json::array();
   for (const auto &s : g.strides)
     j["strides"].push_back({{"bytes", s.bytes}, {"share", s.share}});

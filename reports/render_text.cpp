@@ -139,8 +139,9 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
     if (shown++ == o.top)
       break;
     auto frac = [&](size_t i) {
-      return g.set_effective_fraction[i] ? fmt("%.2f", *g.set_effective_fraction[i])
-                                         : std::string("-");
+      if (!g.set_effective_fraction[i])
+        return std::string("-");
+      return fmt("%.2f", *g.set_effective_fraction[i]) + (g.set_bits[i].empty() ? "" : "*");
     };
     std::snprintf(
         line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n", g.group.id,
@@ -153,6 +154,32 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
   }
   if (r.groups.size() > o.top)
     out << "  ... " << r.groups.size() - o.top << " more groups (--top N, or --format json)\n";
+  // Figures on fewer bits than their level's line above says, each said once.
+  struct FewerBits {
+    size_t level;
+    std::string bits, ids;
+  };
+  std::vector<FewerBits> fewer_bits;
+  shown = 0;
+  for (const auto &g : r.groups) {
+    if (shown++ == o.top)
+      break;
+    for (size_t i = 0; i < g.set_bits.size(); ++i) {
+      if (g.set_bits[i].empty() || !g.set_effective_fraction[i])
+        continue;
+      auto it = std::find_if(fewer_bits.begin(), fewer_bits.end(), [&](const FewerBits &x) {
+        return x.level == i + 1 && x.bits == g.set_bits[i];
+      });
+      if (it == fewer_bits.end())
+        fewer_bits.push_back({i + 1, g.set_bits[i], std::to_string(g.group.id)});
+      else
+        it->ids += ", " + std::to_string(g.group.id);
+    }
+  }
+  for (const auto &f : fewer_bits)
+    out << "  * L" << f.level << " of group" << (f.ids.find(',') != std::string::npos ? "s " : " ")
+        << f.ids << " " << f.bits
+        << ": its pages were in no memory snapshot (freed before the next one)\n";
   // Which wrappers the shown groups' sites were found through, each once.
   std::vector<std::pair<inspector::LookedThrough, std::string>> through;
   shown = 0;

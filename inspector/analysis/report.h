@@ -42,6 +42,11 @@ struct GroupReport {
   // L1); empty when not computable (too few lines, level absent).
   std::array<std::optional<double>, 3> set_effective_fraction;
   std::array<uint64_t, 3> lines_counted{};
+  // The address bits a level's figure rests on for this group where they
+  // are fewer than its level's (ReportCacheLevel::bits): pages that no
+  // memory snapshot mapped (a buffer freed before the next one) fold its
+  // sets into colours. Empty where the group's are the level's.
+  std::array<std::string, 3> set_bits;
   std::vector<Stride> strides;
   uint64_t pages_4k = 0, pages_min = 0, regions_2m = 0, regions_min = 0, page_runs = 0;
   // Co-location with other groups (by id): objects sharing a line, an

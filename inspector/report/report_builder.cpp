@@ -540,6 +540,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
       const auto at = static_cast<size_t>(levels[i]->level - 1);
       gr.set_effective_fraction[at] = so.effective.fraction;
       gr.lines_counted[at] = so.lines;
+      if (so.lines && so.basis.text != out.levels[i].bits)
+        gr.set_bits[at] = so.basis.text;
       if (plotted)
         out.plots->occupancy.push_back(
             fold_occupancy(g.id, levels[i]->level, so, o.plots.max_bins));

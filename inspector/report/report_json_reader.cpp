@@ -244,6 +244,14 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
     s.optional_number("L2", g.set_effective_fraction[1]);
     s.optional_number("L3", g.set_effective_fraction[2]);
   }
+  if (f.has("set_bits"))
+    if (const json::Object *sb = f.object("set_bits")) {
+      Fields s(sb, f.path() + ".set_bits", error);
+      const char *levels[] = {"L1", "L2", "L3"};
+      for (size_t i = 0; i < g.set_bits.size(); ++i)
+        if (s.has(levels[i]))
+          s.str(levels[i], g.set_bits[i]);
+    }
   // Strides and neighbours are evidence, not identity: optional.
   if (f.ok() && f.has("strides"))
     objects(f, "strides", error, [&](Fields &s) {

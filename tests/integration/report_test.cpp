@@ -406,3 +406,45 @@ TEST_CASE("report.bad_input", "[report]") {
   CHECK(advised.exit_code() == 2);
   CHECK(advised.err.find(where) != std::string::npos);
 }
+
+// A group whose pages no memory snapshot mapped (a buffer freed before the
+// next one) has its L2/L3 figures on the page offset's colours, while its
+// levels say "from frame numbers (exact)": the group says so itself.
+TEST_CASE("report.groups_on_fewer_bits_than_their_level_say_so", "[report]") {
+  std::string dir = work_dir("report_short_buffer");
+  std::string trace = dir + "/t.trace";
+  REQUIRE(record({"-o", trace}, {program("short_buffer"), "5000"}).exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const llvm::json::Object &r = *v.getAsObject();
+  const llvm::json::Array *levels = r.getObject("cache")->getArray("levels");
+  REQUIRE(levels);
+  std::string l2_bits;
+  for (const auto &l : *levels)
+    if (l.getAsObject()->getInteger("level").getValueOr(0) == 2)
+      l2_bits = l.getAsObject()->getString("bits").getValueOr("").str();
+  INFO("L2: " << l2_bits);
+  const llvm::json::Object *scratch = nullptr, *records = nullptr;
+  for (const auto &g : *r.getArray("groups")) {
+    const auto *o = g.getAsObject();
+    int64_t size = o->getInteger("requested_size").getValueOr(0);
+    if (size == int64_t{1} << 20)
+      scratch = o;
+    else if (size == 32)
+      records = o;
+  }
+  REQUIRE(scratch);
+  REQUIRE(records);
+  CHECK(records->getObject("set_bits")->empty());
+  RunResult text = run({memlayout_bin(), "report", trace});
+  if (l2_bits.find("frame numbers") != std::string::npos) {
+    // Recorded with frames (root): the records' heap was in the last snapshot, the buffer not.
+    const auto *bits = scratch->getObject("set_bits");
+    REQUIRE(bits);
+    CHECK(bits->getString("L2").getValueOr("").contains("no frame numbers"));
+    CHECK(text.out.find("* L2 of group") != std::string::npos);
+    CHECK(text.out.find("its pages were in no memory snapshot") != std::string::npos);
+  } else {
+    // Without frames every group rests on what its level says.
+    CHECK(scratch->getObject("set_bits")->empty());
+  }
+}

@@ -82,6 +82,7 @@ std::string program(const std::string &name) {
       {"debuglink_main", MLT_PATH_debuglink_main},
       {"one_line_sites", MLT_PATH_one_line_sites},
       {"nodebug_wrapper", MLT_PATH_nodebug_wrapper},
+      {"short_buffer", MLT_PATH_short_buffer},
   };
   auto it = paths.find(name);
   if (it == paths.end())
