@@ -28,8 +28,10 @@ void record_pool_alloc(void *p, size_t size, size_t align, const UnwindStart &st
   ThreadState &ts = tl_state;
   if (!p || !enter(ts))
     return;
-  record_alloc(ts, align ? Api::kAlignedAlloc : Api::kSegPool, p, size, align, start,
-               seg::pool_usable_size(p));
+  // kSegPool whatever the alignment: the report groups a pool's objects by
+  // that api and their tag, and a helper that takes the pool as an argument
+  // makes one group per pool only so. The alignment shows in the address.
+  record_alloc(ts, Api::kSegPool, p, size, align, start, seg::pool_usable_size(p));
   if (seg::Pool *pool = seg::pool_of(p))
     record_tag(ts, p, seg::pool_name(pool), true);
   ts.busy = 0;

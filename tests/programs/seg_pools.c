@@ -54,8 +54,10 @@ int main(int argc, char **argv) {
   void **rows = calloc((size_t)count, sizeof *rows);
   if (!tables[0] || !tables[1] || !rows)
     return 5;
+  /* Every other pair of rows on a line of its own (aligned): a pool's
+   * aligned objects are its objects as well. */
   for (long i = 0; i < count; ++i)
-    rows[i] = seg_malloc(tables[i & 1], 40);
+    rows[i] = i & 2 ? seg_aligned_alloc(tables[i & 1], 64, 40) : seg_malloc(tables[i & 1], 40);
   pthread_t t;
   pthread_create(&t, NULL, free_odd_nodes, NULL);
   pthread_join(t, NULL);
