@@ -102,7 +102,9 @@ size_t seg_usable_size(const void *ptr);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 #endif
-int seg_pool_stats(const seg_pool *pool, struct seg_pool_stats *stats) SEG_NONNULL(1, 2);
+/* pool may be NULL (EINVAL, as documented): no nonnull on it, or the caller's own
+ * NULL check after the call would be compiled away. */
+int seg_pool_stats(const seg_pool *pool, struct seg_pool_stats *stats) SEG_NONNULL(2);
 #if defined(__cplusplus) && defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
