@@ -80,6 +80,13 @@ const char *unwind_label() {
   return g_options.stack_depth == 1 ? "return-address" : unwind_method_name(g_options.unwind);
 }
 
+// A forked child's trace begins at the fork, where its events begin, though
+// its file is made at its first write (most children exec without one).
+struct StartStamps {
+  uint64_t realtime_ns, tsc, monotonic_ns;
+  bool taken;
+} g_child_start;
+
 bool open_trace() {
   char path[4096];
   if (!trace_path_for(g_options, g_pid, path, sizeof path)) {
@@ -90,9 +97,12 @@ bool open_trace() {
   h = HeaderBuilder();
   h.u32(HeaderTag::kPid, g_pid);
   h.u32(HeaderTag::kParentPid, static_cast<uint32_t>(getppid()));
-  h.u64(HeaderTag::kStartRealtimeNs, sys::realtime_ns());
-  h.u64(HeaderTag::kStartTsc, sys::rdtsc());
-  h.u64(HeaderTag::kStartMonotonicNs, sys::monotonic_ns());
+  const StartStamps start = g_child_start.taken ? g_child_start
+                                                : StartStamps{sys::realtime_ns(), sys::rdtsc(),
+                                                              sys::monotonic_ns(), false};
+  h.u64(HeaderTag::kStartRealtimeNs, start.realtime_ns);
+  h.u64(HeaderTag::kStartTsc, start.tsc);
+  h.u64(HeaderTag::kStartMonotonicNs, start.monotonic_ns);
   h.u32(HeaderTag::kPageSize, static_cast<uint32_t>(sys::page_size()));
   h.str(HeaderTag::kAllocator,
         g_options.allocator == AllocatorMode::kJemalloc ? "jemalloc" : "native");
@@ -451,6 +461,7 @@ void after_fork_parent() {
   tl_state.busy = 0;
 }
 void after_fork_child() {
+  g_child_start = {sys::realtime_ns(), sys::rdtsc(), sys::monotonic_ns(), true};
   own_heap::child_after_fork();
   g_pid = sys::getpid();
   g_options.exec_generation = 0;
@@ -484,6 +495,20 @@ bool ensure_trace_open() {
   }
   record_module_changes();
   return true;
+}
+
+bool ensure_trace_open_from_signal() {
+  if (g_writer.is_open())
+    return true;
+  if (g_state.load(std::memory_order_acquire) != State::kRecording || !g_open_lock.try_lock())
+    return false;
+  bool ok = g_writer.is_open();
+  if (!ok && open_trace()) {
+    record_inherited_modules_from_signal();
+    ok = true;
+  }
+  g_open_lock.unlock();
+  return ok;
 }
 
 void arm_thread_exit(ThreadLog *log) {

@@ -14,6 +14,9 @@ bool initialize();
 // Opens this process's trace file if it is not open yet (forked children
 // open theirs on their first block). Returns false when there is no trace.
 bool ensure_trace_open();
+// The same from a signal handler (a forked child killed before its first
+// write): waits for no lock, and lists the modules the child inherited.
+bool ensure_trace_open_from_signal();
 
 // Registers the log with the thread-exit destructor.
 void arm_thread_exit(ThreadLog *log);

@@ -26,12 +26,18 @@ struct Module {
   uintptr_t bias;
   uint64_t name_hash;
   const ElfW(Phdr) * phdr;
+  // What put_module reads, kept so that a forked child's trace can list the
+  // modules it inherited where dl_iterate_phdr cannot be called (a signal).
+  const char *name;
+  ElfW(Half) phnum;
 };
 constexpr size_t kMaxModules = 8192;
 SpinLock g_module_lock;
 Module *g_known = nullptr; // kMaxModules entries each
 Module *g_seen = nullptr;
 size_t g_nknown = 0, g_nseen = 0;
+// A forked child's trace has listed none of the modules in g_known yet.
+bool g_relist = false;
 unsigned char *g_module_buf = nullptr;
 constexpr size_t kModuleBufBytes = 4 << 20;
 unsigned char *g_module_w = nullptr;
@@ -121,7 +127,8 @@ void put_module(trace::ModuleEvent what, const dl_phdr_info *info, uintptr_t bia
 int on_module(dl_phdr_info *info, size_t, void *) {
   if (g_nseen >= kMaxModules)
     return 1;
-  Module m{info->dlpi_addr, hash_str(info->dlpi_name ? info->dlpi_name : ""), info->dlpi_phdr};
+  Module m{info->dlpi_addr, hash_str(info->dlpi_name ? info->dlpi_name : ""), info->dlpi_phdr,
+           info->dlpi_name, info->dlpi_phnum};
   g_seen[g_nseen++] = m;
   for (size_t i = 0; i < g_nknown; ++i)
     if (same(g_known[i], m))
@@ -313,6 +320,10 @@ void record_module_changes() {
   g_module_w = g_module_buf;
   g_module_count = 0;
   g_nseen = 0;
+  if (g_relist) { // every module, as loaded
+    g_nknown = 0;
+    g_relist = false;
+  }
   dl_iterate_phdr(on_module, nullptr);
   for (size_t i = 0; i < g_nknown; ++i) {
     bool still = false;
@@ -471,8 +482,28 @@ void process_info_parent_after_fork() {
   g_map_lock.unlock();
   g_module_lock.unlock();
 }
+void record_inherited_modules_from_signal() {
+  if (!g_relist || !g_known || !g_module_lock.try_lock())
+    return;
+  g_module_w = g_module_buf;
+  g_module_count = 0;
+  for (size_t i = 0; i < g_nknown; ++i) {
+    dl_phdr_info info{};
+    info.dlpi_addr = g_known[i].bias;
+    info.dlpi_name = g_known[i].name;
+    info.dlpi_phdr = g_known[i].phdr;
+    info.dlpi_phnum = g_known[i].phnum;
+    put_module(trace::ModuleEvent::kLoaded, &info, info.dlpi_addr);
+  }
+  g_relist = false;
+  if (g_module_count)
+    g_writer.write_record(trace::RecordType::kModules, 0, g_module_count, g_module_buf,
+                          static_cast<size_t>(g_module_w - g_module_buf));
+  g_module_lock.unlock();
+}
+
 void process_info_child_after_fork() {
-  g_nknown = 0; // the child's trace lists every module again
+  g_relist = true; // the child's trace lists every module again
   g_map_lock.unlock();
   g_module_lock.unlock();
 }

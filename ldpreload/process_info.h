@@ -11,6 +11,10 @@ namespace memlayout::preload {
 // Rescans the loaded modules and writes a kModules record with what was
 // loaded or unloaded since the last call. Cheap when nothing changed.
 void record_module_changes();
+// From a signal handler, in a forked child whose trace is new: lists the
+// modules the child inherited (the parent's, as last seen), which
+// record_module_changes cannot (dl_iterate_phdr takes the loader's lock).
+void record_inherited_modules_from_signal();
 
 // Writes a kMemoryMap record describing the process's anonymous writable
 // regions now; returns its snapshot id (0 when none could be taken).

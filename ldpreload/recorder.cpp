@@ -153,7 +153,7 @@ constexpr uint8_t kRawBlocks = 63;
 void write_block(ThreadLog *log, size_t bytes, uint32_t events, bool from_signal = false) {
   if (!events)
     return;
-  if (from_signal ? !g_writer.is_open() : !ensure_trace_open())
+  if (from_signal ? !ensure_trace_open_from_signal() : !ensure_trace_open())
     return;
   if (from_signal)
     g_dictionary.flush_pending_if_unlocked();

@@ -104,6 +104,36 @@ TEST_CASE("fork", "[record][fork]") {
   CHECK(child.end_int("exit_status") == 3);
 }
 
+// Forked workers ended by a signal before their first write (Python's Pool
+// workers): only the first child had a trace (the others never opened one),
+// and every child's events came before its trace's start (negative times).
+TEST_CASE("fork.children_killed_before_their_first_write", "[record][fork]") {
+  std::string dir = work_dir("fork_signalled");
+  std::string trace = dir + "/t.trace";
+  RunResult direct = run({program("fork_signalled"), "3", "10"});
+  REQUIRE(direct.exit_code() == 0);
+  CHECK(direct.out == "3 of 3 workers ended by SIGTERM\n");
+  RunResult recorded = record({"-o", trace}, {program("fork_signalled"), "3", "10"});
+  INFO(recorded.err);
+  CHECK(behaviour_difference(direct, recorded) == "");
+  std::vector<std::string> traces = traces_in(dir);
+  CHECK(traces.size() == 4);
+  for (const std::string &t : traces) {
+    if (t == "t.trace")
+      continue;
+    INFO(t);
+    Dump child = dump(dir + "/" + t);
+    REQUIRE(child.error == "");
+    // Its sites are named: the modules it inherited are listed.
+    CHECK(allocs_from(child, "work") == 10);
+    CHECK(child.end_int("allocs") == 10);
+    int64_t earliest = 0;
+    for (const Event &e : child.events)
+      earliest = std::min(earliest, e.ts_ns);
+    CHECK(earliest == 0);
+  }
+}
+
 // without --follow-children only the first program is recorded
 TEST_CASE("exec.no_follow", "[record][exec]") {
   const std::string mode =

@@ -83,6 +83,7 @@ std::string program(const std::string &name) {
       {"one_line_sites", MLT_PATH_one_line_sites},
       {"nodebug_wrapper", MLT_PATH_nodebug_wrapper},
       {"short_buffer", MLT_PATH_short_buffer},
+      {"fork_signalled", MLT_PATH_fork_signalled},
   };
   auto it = paths.find(name);
   if (it == paths.end())
