@@ -12,7 +12,11 @@ Dictionary g_dictionary;
 
 namespace {
 constexpr uint8_t kStackEntry = 1, kStringEntry = 2;
-constexpr size_t kArenaReserve = size_t{1} << 30; // virtual; pages come on use
+// The arena grows by doubling, moved under the lock (entries are found by
+// offset): a reservation of its largest size up front counted against an
+// RLIMIT_AS the program lowers after it starts, and its mallocs failed.
+constexpr size_t kArenaFirst = size_t{1} << 20;
+constexpr size_t kArenaMax = size_t{1} << 30;
 constexpr size_t kMaxStringBytes = 4096;
 constexpr size_t kRecordChunk = 1 << 20;
 
@@ -38,13 +42,23 @@ struct Dictionary::Entry {
 };
 
 bool Dictionary::reserve(size_t bytes) {
-  if (!arena_) {
-    arena_ = static_cast<unsigned char *>(sys::map_pages(kArenaReserve));
-    if (!arena_)
-      return false;
-    arena_cap_ = kArenaReserve;
+  if (arena_used_ + bytes <= arena_cap_)
+    return true;
+  size_t cap = arena_cap_ ? arena_cap_ : kArenaFirst;
+  while (cap < arena_used_ + bytes)
+    cap *= 2;
+  if (cap > kArenaMax)
+    return false;
+  auto *grown = static_cast<unsigned char *>(sys::map_pages(cap));
+  if (!grown)
+    return false;
+  if (arena_) {
+    memcpy(grown, arena_, arena_used_);
+    sys::unmap_pages(arena_, arena_cap_);
   }
-  return arena_used_ + bytes <= arena_cap_;
+  arena_ = grown;
+  arena_cap_ = cap;
+  return true;
 }
 
 bool Dictionary::grow_table() {

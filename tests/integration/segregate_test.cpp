@@ -839,4 +839,16 @@ TEST_CASE("segregate.a_program_that_caps_its_address_space", "[segregate]") {
     CHECK(ran.err.find("size=100,pool=records): 1000 allocations") != std::string::npos);
     CHECK(ran.err.find("cannot create pool") == std::string::npos);
   }
+  // Recorded, after allocating before the cap: the recorder's tables grow
+  // as they fill (its stack table reserved 1 GiB at the first allocation,
+  // and every allocation after a 128 MiB cap failed).
+  RunResult capped = run({program("rlimit_as"), "128", "5000"});
+  REQUIRE(capped.out == "64 buffers, 1000 records\n");
+  std::string trace = work_dir("segregate_rlimit_as") + "/t.trace";
+  RunResult rec = record({"-o", trace}, {program("rlimit_as"), "128", "5000"});
+  INFO(rec.err);
+  CHECK(rec.exit_code() == 0);
+  CHECK(rec.out == capped.out);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  CHECK(group_by_site(*v.getAsObject(), "main"));
 }

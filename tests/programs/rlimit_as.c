@@ -3,8 +3,9 @@
  * records. Under rules its pools must not have spent the address space
  * before it set the cap, nor take most of what the cap leaves.
  *
- *   rlimit_as [MIB]   (default 512: the cap; 64 buffers of 1 MiB, 1000
- *                      records of 100 bytes) */
+ *   rlimit_as [MIB [EARLY]]   (default 512: the cap; 64 buffers of 1 MiB,
+ *                              1000 records of 100 bytes; EARLY records of
+ *                              48 bytes before the cap, default 0) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,11 @@
 
 int main(int argc, char **argv) {
   long mib = argc > 1 ? atol(argv[1]) : 512;
+  int early = argc > 2 ? atoi(argv[2]) : 0;
+  for (int i = 0; i < early; ++i) {
+    void *volatile kept_early = malloc(48);
+    (void)kept_early;
+  }
   struct rlimit cap = {(rlim_t)mib << 20, (rlim_t)mib << 20};
   if (setrlimit(RLIMIT_AS, &cap) != 0) {
     perror("setrlimit");
