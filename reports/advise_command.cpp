@@ -324,6 +324,40 @@ int advise_main(int argc, char **argv) {
   // New rules first: a narrower one must come before the rule in force it
   // narrows, which would match first otherwise.
   std::stable_partition(kept.begin(), kept.end(), [](const MergedRule *m) { return !m->in_force; });
+  // The interposer takes at most kMaxRules rules and kMaxWrappers wrapper
+  // declarations: a file past them is refused whole by `run` and `replay`.
+  // The rules come most severe first; those past the limits are not written.
+  {
+    std::vector<MergedRule *> within;
+    std::vector<inspector::LookedThrough> needed;
+    for (MergedRule *m : kept) {
+      std::vector<inspector::LookedThrough> more;
+      for (uint32_t id : inspector::groups_routed(m->rule, report))
+        for (const auto &w : by_id(report, id)->group.site.looked_through) {
+          auto same = [&](const auto &x) { return x.function == w.function; };
+          if (w.reason != inspector::WrapperReason::kBuiltin &&
+              std::none_of(needed.begin(), needed.end(), same) &&
+              std::none_of(more.begin(), more.end(), same))
+            more.push_back(w);
+        }
+      if (within.size() == rules::kMaxRules) {
+        refused.push_back(inspector::rule_text(m->rule) + ": `run` takes at most " +
+                          std::to_string(rules::kMaxRules) +
+                          " rules, and the ones written are for more severe findings");
+        continue;
+      }
+      if (needed.size() + more.size() > rules::kMaxWrappers) {
+        refused.push_back(inspector::rule_text(m->rule) + ": its sites are found through " +
+                          std::to_string(more.size()) + " more wrappers, past the " +
+                          std::to_string(rules::kMaxWrappers) + " declarations `run` takes");
+        continue;
+      }
+      within.push_back(m);
+      needed.insert(needed.end(), more.begin(), more.end());
+    }
+    kept = std::move(within);
+    wrappers = std::move(needed);
+  }
   if (kind == "trace" && !no_replay)
     check_by_replay(input, o, report, wrappers, kept);
 

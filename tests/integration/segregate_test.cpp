@@ -688,6 +688,72 @@ bool contains(const std::vector<std::string> &v, const std::string &s) {
 // spread over 4x their pages: a pool's 112-byte class put half of them
 // across a line. The rules now carry what keeps both away, and advise
 // checks them by a replay before writing them.
+// A large program (node: 36 wrappers, 74 rules) got a rules file that its
+// own replay and `run` refused whole (at most 64 rules, 32 wrapper
+// declarations): advise writes the most severe that fit and says which not.
+TEST_CASE("segregate.advise_keeps_within_what_run_takes", "[segregate]") {
+  std::string dir = work_dir("segregate_advise_limits");
+  std::string trace = dir + "/t.trace", big = dir + "/big.json", rules = dir + "/rules.txt";
+  REQUIRE(record({"-o", trace}, {program("fix_layouts"), "notes", "4000"}).exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  llvm::json::Object &r = *v.getAsObject();
+  // One finding with a rule and its group, cloned into 100 sites of their
+  // own; the first 40 found through a wrapper each.
+  const llvm::json::Object *finding = nullptr;
+  for (const auto &f : *r.getArray("findings"))
+    if (!f.getAsObject()->getString("rule").getValueOr("").empty() && !finding)
+      finding = f.getAsObject();
+  REQUIRE(finding);
+  int64_t gid = (*finding->getArray("groups"))[0].getAsInteger().getValueOr(-1);
+  const llvm::json::Object *group = nullptr;
+  for (const auto &g : *r.getArray("groups"))
+    if (g.getAsObject()->getInteger("id").getValueOr(-2) == gid)
+      group = g.getAsObject();
+  REQUIRE(group);
+  llvm::json::Array groups, findings;
+  for (int i = 0; i < 100; ++i) {
+    std::string fn = "site_" + std::to_string(i);
+    llvm::json::Object g = *group;
+    g["id"] = 1000 + i;
+    g["name"] = fn + " (t.c:" + std::to_string(i + 1) + ")";
+    llvm::json::Object site = *g.getObject("site");
+    site["function"] = fn;
+    site["line"] = i + 1;
+    g["site"] = std::move(site);
+    llvm::json::Array through;
+    if (i < 40)
+      through.push_back(llvm::json::Object{{"function", "wrap_" + std::to_string(i)},
+                                           {"decided", "trace"},
+                                           {"evidence", "returns memory to its callers"}});
+    g["looked_through"] = std::move(through);
+    groups.push_back(std::move(g));
+    llvm::json::Object f = *finding;
+    f["groups"] = llvm::json::Array{1000 + i};
+    f["rule"] = "function=" + fn + ",pool=p" + std::to_string(i) + ",align=64";
+    findings.push_back(std::move(f));
+  }
+  r["groups"] = std::move(groups);
+  r["findings"] = std::move(findings);
+  std::ofstream(big) << llvm::formatv("{0}", v).str();
+  RunResult adv = run({memlayout_bin(), "advise", big, "-o", rules});
+  INFO(adv.err);
+  REQUIRE(adv.exit_code() == 0);
+  std::string text = read_file(rules);
+  size_t rule_lines = 0, wrapper_lines = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    rule_lines += line.rfind("function=", 0) == 0;
+    wrapper_lines += line.rfind("wrapper=", 0) == 0;
+  }
+  CHECK(rule_lines == 64);
+  CHECK(wrapper_lines == 32);
+  CHECK(adv.err.find("past the 32 declarations `run` takes") != std::string::npos);
+  CHECK(adv.err.find("`run` takes at most 64 rules") != std::string::npos);
+  RunResult ran = run({memlayout_bin(), "run", "--rules", rules, "--", "/bin/true"});
+  INFO(ran.err);
+  CHECK(ran.exit_code() == 0);
+}
+
 TEST_CASE("segregate.advised_rules_make_no_new_finding", "[segregate]") {
   struct Case {
     const char *mode, *site;
