@@ -615,7 +615,9 @@ Item TraceReader::next_record() {
         error_.message =
             name_ + ": truncated at offset " + std::to_string(offset) + ": no end record; " +
             (stop_ ? stop_cause_text(*stop_) + ": what the program did after it is not in the trace"
-                   : std::string("the process did not finish writing the trace (killed?)"));
+                   : std::string("the process did not finish writing the trace (killed?, or it "
+                                 "ended by the exit_group system call itself, as Go's os.Exit "
+                                 "does: its last unwritten events are lost)"));
       }
       done_ = true;
       return Item::kDone;
