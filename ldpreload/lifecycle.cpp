@@ -383,18 +383,47 @@ bool room_to_finish() {
   return true; // bounds unknown: as before
 }
 
+// Where the handler's own stack is short (a program's SIGSTKSZ alternate
+// stack: every Rust program's, a crash on its main stack included), the
+// trace is finished on this one. One thread at a time: a second thread
+// dying meanwhile finds the trace being finished (finish_trace says so).
+alignas(64) unsigned char g_finish_stack[64 << 10];
+std::atomic<bool> g_finish_stack_taken{false};
+
+void finish_from_signal(int sig) {
+  finish_trace(trace::EndReason::kSignal, sig);
+  write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
+}
+
+// Calls finish_from_signal(sig) with the stack pointer at `top` (16-byte
+// aligned), back on the caller's stack after. The callee keeps rbx and rbp
+// (callee-saved): the caller's stack pointer waits in rbx.
+__attribute__((noinline)) void finish_on_stack(int sig, unsigned char *top) {
+  asm volatile("mov %%rsp, %%rbx\n\t"
+               "mov %[top], %%rsp\n\t"
+               "call *%[fn]\n\t"
+               "mov %%rbx, %%rsp\n\t"
+               : "+D"(sig), [top] "+r"(top)
+               : [fn] "r"(&finish_from_signal)
+               : "rbx", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc",
+                 "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                 "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
 void on_deadly_signal(int sig) {
   // SA_RESETHAND has put the default action back; put it back here too, for
   // a handler installed without it (a program that restored an action it
   // read with a raw system call): raise() must end the process, not come
-  // back here forever. Without room the trace stays without its end record:
-  // the program still dies as it would have.
+  // back here forever. Without room on its stack the trace is finished on
+  // a stack of ours: the program still dies as it would have.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   __sigaction(sig, &dfl, nullptr);
   if (room_to_finish()) {
-    finish_trace(trace::EndReason::kSignal, sig);
-    write_rule_stats(); // a server stopped by SIGTERM still says what its rules routed
+    finish_from_signal(sig);
+  } else if (!g_finish_stack_taken.exchange(true)) {
+    finish_on_stack(sig, g_finish_stack + sizeof g_finish_stack);
+    g_finish_stack_taken.store(false);
   }
   raise(sig); // delivered on return from this handler (SA_NODEFER): dies as it would have
 }

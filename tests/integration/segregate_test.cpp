@@ -590,7 +590,8 @@ TEST_CASE("segregate.key_destructors_in_the_last_round_run_unchanged", "[segrega
 // A program with a small alternate signal stack (4 KiB, the kernel's minimum
 // is about 3.3) dies of SIGTERM: the recorder's handler, which runs on that
 // stack, overflowed it finishing the trace, and the program died of SIGSEGV.
-// Without room it leaves the trace unfinished.
+// Without room there it finishes the trace on a stack of its own (it left
+// the trace without the events it held: every Rust program's crash).
 TEST_CASE("segregate.a_small_alternate_stack_dies_of_its_signal", "[segregate]") {
   std::string dir = work_dir("small_altstack");
   RunResult direct = run({program("exit_paths"), "term_altstack", dir + "/log"});
@@ -600,6 +601,14 @@ TEST_CASE("segregate.a_small_alternate_stack_dies_of_its_signal", "[segregate]")
         record({"-o", dir + "/t.trace"}, {program("exit_paths"), "term_altstack", dir + "/log"});
     INFO(rec.err);
     CHECK(rec.term_signal() == SIGTERM);
+    Dump d = dump(dir + "/t.trace");
+    REQUIRE(d.error == "");
+    REQUIRE(d.end);
+    CHECK(d.end->getString("reason").getValueOr("") == "signal");
+    CHECK(d.end_int("exit_status") == SIGTERM);
+    std::vector<std::string> missing = missing_from_dump(read_log(dir + "/log"), d);
+    INFO(join(missing));
+    CHECK(missing.empty());
   }
 }
 
