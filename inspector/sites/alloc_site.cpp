@@ -762,6 +762,14 @@ void detect_wrappers(std::span<const WeightedStack> stacks, Symbolizer &sym, Cod
   detect_wrappers_in_stacks(stacks, sym, code, p);
 }
 
+bool through_standard_library(const Group::Site &site) {
+  return std::any_of(site.looked_through.begin(), site.looked_through.end(), [](const auto &w) {
+    std::string_view name(w.function);
+    name.remove_prefix(std::min(name.size(), rules::function_name_offset(w.function.c_str())));
+    return name.starts_with("std::") || name.starts_with("__gnu_cxx::");
+  });
+}
+
 std::string looked_through_text(const std::vector<LookedThrough> &l) {
   std::string out;
   for (const auto &w : l) {

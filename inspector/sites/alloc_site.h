@@ -214,4 +214,9 @@ void detect_wrappers(std::span<const WeightedStack> stacks, Symbolizer &sym, Cod
 // "pool_get (detected), xmalloc (built-in)": what a report prints.
 std::string looked_through_text(const std::vector<LookedThrough> &l);
 
+// Whether the site's allocation came through the C++ standard library's
+// frames (a container's growth, make_shared): the site's line is where the
+// program called the library, not where it wrote the allocation.
+bool through_standard_library(const Group::Site &site);
+
 } // namespace memlayout::inspector

@@ -388,17 +388,18 @@ const RecordLayout *TypeMap::record(const std::string &name) const {
   return found;
 }
 
-std::string TypeMap::type_at(const std::string &function, const std::string &file,
-                             uint32_t line) const {
-  return site_type(function, file, line).type;
+std::string TypeMap::type_at(const std::string &function, const std::string &file, uint32_t line,
+                             bool in_library) const {
+  return site_type(function, file, line, in_library).type;
 }
 
 TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::string &file,
-                                     uint32_t line) const {
+                                     uint32_t line, bool in_library) const {
   std::vector<const AllocSite *> all;
   all.reserve(sites_.size());
   for (const AllocSite &s : sites_)
-    all.push_back(&s);
+    if (!in_library || s.call.rfind("make_", 0) == 0 || s.call == "allocate_shared")
+      all.push_back(&s);
   std::optional<SiteType> t = match(all, recorded, file, line);
   return t ? *t : factory_type(recorded);
 }

@@ -57,7 +57,13 @@ public:
   // allocate one type. A site the map does not have that is the standard
   // library allocating for make_unique<T> or make_shared<T> (the call site
   // the report sees there) gives T when the map has that record.
-  std::string type_at(const std::string &function, const std::string &file, uint32_t line) const;
+  //
+  // `in_library`: the allocation came through the standard library's frames
+  // (a container growing: `v.push_back(new T)`), so the line's
+  // new-expression is not it; only a factory's site (make_unique<T>,
+  // make_shared<T>) there can be.
+  std::string type_at(const std::string &function, const std::string &file, uint32_t line,
+                      bool in_library = false) const;
 
   // type_at's answer, and whether the site's objects hold the record behind
   // a header: make_shared<T> and allocate_shared<T> allocate T inside
@@ -69,7 +75,8 @@ public:
     // (RecordLayout::variant); 0 when it has one, or the sites disagree.
     uint32_t variant = 0;
   };
-  SiteType site_type(const std::string &function, const std::string &file, uint32_t line) const;
+  SiteType site_type(const std::string &function, const std::string &file, uint32_t line,
+                     bool in_library = false) const;
 
   // What a function hands out, by the map's sites that call it: a site
   // whose `call` is `callee` (by its unqualified name, as recorded stacks

@@ -27,13 +27,19 @@ int main() {
     nodes.push_back(make_node(i));
     descs.push_back(make_desc(i, nodes.back()));
   }
+  // new-expressions on the lines where a vector grows (not reserved): its
+  // buffers are the vector's, not Twigs, whatever their size.
+  std::vector<typed::Twig *> twigs;
+  for (int i = 0; i < kRecords; ++i)
+    twigs.push_back(new typed::Twig{i, nullptr, 0, i});
   long sum = 0;
   for (int i = 0; i < kRecords; ++i)
-    sum += nodes[i]->key + descs[i]->op;
+    sum += nodes[i]->key + descs[i]->op + twigs[i]->key;
   std::printf("%ld\n", sum);
   for (int i = 0; i < kRecords; ++i) {
     delete nodes[i];
     std::free(descs[i]);
+    delete twigs[i];
   }
   return 0;
 }

@@ -17,4 +17,12 @@ struct Desc {
   Node *target;
 };
 
+// 32 bytes: a vector of pointers to it grows to buffers of whole Twigs' size.
+struct Twig {
+  long key;
+  Twig *next;
+  long hits;
+  long stamp;
+};
+
 } // namespace typed
