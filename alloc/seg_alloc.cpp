@@ -21,6 +21,10 @@ void *alloc_large(Pool *pool, size_t bytes, size_t align, bool zero) {
   int flags =
       pool->arena_flags | tcache | (align ? lg_align_flags(align) : 0) | (zero ? MALLOCX_ZERO : 0);
   void *p = mlje_mallocx(bytes, flags);
+  // Out of room with freed memory in dirty extents too large to fit the
+  // request: purged to retained extents, it does.
+  if (__builtin_expect(!p, 0) && pool_purge(pool))
+    p = mlje_mallocx(bytes, flags);
   // jemalloc serves a thread whose own data it has torn down (late in the
   // thread's exit, after its cleanup: alloc/jemalloc/tsd_key.cpp) from arena
   // 0 whatever arena it is asked for: not the pool's memory, so not an

@@ -32,6 +32,10 @@ using Pool = ::seg_pool;
 // as it is (its options unchanged).
 Pool *pool_create(const char *name, const PoolOptions &options);
 void pool_destroy(Pool *pool);
+// Returns the pool's freed pages that jemalloc keeps dirty to its retained
+// extents, which any request can reuse (a dirty extent only one up to 64
+// times its size): a bounded pool tries it before it answers ENOMEM.
+bool pool_purge(Pool *pool);
 
 // align 0: the pool's alignment option. NULL with errno ENOMEM on exhaustion.
 void *pool_alloc(Pool *pool, size_t size, size_t align);

@@ -1,6 +1,8 @@
 // jemalloc's convention: the bool hooks return false on success.
 #include "seg_extent_hooks.h"
 
+#include <algorithm>
+
 namespace memlayout::seg {
 
 namespace {
@@ -55,9 +57,21 @@ bool extent_split(extent_hooks_t *, void *, size_t, size_t, size_t, bool, unsign
   return false;
 }
 
-bool extent_merge(extent_hooks_t *hooks, void *addr_a, size_t, void *addr_b, size_t, bool,
-                  unsigned) {
+// jemalloc reuses a freed (dirty) extent for a request only where the
+// extent is at most 64 times as large (opt.lg_extent_max_active_fit): the
+// freed slabs of a class (5 or 7 pages for 1280 and 3584 bytes) merged into
+// one span of megabytes were never reused until decay, and a bounded pool
+// whose objects were all freed answered ENOMEM. Extents up to 1 MiB merge
+// into spans of at most 1 MiB, which every slab and object up to 16 KiB fits
+// within that ratio; extents larger than that merge with each other freely.
+// A request above 1 MiB is not made of freed smaller neighbours.
+constexpr size_t kMergedSpanMax = size_t{1} << 20;
+
+bool extent_merge(extent_hooks_t *hooks, void *addr_a, size_t size_a, void *addr_b, size_t size_b,
+                  bool, unsigned) {
   Range &r = range_of(hooks);
+  if (size_a + size_b > kMergedSpanMax && std::min(size_a, size_b) <= kMergedSpanMax)
+    return true;
   return !(r.contains(addr_a) && r.contains(addr_b));
 }
 

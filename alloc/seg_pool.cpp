@@ -177,6 +177,8 @@ Pool *pool_create(const char *name, const PoolOptions &options) {
   return pool;
 }
 
+bool pool_purge(Pool *pool) { return arena_ctl(pool->arena, "arena.0.purge", nullptr, 0); }
+
 void pool_destroy(Pool *pool) {
   EngineLock lock;
   if (!is_live_pool(pool))

@@ -531,6 +531,46 @@ TEST_CASE("pool: an exhausted pool answers NULL with ENOMEM and recovers", "[seg
     seg_free(o);
 }
 
+// Objects past 1 KiB come from jemalloc's slabs (5 pages for 1280-byte
+// objects, 7 for 3584): freed, they merged into spans too large for
+// jemalloc to reuse for a slab, and a bounded pool whose objects were all
+// freed answered ENOMEM on the third round of the same allocations.
+TEST_CASE("pool: a bounded pool reuses what its larger objects freed", "[seg]") {
+  seg_pool_options opts{};
+  opts.reserve_bytes = size_t{64} << 20; // ~30 MiB for objects past 1 KiB
+  seg_pool *pool = seg_pool_create("bounded", &opts);
+  REQUIRE(pool);
+  auto fill = [&](size_t size, size_t most, std::vector<void *> &out) {
+    void *p;
+    while (out.size() < most && (p = seg_malloc(pool, size)) != nullptr)
+      out.push_back(p);
+    return out.size();
+  };
+  auto free_all = [](std::vector<void *> &objects) {
+    for (void *o : objects)
+      seg_free(o);
+    objects.clear();
+  };
+  std::vector<void *> objects;
+  for (size_t size : {size_t{1025}, size_t{3100}}) {
+    INFO("size " << size);
+    const size_t n = (size_t{20} << 20) / size; // 20 MiB of them, well within the pool
+    for (int round = 0; round < 4; ++round) {
+      INFO("round " << round);
+      CHECK(fill(size, n, objects) == n);
+      free_all(objects);
+    }
+  }
+  // Filled to exhaustion with one size, freed: another size gets nearly as
+  // much room (all of it came back within the pool).
+  size_t of_3000 = fill(3000, SIZE_MAX, objects) * 3072;
+  free_all(objects);
+  size_t of_1025 = fill(1025, SIZE_MAX, objects) * 1280;
+  free_all(objects);
+  CHECK(of_1025 > of_3000 * 9 / 10);
+  seg_pool_destroy(pool);
+}
+
 TEST_CASE("pool: seg_free takes pointers from malloc", "[seg]") {
   void *p = malloc(64 * 1024); // above glibc's per-thread cache, below its mmap threshold
   CHECK(seg_pool_of(p) == nullptr);
