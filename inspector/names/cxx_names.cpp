@@ -7,7 +7,85 @@
 
 namespace memlayout::inspector {
 
+namespace {
+
+// Rust's legacy mangling is Itanium's with a hash for last component
+// ("h" and 16 hex digits) and punctuation escaped in the identifiers:
+// alloc::raw_vec::RawVec$LT$T$C$A$GT$::grow::h0123456789abcdef is
+// alloc::raw_vec::RawVec<T,A>::grow, as rustc-demangle and perf print it.
+bool rust_hash(std::string_view s) {
+  if (s.size() != 17 || s[0] != 'h')
+    return false;
+  for (char c : s.substr(1))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+std::string rust_legacy(std::string_view demangled) {
+  size_t last = demangled.rfind("::");
+  if (last == std::string_view::npos || !rust_hash(demangled.substr(last + 2)))
+    return std::string(demangled);
+  std::string_view path = demangled.substr(0, last);
+  static constexpr std::pair<std::string_view, char> kEscapes[] = {
+      {"$SP$", '@'}, {"$BP$", '*'}, {"$RF$", '&'}, {"$LT$", '<'},
+      {"$GT$", '>'}, {"$LP$", '('}, {"$RP$", ')'}, {"$C$", ','}};
+  std::string out;
+  for (size_t i = 0; i < path.size();) {
+    // A component that starts with an escape has '_' before it.
+    bool component_start = i == 0 || (i >= 2 && path.substr(i - 2, 2) == "::");
+    if (component_start && path.substr(i, 2) == "_$") {
+      ++i;
+      continue;
+    }
+    if (path[i] == '$') {
+      bool done = false;
+      for (const auto &[code, c] : kEscapes)
+        if (path.substr(i, code.size()) == code) {
+          out += c;
+          i += code.size();
+          done = true;
+          break;
+        }
+      if (!done && path.substr(i, 2) == "$u") {
+        size_t end = path.find('$', i + 2);
+        unsigned long v = 0;
+        bool hex = end != std::string_view::npos && end > i + 2 && end - i - 2 <= 6;
+        for (size_t k = i + 2; hex && k < end; ++k) {
+          char c = path[k];
+          hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+          v = v * 16 + static_cast<unsigned long>(c <= '9' ? c - '0' : c - 'a' + 10);
+        }
+        if (hex && v >= 0x20 && v < 0x7f) {
+          out += static_cast<char>(v);
+          i = end + 1;
+          done = true;
+        }
+      }
+      if (done)
+        continue;
+    }
+    if (path.substr(i, 2) == ".." && path.substr(i, 3) != "...") {
+      out += "::";
+      i += 2;
+      continue;
+    }
+    out += path[i++];
+  }
+  return out;
+}
+
+} // namespace
+
 std::string demangle(const std::string &name) {
+  if (name.rfind("_ZN", 0) == 0 && name.back() == 'E' && name.find("17h") != std::string::npos) {
+    int status = 0;
+    char *gnu = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+    std::string out = status == 0 && gnu ? rust_legacy(gnu) : name;
+    std::free(gnu);
+    if (status == 0 && out.find("::h") == std::string::npos)
+      return out;
+  }
   std::string out = llvm::demangle(name);
   // LLVM spells closures and unnamed types 'lambda'(long) and 'unnamed';
   // GCC, c++filt, perf and the rules {lambda(long)#1} and {unnamed type#1}.

@@ -11,6 +11,9 @@ namespace memlayout::inspector {
 // demangler gives some names back unchanged (std::make_shared<T>'s, whose
 // return type holds `!std::is_array<T>::value`); libstdc++'s, which c++filt
 // uses, is tried then.
+// Rust's symbols too: v0 (_R...) by LLVM's demangler, legacy ones (_ZN...
+// with a hash) without their hash and with their escapes decoded
+// (alloc::raw_vec::RawVec<T,A>::grow).
 std::string demangle(const std::string &name);
 
 // A C++ name in one spelling, for comparing the names two tools wrote: the

@@ -194,6 +194,12 @@ const std::vector<std::string> &builtin_wrappers() {
       // (load_accounts, not _Rb_tree::_M_get_node; the caller of
       // make_shared, of operator+ on strings, of a vector's push_back)
       "std::*", "__gnu_cxx::*",
+      // Rust's allocation plumbing: the global allocator's entry points, the
+      // alloc crate (Box, Vec, RawVec, String, the collections) and the hash
+      // table under std's HashMap; the program's code that calls them is
+      // the site (std::* above is Rust's std as well)
+      "__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc", "__rdl_*", "__rg_*", "alloc::*",
+      "hashbrown::*", "core::*",
       // memlayout's own trees: the record allocator inlined into each tree's
       // new_node/new_descriptor/... which then names the group
       "memlayout::trees::RecordAllocator::*"};
@@ -216,6 +222,30 @@ bool is_allocator_member(const std::string &function) {
   return member == "allocate" || member == "operator new" || member == "operator new[]";
 }
 
+// A Rust method named by its Self type, and trait where it implements one:
+// "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+// "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem": plumbing
+// where either is the standard library's (an allocator's trait, a
+// collection's type), as std::* and core::* names are.
+bool rust_impl_of_plumbing(std::string_view name) {
+  if (name.empty() || name[0] != '<')
+    return false;
+  size_t close = name.find(">::");
+  if (close == std::string_view::npos)
+    return false;
+  std::string_view inside = name.substr(1, close - 1);
+  std::string_view self = inside, trait;
+  if (size_t as = inside.find(" as "); as != std::string_view::npos) {
+    self = inside.substr(0, as);
+    trait = inside.substr(as + 4);
+  }
+  for (std::string_view part : {self, trait})
+    for (std::string_view prefix : {"alloc::", "hashbrown::", "core::", "std::"})
+      if (part.starts_with(prefix))
+        return true;
+  return false;
+}
+
 bool WrapperPolicy::is_not_wrapper(const std::string &function) const {
   return !not_wrappers.empty() && any_matches(from_name_proper(function), not_wrappers);
 }
@@ -231,7 +261,8 @@ bool WrapperPolicy::wrapper_reason(const std::string &function, WrapperReason *w
     r = WrapperReason::kOption;
   else if (any_matches(name, rules_file))
     r = WrapperReason::kRulesFile;
-  else if (any_matches(name, builtin_wrappers()) || is_allocator_member(function))
+  else if (any_matches(name, builtin_wrappers()) || is_allocator_member(function) ||
+           rust_impl_of_plumbing(name))
     r = WrapperReason::kBuiltin;
   else
     return false;

@@ -200,15 +200,16 @@ struct Symbolizer::Impl {
       SourceFrame sf;
       bool has_fn = li.FunctionName != llvm::DILineInfo::BadString;
       // Mangled names demangled as c++filt does; DWARF short names as they are.
-      sf.function = !has_fn                               ? "??"
-                    : li.FunctionName.rfind("_Z", 0) == 0 ? demangle(li.FunctionName)
-                                                          : li.FunctionName;
+      sf.function = !has_fn ? "??"
+                    : li.FunctionName.rfind("_Z", 0) == 0 || li.FunctionName.rfind("_R", 0) == 0
+                        ? demangle(li.FunctionName)
+                        : li.FunctionName;
       // LLVM names a DIE without a linkage name by its short name: a member
       // of std::function inlined into the caller is "_M_create<...>", which
       // the code maps (and so the rules) know as std::_Function_base::
       // _Base_manager<...>::_M_create. The scopes come from the DIE.
-      if (has_fn && li.FunctionName.rfind("_Z", 0) != 0 && !has_scope(li.FunctionName) &&
-          !li.FileName.empty()) {
+      if (has_fn && li.FunctionName.rfind("_Z", 0) != 0 && li.FunctionName.rfind("_R", 0) != 0 &&
+          !has_scope(li.FunctionName) && !li.FileName.empty()) {
         if (!chain_read) {
           chain_read = true;
           inlined_chain(i, path, offset, chain);

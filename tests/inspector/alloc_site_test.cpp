@@ -545,3 +545,27 @@ TEST_CASE("looked-through reasons round-trip through their JSON names", "[alloc_
                              {"xmalloc", WrapperReason::kBuiltin, ""}}) ==
         "pool_get (detected), xmalloc (built-in)");
 }
+
+// Rust's allocation plumbing is looked through as the C++ library's is: the
+// alloc crate, hashbrown, core, the global allocator's entry points and the
+// trait implementations of them; the program's closure is the site.
+TEST_CASE("Rust's allocation plumbing is built in", "[alloc_site]") {
+  WrapperPolicy p;
+  WrapperReason why{};
+  for (const char *f : {"alloc::alloc::alloc", "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+                        "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+                        "<alloc::alloc::Global>::alloc_impl",
+                        "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+                        "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
+                        "hashbrown::raw::RawTableInner::fallible_with_capacity", "__rust_alloc",
+                        "__rdl_alloc", "core::iter::traits::iterator::Iterator::collect"}) {
+    INFO(f);
+    CHECK(p.wrapper_reason(f, &why));
+    CHECK(why == WrapperReason::kBuiltin);
+  }
+  for (const char *f : {"main::main::{{closure}}::{{closure}}", "myapp::store::Table::insert",
+                        "<myapp::Pool as myapp::Arena>::take", "allocate_dtv", "alloc_buffer"}) {
+    INFO(f);
+    CHECK_FALSE(p.wrapper_reason(f, &why));
+  }
+}

@@ -104,6 +104,22 @@ TEST_CASE("demangle: names LLVM 14 cannot demangle get libstdc++'s reading", "[s
   CHECK(memlayout::inspector::demangle("_Znot a name") == "_Znot a name");
 }
 
+// Rust's symbols as rustc-demangle and perf print them: legacy mangling
+// without its hash and with its escapes decoded, and v0.
+TEST_CASE("demangle: Rust's legacy and v0 symbols", "[symbolizer]") {
+  using memlayout::inspector::demangle;
+  CHECK(demangle("_ZN5alloc7raw_vec20RawVecInner$LT$A$GT$15try_allocate_in17hd87dd332ee4f38d9E") ==
+        "alloc::raw_vec::RawVecInner<A>::try_allocate_in");
+  CHECK(demangle("_ZN63_$LT$u8$u20$as$u20$alloc..vec..spec_from_elem..SpecFromElem$GT$9from_"
+                 "elem17h9eca3d5eee1efb20E") ==
+        "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem");
+  CHECK(demangle("_ZN4main4main28_$u7b$$u7b$closure$u7d$$u7d$17h8f98cfa5385beccfE") ==
+        "main::main::{{closure}}");
+  CHECK(demangle("_ZN5alloc7raw_vec19RawVec$LT$T$C$A$GT$4grow17h0123456789abcdefE") ==
+        "alloc::raw_vec::RawVec<T,A>::grow");
+  CHECK(demangle("_RNvCs1234_7mycrate3foo") == "mycrate::foo");
+}
+
 TEST_CASE("canonical_cxx_name: the demangler's and clang's spellings meet", "[symbolizer]") {
   using memlayout::inspector::canonical_cxx_name;
   const std::string demangler =
