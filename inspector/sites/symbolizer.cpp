@@ -45,34 +45,19 @@ bool is_allocator_frame(const std::string &function) {
   // Function templates carry their return type first: judge the name.
   const std::string_view f =
       std::string_view(function).substr(rules::function_name_offset(function.c_str()));
-  static constexpr std::string_view kPrefixes[] = {"operator new",
-                                                   "operator delete",
-                                                   "malloc",
-                                                   "calloc",
-                                                   "realloc",
-                                                   "reallocarray",
-                                                   "aligned_alloc",
-                                                   "posix_memalign",
-                                                   "memalign",
-                                                   "valloc",
-                                                   "pvalloc",
-                                                   "__libc_",
-                                                   "std::allocator",
-                                                   "std::allocator_traits",
-                                                   "__gnu_cxx::new_allocator",
-                                                   "std::__new_allocator",
-                                                   "__gnu_cxx::__alloc_traits",
-                                                   "std::__allocate_guarded",
-                                                   "memlayout::preload::",
-                                                   "memlayout::seg::",
-                                                   "seg_malloc",
-                                                   "seg_calloc",
-                                                   "seg_aligned_alloc",
-                                                   "seg_realloc",
-                                                   "mlje_",
-                                                   "je_",
-                                                   "mallocx",
-                                                   "rallocx"};
+  static constexpr std::string_view kPrefixes[] = {
+      "operator new", "operator delete", "malloc", "calloc", "realloc", "reallocarray",
+      "aligned_alloc", "posix_memalign", "memalign", "valloc", "pvalloc",
+      // glibc's own entry points and the
+      // helpers that allocate for libc's
+      // callers; not __libc_start_main,
+      // the outermost frame of every stack
+      "__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_reallocarray", "__libc_memalign",
+      "__libc_valloc", "__libc_pvalloc", "__libc_free", "__libc_scratch_buffer_",
+      "__libc_dynarray_", "__libc_alloc_buffer_", "std::allocator", "std::allocator_traits",
+      "__gnu_cxx::new_allocator", "std::__new_allocator", "__gnu_cxx::__alloc_traits",
+      "std::__allocate_guarded", "memlayout::preload::", "memlayout::seg::", "seg_malloc",
+      "seg_calloc", "seg_aligned_alloc", "seg_realloc", "mlje_", "je_", "mallocx", "rallocx"};
   for (std::string_view p : kPrefixes) {
     if (f.substr(0, p.size()) != p)
       continue;

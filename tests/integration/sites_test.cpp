@@ -706,6 +706,30 @@ TEST_CASE("sites.tail_called_constructors", "[sites]") {
 // -> sqlite3FindFunction): the report looks through each unnamed frame that
 // a wrapper above clears, and the interposer must route what replay
 // predicts, live and recorded, by advise's rules and by hand-written ones.
+// A stripped executable (no symbols at all): each allocating return
+// address is a site of its own, named by the first named caller, glibc's
+// __libc_start_call_main. Every site was named after _start, the outermost
+// frame: __libc_start_main was judged part of the allocator (the __libc_
+// prefix of __libc_malloc), and the three sites were one name.
+TEST_CASE("sites.a_stripped_executable_keeps_its_sites_apart", "[sites]") {
+  std::string dir = work_dir("sites_stripped_executable");
+  std::string trace = dir + "/t.trace";
+  REQUIRE(record({"-o", trace}, {program("nodebug_wrapper_stripped"), "2000"}).exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  std::set<std::string> names;
+  for (const auto &g : *v.getAsObject()->getArray("groups")) {
+    const auto *o = g.getAsObject();
+    std::string name = o->getString("name").getValueOr("").str();
+    if (name.find("nodebug_wrapper_stripped+") == std::string::npos)
+      continue; // the C library's own (stdio's buffer)
+    INFO(name);
+    CHECK(name.rfind("__libc_start_call_main -> ?? (", 0) == 0);
+    names.insert(name);
+  }
+  // xalloc's call (new_conn's and new_buf's objects) and main's calloc.
+  CHECK(names.size() == 2);
+}
+
 TEST_CASE("sites.unnamed_frames_in_a_stripped_library", "[sites]") {
   std::string dir = work_dir("sites_stripped_wrappers");
   std::string trace = dir + "/s.trace", advised = dir + "/advised.rules",

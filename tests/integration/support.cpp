@@ -84,6 +84,7 @@ std::string program(const std::string &name) {
       {"nodebug_wrapper", MLT_PATH_nodebug_wrapper},
       {"short_buffer", MLT_PATH_short_buffer},
       {"fork_signalled", MLT_PATH_fork_signalled},
+      {"nodebug_wrapper_stripped", MLT_PATH_nodebug_wrapper_stripped},
   };
   auto it = paths.find(name);
   if (it == paths.end())
