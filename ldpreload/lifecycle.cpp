@@ -1015,8 +1015,18 @@ void before_setting_file_size_limit(int resource, uint64_t soft, uint64_t hard) 
   rlimit now;
   if (resource != RLIMIT_FSIZE || getrlimit(RLIMIT_FSIZE, &now) != 0)
     return;
-  if (soft <= hard && hard <= now.rlim_max && soft < now.rlim_cur)
-    g_writer.before_file_size_limit(soft);
+  if (!(soft <= hard && hard <= now.rlim_max && soft < now.rlim_cur))
+    return;
+  // The trace ends here for good: every thread's events so far go in
+  // first, while the old limit still lets them (a thread's staged events
+  // and block in progress were lost). What threads record after is
+  // refused anyway.
+  if (g_writer.stops_at(soft) && recording_process() && !tl_state.busy) {
+    tl_state.busy = 1;
+    flush_all_threads();
+    tl_state.busy = 0;
+  }
+  g_writer.before_file_size_limit(soft);
 }
 
 // glibc declares setrlimit's argument non-null, so gcc would drop a check of

@@ -241,6 +241,11 @@ uint64_t TraceWriter::file_size_limit() {
   return limit;
 }
 
+bool TraceWriter::stops_at(uint64_t limit) const {
+  return fd_ >= 0 && regular_ && !broken_.load(std::memory_order_relaxed) &&
+         end_.load(std::memory_order_relaxed) + kStopRecordBytes > limit;
+}
+
 void TraceWriter::before_file_size_limit(uint64_t limit) {
   if (fd_ < 0 || !regular_ || broken_.load(std::memory_order_relaxed))
     return;

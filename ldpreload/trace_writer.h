@@ -42,6 +42,9 @@ public:
   // the trace already holds more than that leaves room for, its stop record
   // goes out now, while the old limit still lets it, and nothing after.
   void before_file_size_limit(uint64_t limit);
+  // Whether a file size limit of `limit` would stop the trace: it holds too
+  // much already for the stop record to fit under it.
+  bool stops_at(uint64_t limit) const;
   // From a signal handler: no zstd (its contexts sit behind locks the
   // interrupted code may hold), records go out as they are.
   void stop_compressing() { raw_only_.store(true, std::memory_order_relaxed); }
