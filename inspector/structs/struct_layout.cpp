@@ -143,13 +143,47 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
 
 } // namespace
 
+namespace {
+
+// The function a local class is declared in, as the demangler names the
+// class's scope: "ns::Tree::scan(long)", "ns::walk<long>(long)". nullptr
+// for a class at namespace or class scope.
+const clang::FunctionDecl *enclosing_function(const clang::RecordDecl &rd) {
+  for (const clang::DeclContext *dc = rd.getDeclContext(); dc; dc = dc->getParent())
+    if (const auto *fd = llvm::dyn_cast<clang::FunctionDecl>(dc))
+      return fd;
+  return nullptr;
+}
+
+std::string function_scope(const clang::FunctionDecl &fd, const clang::ASTContext &ctx) {
+  std::string name;
+  llvm::raw_string_ostream out(name);
+  clang::PrintingPolicy policy = name_policy(ctx);
+  policy.SuppressUnwrittenScope = true;
+  fd.getNameForDiagnostic(out, policy, /*Qualified=*/true);
+  out << '(';
+  for (unsigned i = 0; i < fd.getNumParams(); ++i)
+    out << (i ? ", " : "") << fd.getParamDecl(i)->getType().getAsString(policy);
+  out << ')';
+  return out.str();
+}
+
+} // namespace
+
 std::string record_name(const clang::RecordDecl &rd, const clang::ASTContext &ctx) {
   if (rd.getDeclName().isEmpty()) {
     if (const clang::TypedefNameDecl *td = rd.getTypedefNameForAnonDecl())
       return td->getQualifiedNameAsString();
     return {};
   }
-  return ctx.getRecordType(&rd).getAsString(name_policy(ctx));
+  std::string name = ctx.getRecordType(&rd).getAsString(name_policy(ctx));
+  // A local class: clang prints it bare ("R"), and two functions' Rs, or a
+  // function template's instantiations' Frames, were one record with
+  // several "layouts". Its name starts with its function's, as the
+  // demangler prints it: ns::Tree::scan(long)::R.
+  if (const clang::FunctionDecl *fd = enclosing_function(rd))
+    name = function_scope(*fd, ctx) + "::" + name;
+  return name;
 }
 
 namespace {

@@ -296,3 +296,22 @@ TEST_CASE("C records: sizes, alignments, offsets, bit-fields, holes", "[layout]"
   CHECK(tagged.field("u")->members.size() == 2);
   CHECK_FALSE(tagged.field("n")); // u's: named u.n
 }
+
+// Two functions' local R, and a function template's local Frame, were
+// records named "R" and "Frame": one of several "layouts", the wrong one
+// for half the sites. Each is named with its function, as the demangler
+// names its scope.
+TEST_CASE("local classes are named with their functions", "[layout]") {
+  ScanResult r = scan("local_classes.cpp", {"-x", "c++", "-std=c++17"});
+  CHECK(record(r, "ns::Tree::lookup(long)::R").size == 16);
+  CHECK(record(r, "ns::Tree::scan(long)::R").size == 32);
+  CHECK(record(r, "ns::walk<long>(long)::Frame").size == 16);
+  CHECK(record(r, "ns::walk<char>(char)::Frame").size == 2);
+  for (const AllocSite &s : r.sites) {
+    INFO(s.function << " allocates " << s.type);
+    if (s.function == "ns::Tree::scan")
+      CHECK(s.type == "ns::Tree::scan(long)::R");
+    if (s.function == "ns::walk<char>")
+      CHECK(s.type == "ns::walk<char>(char)::Frame");
+  }
+}
