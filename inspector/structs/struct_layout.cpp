@@ -176,7 +176,17 @@ std::string record_name(const clang::RecordDecl &rd, const clang::ASTContext &ct
       return td->getQualifiedNameAsString();
     return {};
   }
-  std::string name = ctx.getRecordType(&rd).getAsString(name_policy(ctx));
+  std::string name;
+  if (const auto *spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(&rd)) {
+    // Every template argument, as printed for its members' scope: the
+    // type's printing follows an explicit instantiation's spelling
+    // (`template struct Table<int>;` made Table<int, 4> "Table<int>").
+    llvm::raw_string_ostream out(name);
+    spec->getNameForDiagnostic(out, name_policy(ctx), /*Qualified=*/true);
+    out.flush();
+  } else {
+    name = ctx.getRecordType(&rd).getAsString(name_policy(ctx));
+  }
   // A local class: clang prints it bare ("R"), and two functions' Rs, or a
   // function template's instantiations' Frames, were one record with
   // several "layouts". Its name starts with its function's, as the

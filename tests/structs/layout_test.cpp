@@ -301,12 +301,17 @@ TEST_CASE("C records: sizes, alignments, offsets, bit-fields, holes", "[layout]"
 // records named "R" and "Frame": one of several "layouts", the wrong one
 // for half the sites. Each is named with its function, as the demangler
 // names its scope.
-TEST_CASE("local classes are named with their functions", "[layout]") {
+TEST_CASE("local classes and explicit instantiations named as the demangler names them",
+          "[layout]") {
   ScanResult r = scan("local_classes.cpp", {"-x", "c++", "-std=c++17"});
   CHECK(record(r, "ns::Tree::lookup(long)::R").size == 16);
   CHECK(record(r, "ns::Tree::scan(long)::R").size == 32);
   CHECK(record(r, "ns::walk<long>(long)::Frame").size == 16);
   CHECK(record(r, "ns::walk<char>(char)::Frame").size == 2);
+  // `template struct Table<int>;` named it "ns::Table<int>", its members'
+  // scope ns::Table<int, 4>.
+  CHECK(record(r, "ns::Table<int, 4>").size == 20);
+  CHECK(record(r, "ns::Table<int, 4>").spelled == "ns::Table<int>");
   for (const AllocSite &s : r.sites) {
     INFO(s.function << " allocates " << s.type);
     if (s.function == "ns::Tree::scan")
