@@ -78,7 +78,7 @@ public:
     s.site = inspector::alloc_site(r_.stack(stack_id), sym_, wrappers_, &code_);
     if (types_)
       s.type = types_->type_at(s.site.function, s.site.file, s.site.line,
-                               inspector::through_standard_library(s.site));
+                               inspector::through_standard_library(s.site), s.site.column);
     return sites_.emplace(stack_id, std::move(s)).first->second;
   }
 

@@ -412,7 +412,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
     };
     grouping.type_of = [&types, grouping_type](const Group::Site &s) {
       return grouping_type(
-          types->site_type(s.function, s.file, s.line, through_standard_library(s)), s.file);
+          types->site_type(s.function, s.file, s.line, through_standard_library(s), s.column),
+          s.file);
     };
     grouping.type_from_caller = [&types, grouping_type](const Group::Site &s,
                                                         const Group::Site *caller) {

@@ -389,24 +389,25 @@ const RecordLayout *TypeMap::record(const std::string &name) const {
 }
 
 std::string TypeMap::type_at(const std::string &function, const std::string &file, uint32_t line,
-                             bool in_library) const {
-  return site_type(function, file, line, in_library).type;
+                             bool in_library, uint32_t column) const {
+  return site_type(function, file, line, in_library, column).type;
 }
 
 TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::string &file,
-                                     uint32_t line, bool in_library) const {
+                                     uint32_t line, bool in_library, uint32_t column) const {
   std::vector<const AllocSite *> all;
   all.reserve(sites_.size());
   for (const AllocSite &s : sites_)
     if (!in_library || s.call.rfind("make_", 0) == 0 || s.call == "allocate_shared")
       all.push_back(&s);
-  std::optional<SiteType> t = match(all, recorded, file, line);
+  std::optional<SiteType> t = match(all, recorded, file, line, column);
   return t ? *t : factory_type(recorded);
 }
 
 std::optional<TypeMap::SiteType> TypeMap::match(const std::vector<const AllocSite *> &candidates,
                                                 const std::string &recorded,
-                                                const std::string &file, uint32_t line) const {
+                                                const std::string &file, uint32_t line,
+                                                uint32_t column) const {
   // The demangler names a function template's specialization with its
   // return type first ("SkipNode<5>* mk<5>(long)"); the map by the name.
   const std::string function = recorded.substr(rules::function_name_offset(recorded.c_str()));
@@ -446,6 +447,22 @@ std::optional<TypeMap::SiteType> TypeMap::match(const std::vector<const AllocSit
     // before placement new in templates was left out): the instantiations'.
     if (std::any_of(best.begin(), best.end(), [](const AllocSite *s) { return !s->dependent; }))
       std::erase_if(best, [](const AllocSite *s) { return s->dependent; });
+    // Several allocations on the line (`sink(new A()); sink(new B());`, a
+    // macro's): the recorded column (GCC's, where the expression ends) is
+    // the one of the expression that starts last at or before it.
+    if (column && single_type(best).type.empty()) {
+      uint32_t start = 0;
+      for (const AllocSite *s : best)
+        if (s->line == line && s->column && s->column <= column)
+          start = std::max(start, s->column);
+      if (start) {
+        std::vector<const AllocSite *> at = best;
+        std::erase_if(at,
+                      [&](const AllocSite *s) { return s->line != line || s->column != start; });
+        if (SiteType t = single_type(at); !t.type.empty())
+          return t;
+      }
+    }
     if (SiteType t = single_type(best); !t.type.empty() || function.empty())
       return t;
     std::erase_if(best, [&](const AllocSite *s) { return !same(s); });

@@ -62,8 +62,12 @@ public:
   // (a container growing: `v.push_back(new T)`), so the line's
   // new-expression is not it; only a factory's site (make_unique<T>,
   // make_shared<T>) there can be.
+  //
+  // `column`: the recorded site's (GCC's: where the expression ends), which
+  // tells a line's several allocations apart: each is the map's site that
+  // starts last at or before it.
   std::string type_at(const std::string &function, const std::string &file, uint32_t line,
-                      bool in_library = false) const;
+                      bool in_library = false, uint32_t column = 0) const;
 
   // type_at's answer, and whether the site's objects hold the record behind
   // a header: make_shared<T> and allocate_shared<T> allocate T inside
@@ -76,7 +80,7 @@ public:
     uint32_t variant = 0;
   };
   SiteType site_type(const std::string &function, const std::string &file, uint32_t line,
-                     bool in_library = false) const;
+                     bool in_library = false, uint32_t column = 0) const;
 
   // What a function hands out, by the map's sites that call it: a site
   // whose `call` is `callee` (by its unqualified name, as recorded stacks
@@ -97,8 +101,8 @@ private:
   // site_type() over `candidates`: nullopt when none is at the file and line
   // (or, without them, in the function).
   std::optional<SiteType> match(const std::vector<const AllocSite *> &candidates,
-                                const std::string &function, const std::string &file,
-                                uint32_t line) const;
+                                const std::string &function, const std::string &file, uint32_t line,
+                                uint32_t column = 0) const;
 
   std::string path_;
   std::vector<RecordLayout> records_;

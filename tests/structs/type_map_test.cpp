@@ -387,3 +387,24 @@ TEST_CASE("a function's objects typed by the map's sites that call it", "[types]
     CHECK(map.called_type("nothing_calls_it", nullptr).type.empty());
   }
 }
+
+// `sink(new A()); sink(new B()); sink(new C());` on one line: the map has the
+// three new-expressions' start columns (37, 61, 80), a recorded site GCC's,
+// where its expression ends (52, 71, 90). All three were left untyped.
+TEST_CASE("several allocations on one line are told apart by column", "[types]") {
+  RecordLayout a = record_of("q::Derived", "/src/p2.cpp", 16, {member("x", 8, 8)});
+  RecordLayout b = record_of("q::B2", "/src/p2.cpp", 16, {member("y", 8, 8)});
+  RecordLayout c = record_of("q::DA", "/src/p2.cpp", 128, {member("z", 0, 8)});
+  auto at = [](uint32_t column, std::string type) {
+    AllocSite s = site("/src/p2.cpp", 8, 8, "main", std::move(type));
+    s.column = column;
+    return s;
+  };
+  const TypeMap map = round_trip(
+      analyse_structs({a, b, c}, {at(37, "q::Derived"), at(61, "q::B2"), at(80, "q::DA")}, 64));
+  CHECK(map.type_at("main", "/src/p2.cpp", 8, false, 52) == "q::Derived");
+  CHECK(map.type_at("main", "/src/p2.cpp", 8, false, 71) == "q::B2");
+  CHECK(map.type_at("main", "/src/p2.cpp", 8, false, 90) == "q::DA");
+  CHECK(map.type_at("main", "/src/p2.cpp", 8).empty()); // no column: which one is not known
+  CHECK(map.type_at("main", "/src/p2.cpp", 8, false, 20).empty()); // before them all
+}
