@@ -16,16 +16,42 @@ struct Range {
   int64_t lo, hi;
 };
 
+// "NAME=VALUE: not a number from LO to HI, ignored", without allocating.
+void warn_ignored(const char *name, const char *v, Range r) {
+  char text[256];
+  size_t n = 0;
+  auto put = [&](const char *s) {
+    for (; *s && n < sizeof text - 24; ++s)
+      text[n++] = *s;
+  };
+  auto put_int = [&](int64_t x) {
+    if (x < 0) {
+      text[n++] = '-';
+      x = -x;
+    }
+    n += sys::format_u64(text + n, static_cast<uint64_t>(x));
+  };
+  put(name);
+  put("=");
+  put(v);
+  put(": not a whole number from ");
+  put_int(r.lo);
+  put(" to ");
+  put_int(r.hi);
+  text[n] = '\0';
+  sys::warn("ignoring", text);
+}
+
 bool parse_int(const char *name, const char *v, Range r, int64_t *out) {
   bool neg = v[0] == '-';
   uint64_t u;
   if (!sys::parse_u64(v + (neg ? 1 : 0), &u) || u > (1ull << 40)) {
-    sys::warn("ignoring invalid value of", name);
+    warn_ignored(name, v, r);
     return false;
   }
   int64_t x = neg ? -static_cast<int64_t>(u) : static_cast<int64_t>(u);
   if (x < r.lo || x > r.hi) {
-    sys::warn("ignoring out-of-range value of", name);
+    warn_ignored(name, v, r);
     return false;
   }
   *out = x;

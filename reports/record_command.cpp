@@ -704,6 +704,20 @@ int launch(int argc, char **argv) {
     if (output_is_an_input(explicit_output, read, "record"))
       return 2;
   }
+  // record sets these from its options: one in the environment would seem
+  // to work, as the other MEMLAYOUT_* variables do, and be overridden.
+  if (!g_run_mode)
+    for (const auto &[var, option] : std::initializer_list<std::pair<const char *, const char *>>{
+             {"MEMLAYOUT_OUTPUT", "-o"},
+             {"MEMLAYOUT_UNWIND", "--unwind"},
+             {"MEMLAYOUT_STACK_DEPTH", "--stack-depth"},
+             {"MEMLAYOUT_FOLLOW_CHILDREN", "--follow-children"},
+             {"MEMLAYOUT_PAGEMAP", "--no-page-frames"}})
+      if (const char *v = std::getenv(var))
+        std::fprintf(stderr,
+                     "memlayout record: warning: %s=%s in the environment is ignored: record sets "
+                     "it from its options (%s)\n",
+                     var, v, option);
   bool output_created = true;
   if (!g_run_mode && !explicit_output.empty())
     if (int rc = claim_output(explicit_output, &output_created); rc != 0)

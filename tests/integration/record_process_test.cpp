@@ -574,6 +574,28 @@ TEST_CASE("exit_paths", "[record][exit]") {
 
 // The environment the program and its (unfollowed) children see is the one
 // they would see without memlayout: the user's own LD_PRELOAD kept, ours gone.
+// MEMLAYOUT_* variables that record sets from its options were overridden
+// without a word; a bad value of another was "ignoring out-of-range value
+// of: NAME", without the value or what it may be.
+TEST_CASE("record.environment_it_overrides_and_bad_values", "[record][env]") {
+  std::string dir = work_dir("environment_overrides");
+  RunOptions opts;
+  opts.setenv = {{"MEMLAYOUT_PAGEMAP", "0"},
+                 {"MEMLAYOUT_STACK_DEPTH", "3"},
+                 {"MEMLAYOUT_TICK_PERIOD", "0"},
+                 {"MEMLAYOUT_BLOCK_KIB", "abc"}};
+  RunResult r = record({"-o", dir + "/t.trace"}, {"/bin/true"}, opts);
+  INFO(r.err);
+  CHECK(r.exit_code() == 0);
+  CHECK(r.err.find("MEMLAYOUT_PAGEMAP=0 in the environment is ignored: record sets it from its "
+                   "options (--no-page-frames)") != std::string::npos);
+  CHECK(r.err.find("MEMLAYOUT_STACK_DEPTH=3 in the environment is ignored") != std::string::npos);
+  CHECK(r.err.find("MEMLAYOUT_TICK_PERIOD=0: not a whole number from 1 to 4096") !=
+        std::string::npos);
+  CHECK(r.err.find("MEMLAYOUT_BLOCK_KIB=abc: not a whole number from 16 to 4096") !=
+        std::string::npos);
+}
+
 TEST_CASE("environment", "[record][exec][env]") {
   std::string dir = work_dir("environment");
   const std::string who = GENERATE(as<std::string>{}, "program", "child");
