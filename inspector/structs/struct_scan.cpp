@@ -289,6 +289,28 @@ clang::tooling::ArgumentsAdjuster without_unknown_flags(std::set<std::string> &s
   };
 }
 
+// A .h given a C++ standard (`structs x.h -- -std=c++17`) is a C++ header:
+// clang's driver takes it for C by its name, says the standard is not
+// allowed with C, and parses it as C++ anyway, while the run succeeded.
+clang::tooling::ArgumentsAdjuster cxx_header_when_the_standard_says() {
+  return [](const clang::tooling::CommandLineArguments &args, llvm::StringRef file) {
+    bool header = llvm::sys::path::extension(file) == ".h", cxx = false;
+    for (const std::string &a : args) {
+      llvm::StringRef arg(a);
+      if (arg.startswith("-x") || arg.startswith("--language"))
+        return args;
+      cxx |= arg.startswith("-std=c++") || arg.startswith("-std=gnu++") ||
+             arg.startswith("--std=c++") || arg.startswith("--std=gnu++");
+    }
+    if (!header || !cxx || args.empty())
+      return args;
+    clang::tooling::CommandLineArguments out(args.begin(), args.begin() + 1);
+    out.insert(out.end(), {"-x", "c++-header"});
+    out.insert(out.end(), args.begin() + 1, args.end());
+    return out;
+  };
+}
+
 // Whether clang compiles the file as C or C++ (Objective-C too): by its
 // name, unless its command says the language with -x. Anything else (a
 // script, an executable) would reach clang's driver as a linker input,
@@ -574,6 +596,7 @@ bool scan_structs(const ScanOptions &o, ScanResult &out, std::string &error) {
     write_pch_text_copies(commands, pch_text_copies);
     tool.appendArgumentsAdjuster(gcc_pch_as_text(pch_text_copies));
     tool.appendArgumentsAdjuster(without_unknown_flags(flags_said));
+    tool.appendArgumentsAdjuster(cxx_header_when_the_standard_says());
     tool.appendArgumentsAdjuster(tus.starting(absolute.str().str()));
     if (tool.run(factory.get()) != 0)
       out.failed.push_back(absolute.str().str());

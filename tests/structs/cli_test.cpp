@@ -634,3 +634,16 @@ TEST_CASE("failed[] holds absolute paths", "[cli]") {
     failed.push_back(text(f.getAsString()));
   CHECK(failed == std::vector<std::string>{dir + "/bad.c", dir + "/missing.c"});
 }
+
+// A .h with a C++ standard after --: clang's driver called the standard
+// "not allowed with 'C'" and parsed the header as C++ anyway, exit 0.
+TEST_CASE("structs: a .h given a C++ standard is a C++ header", "[cli]") {
+  const std::string dir = scratch_dir("cxx_header");
+  write_text(dir + "/box.h", "struct Box { long k; bool open; };\n"
+                             "inline Box *make_box() { return new Box{1, true}; }\n");
+  ToolRun r = run_tool({MEMLAYOUT_BIN, "structs", dir + "/box.h", "--", "-std=c++17"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("error:") == std::string::npos);
+  CHECK(r.out.find("struct Box {") != std::string::npos);
+}
