@@ -118,6 +118,14 @@ bool check_database_file(const std::string &path, std::string &error) {
         error = entry + "\"arguments\" is not an array of strings";
         return false;
       }
+      if (args->empty()) {
+        error = entry + "\"arguments\" is empty: it needs the compiler and its arguments";
+        return false;
+      }
+    }
+    if (command && command->getAsString()->trim().empty()) {
+      error = entry + "\"command\" is empty: it needs the compiler and its arguments";
+      return false;
     }
   }
   return true;

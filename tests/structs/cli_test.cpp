@@ -240,6 +240,13 @@ TEST_CASE("a build directory given with -p: its commands, headers included", "[c
   ToolRun args = structs({dir + "/layouts.hpp", "-p", broken});
   CHECK(args.err ==
         "memlayout structs: '" + db + "', entry 1: \"arguments\" is not an array of strings\n");
+  // Empty: clang's "expected exactly one compiler job in ''", exit 1.
+  write_text(db, "[{\"directory\": \"/tmp\", \"file\": \"a.c\", \"arguments\": []}]\n");
+  ToolRun empty_args = structs({dir + "/layouts.hpp", "-p", broken});
+  CHECK(empty_args.exit_code == 2);
+  CHECK(empty_args.err == "memlayout structs: '" + db +
+                              "', entry 1: \"arguments\" is empty: it needs the compiler and its "
+                              "arguments\n");
 }
 
 TEST_CASE("a gcc build with precompiled headers (CMake's target_precompile_headers)", "[cli]") {
