@@ -376,6 +376,10 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
       r.zero_width_bitfields = true; // it holds nothing, yet moves what follows
       continue;
     }
+    // An unnamed bit-field (`unsigned :32;`) is no member: it is explicit
+    // padding, which the holes and padding then show (as pahole does).
+    if (fd->isUnnamedBitfield())
+      continue;
     r.fields.push_back(data_member(*fd, l.getFieldOffset(fd->getFieldIndex()), ctx));
   }
   if (cxx)

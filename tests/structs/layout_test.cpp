@@ -320,3 +320,19 @@ TEST_CASE("local classes and explicit instantiations named as the demangler name
       CHECK(s.type == "ns::walk<char>(char)::Frame");
   }
 }
+
+// `unsigned :32;` was a member: the padding it is was hidden.
+TEST_CASE("unnamed bit-fields are padding and not members", "[layout]") {
+  ScanResult r = scan("unnamed_bitfields.c", {"-std=gnu11"});
+  const RecordLayout &tail = record(r, "tail_pad");
+  CHECK(tail.fields.size() == 5);
+  CHECK(tail.tail_padding == 4);
+  const RecordLayout &words = record(r, "reserved_words");
+  CHECK(words.fields.empty());
+  CHECK(words.size == 16);
+  CHECK(words.tail_padding == 16);
+  const RecordLayout &bits = record(r, "reserved_bits");
+  REQUIRE(bits.fields.size() == 2);
+  CHECK(bits.fields[1].name == "b");
+  CHECK(bits.bit_holes >= 3);
+}
