@@ -325,9 +325,9 @@ std::optional<RecordLayout> layout_of(const clang::RecordDecl &rd, clang::ASTCon
   const auto *cxx = llvm::dyn_cast<clang::CXXRecordDecl>(&rd);
   if (cxx && cxx->isLambda())
     return std::nullopt;
-  // Empty classes (tags, policies, a template holding only types) have
-  // nothing to lay out.
-  if (rd.field_empty() && (!cxx || (cxx->getNumBases() == 0 && !cxx->isDynamicClass())))
+  // Empty classes (tags, policies, a template holding only types, one
+  // deriving from empty bases only) have nothing to lay out.
+  if (rd.field_empty() && (!cxx || cxx->isEmpty()))
     return std::nullopt;
   RecordLayout r;
   r.name = record_name(rd, ctx);

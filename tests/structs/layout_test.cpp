@@ -312,6 +312,9 @@ TEST_CASE("local classes and explicit instantiations named as the demangler name
   // scope ns::Table<int, 4>.
   CHECK(record(r, "ns::Table<int, 4>").size == 20);
   CHECK(record(r, "ns::Table<int, 4>").spelled == "ns::Table<int>");
+  // A class deriving from an empty base only is empty too (it was size 1).
+  for (const RecordLayout &l : r.records)
+    CHECK(l.name.find("Policy") == std::string::npos);
   for (const AllocSite &s : r.sites) {
     INFO(s.function << " allocates " << s.type);
     if (s.function == "ns::Tree::scan")
