@@ -1,5 +1,7 @@
 #include "struct_layout.h"
 
+#include <cstring>
+
 #include "layout_advice.h"
 
 #include <clang/AST/ASTContext.h>
@@ -92,6 +94,26 @@ SyncKind contained_sync(clang::QualType t, clang::ASTContext &ctx, int depth) {
   return found;
 }
 
+// An unnamed struct inside another type (`struct { long x, y; } res[3]`, a
+// pointer to one): clang spells it "struct (unnamed struct at FILE:L:C)",
+// pahole and these docs `struct {...}`.
+std::string unnamed_spelled_plainly(std::string name) {
+  for (const char *how : {"(unnamed ", "(anonymous "})
+    for (size_t at; (at = name.find(how)) != std::string::npos;) {
+      size_t kind = at + std::strlen(how), space = name.find(' ', kind),
+             close = name.find(')', kind);
+      if (space == std::string::npos || close == std::string::npos)
+        return name;
+      std::string tag = name.substr(kind, space - kind); // struct, union, enum, class
+      size_t from = at;
+      if (from >= tag.size() + 1 &&
+          name.compare(from - tag.size() - 1, tag.size() + 1, tag + " ") == 0)
+        from -= tag.size() + 1;
+      name.replace(from, close + 1 - from, tag + " {...}");
+    }
+  return name;
+}
+
 FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::ASTContext &ctx) {
   FieldLayout f;
   f.name = fd.getNameAsString();
@@ -100,7 +122,7 @@ FieldLayout data_member(const clang::FieldDecl &fd, uint64_t bit_offset, clang::
   if (inner && record_name(*inner, ctx).empty())
     f.type = inner->isUnion() ? "union {...}" : "struct {...}"; // not its source location
   else
-    f.type = t.getAsString(member_type_policy(ctx));
+    f.type = unnamed_spelled_plainly(t.getAsString(member_type_policy(ctx)));
   // A bit-field's own alignment is that of where its bits happen to start
   // (0 off a byte boundary): its storage unit's, its type's, is what packs.
   f.align = static_cast<uint64_t>(
@@ -299,7 +321,7 @@ std::string type_name(clang::QualType t, const clang::ASTContext &ctx) {
   if (const clang::RecordDecl *rd = t->getAsRecordDecl())
     if (std::string name = record_name(*rd, ctx); !name.empty())
       return name;
-  return t.getAsString(name_policy(ctx));
+  return unnamed_spelled_plainly(t.getAsString(name_policy(ctx)));
 }
 
 std::string file_of(clang::SourceLocation loc, const clang::SourceManager &sm) {

@@ -338,4 +338,7 @@ TEST_CASE("unnamed bit-fields are padding and not members", "[layout]") {
   REQUIRE(bits.fields.size() == 2);
   CHECK(bits.fields[1].name == "b");
   CHECK(bits.bit_holes >= 3);
+  const RecordLayout &arr = record(r, "with_unnamed_array");
+  REQUIRE(arr.fields.size() == 2);
+  CHECK(arr.fields[1].type == "struct {...}[3]");
 }
