@@ -142,6 +142,8 @@ void first_steps(const Report &r, const DisplayNames &shown, std::ostream &h) {
     same += " --types " + shell_quoted(r.type_map);
   if (!r.cache_file.empty())
     same += " --cache " + shell_quoted(r.cache_file);
+  for (const std::string &hot : r.hot)
+    same += " --hot " + shell_quoted(hot);
   h << "<p>All of them as a rules file: <code>memlayout advise " << esc(shell_quoted(r.trace))
     << esc(same)
     << " -o rules.txt</code>; whether they pay: <code>memlayout compare --rules rules.txt -- "

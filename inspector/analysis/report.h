@@ -172,6 +172,9 @@ struct Report {
   // The type map and cache model the analysis read ("" for none): no
   // output may be written over them.
   std::string type_map, cache_file;
+  // The hot prefixes asked for, as given (NAME=BYTES, TYPE=FIELD): the
+  // findings they make need them again (advise, as the HTML page says).
+  std::vector<std::string> hot;
   std::string at; // peak, end, mark:NAME
   int64_t at_ns = 0;
   bool partial = false;

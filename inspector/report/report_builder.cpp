@@ -265,6 +265,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
   }
   std::optional<TypeMap> types;
   out.cache_file = o.cache_file;
+  for (const HotPrefix &h : o.hot)
+    out.hot.push_back(h.name + "=" + (h.field.empty() ? std::to_string(h.bytes) : h.field));
   if (!load_type_map(o, r.header().executable, types, out.notes, error) ||
       !check_hot_fields(o.hot, types ? &*types : nullptr, error))
     return false;
