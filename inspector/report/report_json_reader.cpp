@@ -74,6 +74,18 @@ public:
     return false;
   }
 
+  // A share of something: a number from 0 to 1.
+  bool fraction(const char *key, double &out) {
+    if (!number(key, out))
+      return false;
+    return out >= 0 && out <= 1 ? true : fail(key, "a fraction from 0 to 1");
+  }
+  bool optional_fraction(const char *key, std::optional<double> &out) {
+    if (!optional_number(key, out))
+      return false;
+    return !out || (*out >= 0 && *out <= 1) ? true : fail(key, "a fraction from 0 to 1 or null");
+  }
+
   // null (and, from a writer that leaves it out, absence) means "not computable".
   bool optional_number(const char *key, std::optional<double> &out) {
     if (!ok())
@@ -233,16 +245,16 @@ void read_group(Fields &f, std::string &error, GroupReport &g) {
         },
         "a thread id");
   f.number("lines_per_object", g.lines_per_object);
-  f.number("straddle_fraction", g.straddle_fraction);
+  f.fraction("straddle_fraction", g.straddle_fraction);
   if (f.has("hot_bytes") && !f.is_null("hot_bytes"))
     f.uint("hot_bytes", g.hot_bytes);
   if (f.has("hot_offset"))
     f.uint("hot_offset", g.hot_offset);
   if (const json::Object *sef = f.object("set_effective_fraction")) {
     Fields s(sef, f.path() + ".set_effective_fraction", error);
-    s.optional_number("L1", g.set_effective_fraction[0]);
-    s.optional_number("L2", g.set_effective_fraction[1]);
-    s.optional_number("L3", g.set_effective_fraction[2]);
+    s.optional_fraction("L1", g.set_effective_fraction[0]);
+    s.optional_fraction("L2", g.set_effective_fraction[1]);
+    s.optional_fraction("L3", g.set_effective_fraction[2]);
   }
   if (f.has("set_bits"))
     if (const json::Object *sb = f.object("set_bits")) {

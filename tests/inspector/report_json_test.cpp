@@ -165,6 +165,17 @@ TEST_CASE("report_json.refuses", "[report_json]") {
   CHECK_FALSE(parse_report_json(text, "d.json", out, error));
   CHECK(error.find("d.json: groups[0].'objects'") == 0);
 
+  // Impossible shares (a saved baseline edited by hand): named, refused.
+  Report impossible = sample();
+  impossible.groups[0].set_effective_fraction[1] = 1.7;
+  CHECK_FALSE(parse_report_json(render(impossible), "g.json", out, error));
+  CHECK(error.find("g.json: groups[0].set_effective_fraction.'L2'") == 0);
+  CHECK(error.find("a fraction from 0 to 1") != std::string::npos);
+  impossible = sample();
+  impossible.groups[0].straddle_fraction = -0.5;
+  CHECK_FALSE(parse_report_json(render(impossible), "h.json", out, error));
+  CHECK(error.find("h.json: groups[0].'straddle_fraction'") == 0);
+
   CHECK_FALSE(read_report_json("/nonexistent/e.json", out, error));
   CHECK(error.find("/nonexistent/e.json: cannot read") == 0);
 
