@@ -203,9 +203,11 @@ SiteKey function_site(const GroupReport &g) {
 
 // Pairs the still unmatched groups of both sides whose key is unique on each
 // side; an ambiguous key is left for a later, finer pass.
-template <typename Key>
-void match_unique(const Report &a, const Report &b, std::vector<int> &pair_of_a,
-                  std::vector<bool> &taken_b, Key &&key, MatchedBy how, ReportDiff &out) {
+template <typename Key, typename Accept = bool (*)(const GroupReport &, const GroupReport &)>
+void match_unique(
+    const Report &a, const Report &b, std::vector<int> &pair_of_a, std::vector<bool> &taken_b,
+    Key &&key, MatchedBy how, ReportDiff &out,
+    Accept accept = [](const GroupReport &, const GroupReport &) { return true; }) {
   using K = decltype(key(a.groups[0]));
   std::map<K, std::pair<int, int>> seen_a, seen_b; // key -> (index, count)
   auto note = [](auto &seen, const K &k, int i) {
@@ -220,7 +222,9 @@ void match_unique(const Report &a, const Report &b, std::vector<int> &pair_of_a,
       note(seen_b, key(b.groups[j]), static_cast<int>(j));
   for (const auto &[k, ia] : seen_a) {
     auto jb = seen_b.find(k);
-    if (ia.second != 1 || jb == seen_b.end() || jb->second.second != 1)
+    if (ia.second != 1 || jb == seen_b.end() || jb->second.second != 1 ||
+        !accept(a.groups[static_cast<size_t>(ia.first)],
+                b.groups[static_cast<size_t>(jb->second.first)]))
       continue;
     pair_of_a[ia.first] = jb->second.first;
     taken_b[jb->second.first] = true;
@@ -433,10 +437,18 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
     // class but leaves its call site and what the program asks for: one site
     // with several classes (inlined code allocating two kinds of objects) is
     // told apart by the requested size.
+    // A group's requested size is its most common one: where a site's
+    // requests spread over a range, a glibc class's and a pool's (all of
+    // them) can share it by chance; the same objects, moved, are about as
+    // many.
     match_unique(
         a, b, pair_of_a, taken_b,
         [key](const GroupReport &g) { return std::make_pair(key(g), g.group.requested_size); },
-        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndRequestedSize, out);
+        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndRequestedSize, out,
+        [](const GroupReport &x, const GroupReport &y) {
+          uint64_t lo = std::min(x.objects, y.objects), hi = std::max(x.objects, y.objects);
+          return hi <= 2 * lo;
+        });
     match_unique(a, b, pair_of_a, taken_b, key, moved ? MatchedBy::kFunction : MatchedBy::kSite,
                  out);
     join_leftovers(a, b, key, moved, pair_of_a, taken_b, out);

@@ -396,3 +396,30 @@ TEST_CASE("report_diff.set_fractions_within_the_estimates_error_are_unchanged", 
   CHECK(l1(diff_reports(a, c)) == Verdict::kBetter);
   CHECK(l1(diff_reports(c, a)) == Verdict::kWorse);
 }
+
+TEST_CASE("report_diff.a_shared_requested_size_is_no_match_for_unlike_counts", "[report_diff]") {
+  // Requests of 100-249 bytes at one site: A's glibc classes each have their
+  // smallest request as the most common one, and B's pool (all of them) has
+  // 100 too. The 2670 objects of A's first class were paired with all 15486
+  // of the pool's, "pages/needed 9.40 -> 1.00 better".
+  Report a = report({group(1, "mk (t.c:5)", "mk", 112, 0.5), group(2, "mk (t.c:5)", "mk", 160, 0.5),
+                     group(3, "mk (t.c:5)", "mk", 256, 0.5)},
+                    {});
+  Report b = report({group(9, "pool.mk", "mk", 256, 1.0)}, {});
+  for (Report *r : {&a, &b})
+    for (GroupReport &g : r->groups)
+      g.group.site.line = 5;
+  a.groups[0].objects = 2670;
+  a.groups[1].objects = 6000;
+  a.groups[2].objects = 6816;
+  a.groups[0].group.requested_size = 100;
+  a.groups[1].group.requested_size = 105;
+  a.groups[2].group.requested_size = 153;
+  b.groups[0].objects = 15486;
+  b.groups[0].group.requested_size = 100;
+  ReportDiff d = diff_reports(a, b);
+  REQUIRE(d.groups.size() == 1);
+  CHECK(d.groups[0].matched_by == MatchedBy::kSiteMerged);
+  CHECK(d.groups[0].merged_a.size() == 3);
+  CHECK(d.only_a.empty());
+}
