@@ -298,7 +298,11 @@ std::vector<FindingRef> name_findings(const Report &r,
     FindingRef ref{&f, {}};
     for (uint32_t id : f.groups) {
       auto it = name.find(id);
-      ref.groups.push_back(it != name.end() ? it->second : "#" + std::to_string(id));
+      std::string n = it != name.end() ? it->second : "#" + std::to_string(id);
+      // A finding merged over a site's size classes names one group per
+      // class, all of one name: said once.
+      if (std::find(ref.groups.begin(), ref.groups.end(), n) == ref.groups.end())
+        ref.groups.push_back(std::move(n));
     }
     out.push_back(std::move(ref));
   }
