@@ -474,7 +474,8 @@ TEST_CASE("a trace without an end record is partial", "[reader][errors]") {
   CHECK(c.events.size() == 1);
   CHECK(r.partial());
   CHECK_FALSE(r.fatal());
-  CHECK(contains(r.error().message, "did not finish writing the trace (killed?, or it ended by the exit_group system call itself"));
+  CHECK(contains(r.error().message, "did not finish writing the trace (killed?, or it ended by the "
+                                    "exit_group system call itself"));
   CHECK(r.error().offset == b.size());
 }
 
