@@ -3,6 +3,7 @@
 #include "render_diff.h"
 #include "findings.h"
 #include "json_write.h"
+#include "text_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -61,10 +62,6 @@ std::string signed_value(const std::string &metric, double d) {
 std::string delta(const MetricDelta &m) {
   auto d = m.delta();
   return d ? signed_value(m.metric, *d) : std::string("n/a");
-}
-
-std::string clip(const std::string &s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 1) + "~";
 }
 
 struct Paint {
@@ -167,9 +164,11 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
       ++named[g.b->group.name];
     auto label = [&](const inspector::GroupDelta &g) {
       if (named[g.b->group.name] < 2)
-        return clip(g.b->group.name, 44);
+        return fit_column(g.b->group.name, 44);
       std::string id = " B#" + std::to_string(g.b->group.id);
-      return clip(g.b->group.name, 44 - id.size()) + id;
+      std::string name = fit_column(g.b->group.name, 44 - id.size());
+      name.erase(name.find_last_not_of(' ') + 1); // cut, not padded: the id follows it
+      return fit_column(name + id, 44);
     };
     char line[512];
     std::snprintf(line, sizeof line, "%-44s %-18s %10s %10s %10s\n", "group", "metric", "A", "B",
@@ -177,7 +176,7 @@ void render_diff_text(const inspector::ReportDiff &d, const DiffSources &s, std:
     out << paint(line, "1");
     for (size_t i = 0; i < rows.size() && i < o.rows; ++i) {
       const MetricDelta &m = *rows[i].metric;
-      std::snprintf(line, sizeof line, "%-44s %-18s %10s %10s %10s", label(*rows[i].group).c_str(),
+      std::snprintf(line, sizeof line, "%s %-18s %10s %10s %10s", label(*rows[i].group).c_str(),
                     inspector::metric_label(m.metric), value(m.metric, m.a).c_str(),
                     value(m.metric, m.b).c_str(), delta(m).c_str());
       out << line;

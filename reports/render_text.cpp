@@ -39,10 +39,6 @@ std::string fitted_bytes(uint64_t v, int width) {
   return s;
 }
 
-std::string clip(const std::string &s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 1) + "~";
-}
-
 struct Paint {
   bool on;
   std::string operator()(const std::string &s, const char *code) const {
@@ -97,8 +93,8 @@ void htm_section(const inspector::Report &r, std::ostream &out, const Paint &pai
   for (const auto &g : h.groups) {
     if (shown++ == top)
       break;
-    std::snprintf(line, sizeof line, "%4u %-40s %7llu %6llu %8llu  %s\n", g.group,
-                  clip(display(group_name(r, g.group)), 40).c_str(),
+    std::snprintf(line, sizeof line, "%4u %s %7llu %6llu %8llu  %s\n", g.group,
+                  fit_column(display(group_name(r, g.group)), 40).c_str(),
                   static_cast<unsigned long long>(g.conflicts_false),
                   static_cast<unsigned long long>(g.conflicts_true),
                   static_cast<unsigned long long>(g.capacity_aborts),
@@ -144,8 +140,8 @@ void render_text(const inspector::Report &r, std::ostream &out, const TextOption
       return fmt("%.2f", *g.set_effective_fraction[i]) + (g.set_bits[i].empty() ? "" : "*");
     };
     std::snprintf(
-        line, sizeof line, "%4u %-40s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n", g.group.id,
-        clip(display(g.group.name), 40).c_str(), static_cast<unsigned long long>(g.objects),
+        line, sizeof line, "%4u %s %9llu %10s %6s %6s %5.0f%% %5s %5s %5s %12s\n", g.group.id,
+        fit_column(display(g.group.name), 40).c_str(), static_cast<unsigned long long>(g.objects),
         human_bytes(static_cast<double>(g.group.bytes)).c_str(),
         fitted_bytes(g.group.size_class, 6).c_str(), fitted(g.lines_per_object, 6, 2).c_str(),
         g.straddle_fraction * 100, frac(0).c_str(), frac(1).c_str(), frac(2).c_str(),

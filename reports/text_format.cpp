@@ -135,6 +135,24 @@ std::string display_name(const std::string &name) {
   return shortened(visible_controls(name), true);
 }
 
+std::string fit_column(const std::string &s, size_t width) {
+  // Characters are the bytes that do not continue one (10xxxxxx).
+  auto starts_char = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; };
+  size_t chars = 0;
+  for (char c : s)
+    chars += starts_char(c);
+  if (chars <= width)
+    return s + std::string(width - chars, ' ');
+  std::string out;
+  size_t kept = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (starts_char(s[i]) && kept++ == width - 1)
+      break;
+    out += s[i];
+  }
+  return out + "~";
+}
+
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());

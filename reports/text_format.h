@@ -34,6 +34,11 @@ inline std::string human_bytes(double v) {
 // anything else in it is not one a browser reads.
 std::string valid_utf8(std::string_view s);
 
+// `s` in a column of `width` characters: cut to it (its last character
+// "~") or padded with spaces, counting UTF-8 characters, not bytes: a pool
+// named "größe" or "池" stays in its column.
+std::string fit_column(const std::string &s, size_t width);
+
 // "1 group", "2 groups".
 inline std::string counted(uint64_t n, std::string_view noun) {
   return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");

@@ -89,3 +89,15 @@ TEST_CASE("valid_utf8 keeps well-formed text and replaces each bad byte", "[text
   CHECK(valid_utf8("cut \xE2\x82") == "cut " + fffd + fffd);          // sequence cut short
   CHECK(valid_utf8(std::string("a\0b", 3)) == std::string("a\0b", 3));
 }
+
+// The text tables' name columns: a pool named in UTF-8 ("größe", "池")
+// was padded by bytes, and the columns after it moved left.
+TEST_CASE("fit_column counts characters, not bytes", "[text_format]") {
+  using memlayout::cli::fit_column;
+  CHECK(fit_column("nodes", 8) == "nodes   ");
+  CHECK(fit_column("größe", 8) == "größe   ");
+  CHECK(fit_column("池", 3) == "池  ");
+  CHECK(fit_column("abcdefghij", 5) == "abcd~");
+  CHECK(fit_column("größengröße", 6) == "größe~");
+  CHECK(fit_column("", 2) == "  ");
+}
