@@ -19,9 +19,15 @@ namespace {
 constexpr uint32_t kConflictControlOn = 8; // contention at which a leaf turns it on
 constexpr uint32_t kContentionMax = 64;
 
+// A segment's entries, counted in one byte in the baseline leaf.
+constexpr uint32_t kBaselineSegmentMax = 255;
+
 EunoBptree::LeafShape make_leaf_shape(bool fixed, uint32_t node_bytes, uint32_t k, uint32_t v) {
   EunoBptree::LeafShape s;
   s.fanout = std::max<uint32_t>(4, node_bytes / (k + v));
+  // 256 entries in a segment wrapped its count to 0 and lost them.
+  if (!fixed)
+    s.fanout = std::min(s.fanout, 4 * kBaselineSegmentMax + 3);
   s.segments = s.fanout >= 8 ? 4 : 2;
   s.seg_slots = s.fanout / s.segments;
   s.bit_words = (2 * s.fanout + 31) / 32;
@@ -152,6 +158,10 @@ void EunoBptree::refill_spares() {
 uint32_t EunoBptree::slot_of(Key key) const {
   return static_cast<uint32_t>((static_cast<uint64_t>(key) * 0x9e3779b97f4a7c15ULL) >> 32) %
          (2 * leaf_.fanout);
+}
+
+uint32_t EunoBptree::baseline_max_node_bytes(uint32_t entry_bytes) {
+  return (4 * kBaselineSegmentMax + 4) * entry_bytes - 1;
 }
 
 uint8_t *EunoBptree::segment(const Tx &tx, uint8_t *leaf, uint32_t s) const {

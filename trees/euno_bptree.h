@@ -36,6 +36,12 @@ public:
   explicit EunoBptree(const TreeConfig &config);
   ~EunoBptree() override;
 
+  // The baseline leaf counts each of its four segments' entries in a byte,
+  // as the published layout does: at most 255 a segment, so at most this
+  // many bytes of entries per node of `entry_bytes` entries (key and
+  // value). The constructor holds a larger --node-bytes to it.
+  static uint32_t baseline_max_node_bytes(uint32_t entry_bytes);
+
   bool lookup(Key key, Value *value) override;
   bool insert(Key key, Value value) override;
   bool remove(Key key) override;

@@ -52,6 +52,8 @@ YcsbCommand make_ycsb_command(YcsbOptions &o) {
 std::string check_ycsb_options(const YcsbOptions &o, const YcsbCommand &command) {
   if (std::string e = bench::check_tree_choice(o.tree, command.htm_group); !e.empty())
     return e;
+  if (std::string e = bench::check_tree_config(o.tree, o.config); !e.empty())
+    return e;
   if (o.txn_rows > o.rows)
     return "--txn-rows: " + std::to_string(o.txn_rows) +
            " rows per transaction, but the table has only " + std::to_string(o.rows);

@@ -179,6 +179,29 @@ TEST_CASE("bench cli: bad arguments exit 2 naming the option", "[bench]") {
   CHECK_THAT(u.err, Catch::Contains("--frobnicate"));
 }
 
+// euno-bptree's baseline leaf counts a segment's entries in one byte: with
+// 16 KiB of 16-byte entries per node a segment held 256, its count wrapped
+// to 0, and --check found 9744 of 10000 keys.
+TEST_CASE("bench cli: a node too large for euno-bptree's baseline counts is refused", "[bench]") {
+  Outcome o = run_bench("--tree euno-bptree --node-bytes 16384 --key-range 20000 --duration 0 "
+                        "--check");
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("--node-bytes: euno-bptree's baseline leaf counts"));
+  CHECK_THAT(o.err, Catch::Contains("at most 16383 bytes of 16-byte entries"));
+  Outcome largest = run_bench("--tree euno-bptree --node-bytes 16383 --key-range 20000 "
+                              "--duration 0 --check");
+  INFO(largest.err);
+  CHECK(largest.status == 0);
+  CHECK_THAT(largest.out, Catch::Contains("check: ok"));
+  Outcome fixed = run_bench("--tree euno-bptree --layout fixed --node-bytes 16384 --key-range "
+                            "20000 --duration 0 --check");
+  INFO(fixed.err);
+  CHECK(fixed.status == 0);
+  Outcome ycsb = run_ycsb("--tree euno-bptree --node-bytes 16384 --rows 2000 --duration 0");
+  CHECK(ycsb.status == 2);
+  CHECK_THAT(ycsb.err, Catch::Contains("--node-bytes"));
+}
+
 TEST_CASE("ycsb-lite: transactions on a tree-indexed table lose no update", "[ycsb]") {
   for (const char *variant : {"--alloc malloc", "--alloc segregated --pad-locks --layout fixed"}) {
     INFO(variant);

@@ -153,6 +153,8 @@ std::string check_bench_options(const BenchOptions &o, const BenchCommand &comma
     return {};
   if (std::string e = check_tree_choice(o.tree, command.htm_group); !e.empty())
     return e;
+  if (std::string e = check_tree_config(o.tree, o.config); !e.empty())
+    return e;
   if ((o.mix.put || o.mix.scan) && !is_htm_tree(o.tree))
     return "--ops: put and scan need an HTM tree (htm-bptree, euno-bptree), not " + o.tree;
   if (o.linearizable && (o.mix.put || o.mix.scan))

@@ -1,5 +1,6 @@
 #include "tree_options.h"
 
+#include "euno_bptree.h"
 #include "option_table.h"
 
 #include <charconv>
@@ -150,6 +151,20 @@ std::string check_tree_choice(const std::string &tree, const CLI::App *htm_group
     return "the HTM options (--htm, --htm-l1, --node-bytes, ...) apply to htm-bptree and "
            "euno-bptree, not " +
            tree;
+  return {};
+}
+
+std::string check_tree_config(const std::string &tree, const TreeConfig &config) {
+  if (tree == "euno-bptree" && config.layout == Layout::kBaseline) {
+    uint32_t entry = config.htm.key_bytes + config.htm.value_bytes;
+    uint32_t most = EunoBptree::baseline_max_node_bytes(entry);
+    if (config.htm.node_bytes > most)
+      return "--node-bytes: euno-bptree's baseline leaf counts a segment's entries in one byte, "
+             "as the published layout does: at most " +
+             std::to_string(most) + " bytes of " + std::to_string(entry) +
+             "-byte entries per node, not " + std::to_string(config.htm.node_bytes) +
+             " (--layout fixed has no such limit)";
+  }
   return {};
 }
 

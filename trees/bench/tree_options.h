@@ -41,4 +41,8 @@ bool is_htm_tree(std::string_view tree);
 // options for a tree that is not an HTM tree.
 std::string check_tree_choice(const std::string &tree, const CLI::App *htm_group);
 
+// What is wrong with the tree's configuration for that tree, or "": a
+// --node-bytes its layout cannot hold.
+std::string check_tree_config(const std::string &tree, const TreeConfig &config);
+
 } // namespace memlayout::trees::bench
