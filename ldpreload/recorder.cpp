@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -605,19 +606,41 @@ void count_lost_event() { g_lost.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
 
-enum class Waiting { kWait, kFromSignal };
+// From a signal handler, a lock may be held by the interrupted code, which
+// never lets it go while the handler runs, or by another thread for the
+// microseconds of its own flush: those are waited for a little (a process
+// killed while its threads allocated lost up to 45% of its events, counted
+// in the end record and written nowhere), the handler's own thread's not.
+enum class Waiting { kWait, kFromSignal, kFromSignalBriefly };
 
 bool take(SpinLock &l, Waiting w) {
-  if (w == Waiting::kFromSignal)
-    return l.try_lock();
-  l.lock();
-  return true;
+  if (w == Waiting::kWait) {
+    l.lock();
+    return true;
+  }
+  if (l.try_lock())
+    return true;
+  if (w != Waiting::kFromSignalBriefly)
+    return false;
+  const uint64_t until = sys::monotonic_ns() + 200'000'000; // a preempted holder's turn
+  while (sys::monotonic_ns() < until) {
+    sched_yield();
+    if (l.try_lock())
+      return true;
+  }
+  return false;
 }
 
 // Writes a log's complete events (its published stage) and takes it over.
+// Where its lock cannot be had, its unwritten events are counted lost (at
+// least: a staged record is one or two words).
 void take_over(ThreadLog *l, Waiting w) {
-  if (!take(l->flush_lock, w))
+  if (!take(l->flush_lock, w)) {
+    uint64_t staged =
+        static_cast<uint64_t>(l->stage_pos.load(std::memory_order_acquire) - l->stage);
+    g_lost.fetch_add(l->events + (staged + 1) / 2, std::memory_order_relaxed);
     return;
+  }
   if (!l->taken_over) {
     bool from_signal = w == Waiting::kFromSignal;
     encode(l, l->stage, l->stage_pos.load(std::memory_order_acquire), from_signal);
@@ -633,11 +656,12 @@ void flush_everything(Waiting w) {
     flush_log(self);
   else if (self)
     take_over(self, w); // interrupted mid-event perhaps: committed events only
-  if (!take(g_registry_lock, w))
+  const Waiting others = w == Waiting::kWait ? w : Waiting::kFromSignalBriefly;
+  if (!take(g_registry_lock, others))
     return;
   for (ThreadLog *l = g_logs; l; l = l->next)
     if (l != self)
-      take_over(l, w);
+      take_over(l, others);
   g_registry_lock.unlock();
 }
 

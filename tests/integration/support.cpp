@@ -85,6 +85,7 @@ std::string program(const std::string &name) {
       {"short_buffer", MLT_PATH_short_buffer},
       {"fork_signalled", MLT_PATH_fork_signalled},
       {"nodebug_wrapper_stripped", MLT_PATH_nodebug_wrapper_stripped},
+      {"signal_while_allocating", MLT_PATH_signal_while_allocating},
   };
   auto it = paths.find(name);
   if (it == paths.end())
