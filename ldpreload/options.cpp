@@ -18,10 +18,12 @@ struct Range {
 
 // "NAME=VALUE: not a number from LO to HI, ignored", without allocating.
 void warn_ignored(const char *name, const char *v, Range r) {
+  // Room for the text after the value: two 20-digit bounds and the words.
   char text[256];
+  constexpr size_t kTail = 80;
   size_t n = 0;
-  auto put = [&](const char *s) {
-    for (; *s && n < sizeof text - 24; ++s)
+  auto put = [&](const char *s, size_t limit) {
+    for (; *s && n < limit; ++s)
       text[n++] = *s;
   };
   auto put_int = [&](int64_t x) {
@@ -31,12 +33,12 @@ void warn_ignored(const char *name, const char *v, Range r) {
     }
     n += sys::format_u64(text + n, static_cast<uint64_t>(x));
   };
-  put(name);
-  put("=");
-  put(v);
-  put(": not a whole number from ");
+  put(name, sizeof text - kTail);
+  put("=", sizeof text - kTail);
+  put(v, sizeof text - kTail); // a value of any length: cut
+  put(": not a whole number from ", sizeof text);
   put_int(r.lo);
-  put(" to ");
+  put(" to ", sizeof text);
   put_int(r.hi);
   text[n] = '\0';
   sys::warn("ignoring", text);

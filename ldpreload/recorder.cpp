@@ -642,7 +642,7 @@ void take_over(ThreadLog *l, Waiting w) {
     return;
   }
   if (!l->taken_over) {
-    bool from_signal = w == Waiting::kFromSignal;
+    bool from_signal = w != Waiting::kWait;
     encode(l, l->stage, l->stage_pos.load(std::memory_order_acquire), from_signal);
     write_block(l, static_cast<size_t>(l->pos - l->data), l->events, from_signal);
     l->taken_over = true;

@@ -201,6 +201,12 @@ bool makes_shared(const std::string &call) {
   return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
 }
 
+// The standard library's factories (alloc_sites.cpp's is_make_function):
+// their sites allocate inside the library's frames.
+bool is_factory_call(const std::string &call) {
+  return makes_shared(call) || call == "make_unique" || call == "make_unique_for_overwrite";
+}
+
 // The one type `sites` allocate (none when several or none), in a control
 // block when every one of them is a make_shared.
 TypeMap::SiteType single_type(const std::vector<const AllocSite *> &sites) {
@@ -398,7 +404,7 @@ TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::str
   std::vector<const AllocSite *> all;
   all.reserve(sites_.size());
   for (const AllocSite &s : sites_)
-    if (!in_library || s.call.rfind("make_", 0) == 0 || s.call == "allocate_shared")
+    if (!in_library || is_factory_call(s.call))
       all.push_back(&s);
   std::optional<SiteType> t = match(all, recorded, file, line, column);
   return t ? *t : factory_type(recorded);
