@@ -23,6 +23,15 @@ const char *check_name(const YcsbResult &r) {
   return !r.checked ? "skipped" : r.check_error.empty() ? "ok" : "failed";
 }
 
+// An HTM index's counts are the run's, per index operation; a load-only
+// run's are the load's, per row inserted.
+bench::HtmPhase htm_phase(const YcsbOptions &o) {
+  return o.duration_s > 0 ? bench::HtmPhase::kRun : bench::HtmPhase::kLoad;
+}
+uint64_t htm_ops(const YcsbOptions &o, const YcsbResult &r) {
+  return o.duration_s > 0 ? r.txns * o.txn_rows : o.rows;
+}
+
 void print_json(const YcsbOptions &o, const YcsbResult &r) {
   using memlayout::cli::Json;
   Json j;
@@ -51,7 +60,7 @@ void print_json(const YcsbOptions &o, const YcsbResult &r) {
          {"updates", t.updates},
          {"txn_per_s", t.seconds > 0 ? static_cast<double>(t.txns()) / t.seconds : 0.0}});
   if (r.htm)
-    j["htm"] = bench::htm_json(*r.htm, o.config.htm, r.txns * o.txn_rows); // per index operation
+    j["htm"] = bench::htm_json(*r.htm, o.config.htm, htm_ops(o, r), htm_phase(o));
   j["check"] = check_name(r);
   if (!r.check_error.empty())
     j["check_error"] = r.check_error;
@@ -78,7 +87,7 @@ void print_text(const YcsbOptions &o, const YcsbResult &r) {
   }
   if (r.htm) {
     std::fflush(stdout);
-    bench::print_htm_text(*r.htm, r.txns * o.txn_rows, std::cout);
+    bench::print_htm_text(*r.htm, htm_ops(o, r), std::cout, htm_phase(o));
     std::cout.flush();
   }
   std::printf("  check: %s%s%s%s\n", check_name(r), r.check_error.empty() ? "" : " (",

@@ -36,8 +36,8 @@ struct alignas(64) Worker {
 
 class Run {
 public:
-  Run(const YcsbOptions &o, Table &table)
-      : o_(o), table_(table), zipf_(o.rows, o.theta), scramble_(o.rows),
+  Run(const YcsbOptions &o, Table &table, htm::HtmMap *htm_index)
+      : o_(o), table_(table), htm_index_(htm_index), zipf_(o.rows, o.theta), scramble_(o.rows),
         load_order_(o.rows, o.seed ^ 0x5eed), workers_(o.threads), sync_(o.threads + 1) {}
 
   YcsbResult operator()();
@@ -49,6 +49,7 @@ private:
 
   const YcsbOptions &o_;
   Table &table_;
+  htm::HtmMap *htm_index_; // an HTM index, whose counts are the run's only
   ZipfGenerator zipf_;
   KeyScrambler scramble_;
   KeyPermutation load_order_;
@@ -139,6 +140,11 @@ YcsbResult Run::operator()() {
   sync_.arrive_and_wait();
   res.load_s = seconds_between(l0, Clock::now());
   memlayout_mark("loaded"); // memlayout report --at mark:loaded
+  // The run's transactions, not the load's (a load-only run keeps the
+  // load's, as memlayout-bench keeps the prefill's). The workers wait at
+  // the barrier.
+  if (htm_index_ && o_.duration_s > 0)
+    htm_index_->reset_htm_stats();
   auto t0 = Clock::now();
   sync_.arrive_and_wait();
   if (o_.duration_s > 0) {
@@ -148,6 +154,8 @@ YcsbResult Run::operator()() {
   }
   for (std::thread &t : threads)
     t.join();
+  if (htm_index_)
+    res.htm = htm_index_->htm_report(); // not --check's lookups, nor the table's erases
   uint64_t rows_updated = 0, missing = 0;
   for (const Worker &w : workers_) {
     res.per_thread.push_back(w.result);
@@ -181,10 +189,8 @@ YcsbResult run_ycsb(const YcsbOptions &o) {
   YcsbResult r;
   {
     Table table(*index, o.config.alloc, o.pad_locks);
-    r = Run(o, table)();
+    r = Run(o, table, dynamic_cast<htm::HtmMap *>(index.get()))();
   } // the table frees its rows through the index before the index goes
-  if (auto *h = dynamic_cast<htm::HtmMap *>(index.get()))
-    r.htm = h->htm_report();
   return r;
 }
 

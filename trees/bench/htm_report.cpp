@@ -34,7 +34,9 @@ void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out, Ht
       "  htm (%s%s%s)%s: %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
       "%llu, explicit %llu, other %llu; %llu fallbacks (%.2f%% of executions)\n",
       r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(),
-      phase == HtmPhase::kPrefill ? " of the prefill's inserts" : "",
+      phase == HtmPhase::kPrefill ? " of the prefill's inserts"
+      : phase == HtmPhase::kLoad  ? " of the load's inserts"
+                                  : "",
       static_cast<unsigned long long>(c.commits), static_cast<unsigned long long>(aborts),
       ratio(aborts, ops), static_cast<unsigned long long>(conflicts),
       static_cast<unsigned long long>(c.aborts[1]), static_cast<unsigned long long>(c.aborts[2]),
@@ -84,7 +86,10 @@ cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64
                    HtmPhase phase) {
   using cli::Json;
   const htm::HtmCounts &c = r.counts;
-  Json j = {{"backend", r.backend}, {"of", phase == HtmPhase::kPrefill ? "prefill" : "run"}};
+  Json j = {{"backend", r.backend},
+            {"of", phase == HtmPhase::kPrefill ? "prefill"
+                   : phase == HtmPhase::kLoad  ? "load"
+                                               : "run"}};
   j.update(counts_json(c));
   j["conflicts"] = {{"true", c.conflicts_true},
                     {"false", c.conflicts_false},
