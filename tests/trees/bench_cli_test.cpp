@@ -149,6 +149,36 @@ TEST_CASE("bench cli: --linearizable checks every operation it ran", "[bench]") 
   CHECK(run_bench("--tree ticket --linearizable=yes").status == 2);
 }
 
+// The history holds 2 Mi operations: a run that fills it checks less than
+// it ran, and said nothing of it.
+TEST_CASE("bench cli: --linearizable says when the history filled and workers stopped early",
+          "[bench]") {
+  Outcome o = run_bench("--tree ticket --threads 2 --duration 2 --key-range 64 --linearizable "
+                        "--format json");
+  REQUIRE(o.status == 0);
+  llvm::json::Object j = parse_object(o.out);
+  CHECK(str(j, "check") == "ok");
+  CHECK(integer(j, "history_ops") == 2 << 20);
+  const llvm::json::Object *full = j.getObject("history_full");
+  REQUIRE(full);
+  CHECK(integer(*full, "threads") >= 1);
+  auto after = full->getNumber("first_stopped_after_s");
+  REQUIRE(after);
+  CHECK(*after > 0);
+  CHECK(*after < 2);
+  Outcome short_run = run_bench("--tree ticket --duration 0.02 --key-range 64 --linearizable "
+                                "--format json");
+  REQUIRE(short_run.status == 0);
+  llvm::json::Object s = parse_object(short_run.out);
+  const llvm::json::Object *none = s.getObject("history_full");
+  REQUIRE(none);
+  CHECK(integer(*none, "threads") == 0);
+  CHECK(integer(s, "history_ops") == integer(s, "ops"));
+  Outcome text = run_bench("--tree ticket --threads 2 --duration 2 --key-range 64 --linearizable");
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("filled their share of the history and stopped early") != std::string::npos);
+}
+
 TEST_CASE("bench cli: text output has the table, the check and the counters' fate", "[bench]") {
   Outcome o = run_bench("--tree ticket --threads 2 --duration 0.1 --check");
   REQUIRE(o.status == 0);

@@ -102,6 +102,14 @@ void print_text(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   out << "  check: " << check_name(r.check);
   if (o.linearizable)
     out << ", " << r.history_ops << " operations checked for linearizability";
+  if (r.history_full_threads) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "; %u of %zu threads filled their share of the history and stopped early "
+                  "(the first after %.3f s): a shorter --duration checks the whole run",
+                  r.history_full_threads, r.per_thread.size(), r.history_full_after_s);
+    out << line;
+  }
   if (!r.check_error.empty())
     out << " (" << r.check_error << ")";
   out << "\n";
@@ -173,8 +181,11 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
     j["htm"] = htm_json(*r.htm, o.config.htm, ops, phase);
   }
   j["check"] = check_name(r.check);
-  if (o.linearizable)
+  if (o.linearizable) {
     j["history_ops"] = r.history_ops;
+    j["history_full"] = {{"threads", r.history_full_threads},
+                         {"first_stopped_after_s", r.history_full_after_s}};
+  }
   if (!r.check_error.empty())
     j["check_error"] = r.check_error;
   cli::write_json_line(j, out);

@@ -105,6 +105,7 @@ struct alignas(64) Worker {
   ThreadResult result;
   std::vector<int32_t> delta;   // per key: successful inserts - removes (--check)
   std::vector<TimedOp> history; // every operation (--linearizable)
+  bool history_full = false;    // stopped before the run's end: its share is full
   bool prefill_failed = false;
   // The worker's own prefill: timed by the workers, since the main thread
   // may not run again until theirs is nearly done (2 CPUs, 2 workers).
@@ -209,8 +210,10 @@ template <Bookkeeping B> void Run::operate(Worker &w, Xoshiro256 &rng, Allocatio
   int32_t *delta = w.delta.data();
   size_t history_room = kRecording ? w.history.capacity() : 0;
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (kRecording && w.history.size() == history_room)
+    if (kRecording && w.history.size() == history_room) {
+      w.history_full = true;
       break;
+    }
     Key k = keys_(rng);
     unsigned op = static_cast<unsigned>(rng.below(100));
     TimedOp timed;
@@ -399,6 +402,13 @@ void Run::check_history(BenchResult &r) const {
   for (const Worker &w : workers_)
     all.insert(all.end(), w.history.begin(), w.history.end());
   r.history_ops = all.size();
+  for (const Worker &w : workers_)
+    if (w.history_full) {
+      ++r.history_full_threads;
+      r.history_full_after_s = r.history_full_threads == 1
+                                   ? w.result.seconds
+                                   : std::min(r.history_full_after_s, w.result.seconds);
+    }
   LinearizabilityVerdict v = check_linearizable(std::move(all), [&](Key k) { return initial[k]; });
   if (v.outcome == LinearizabilityVerdict::kLinearizable)
     return;

@@ -47,6 +47,10 @@ struct BenchResult {
   CheckState check = CheckState::kSkipped;
   std::string check_error;
   uint64_t history_ops = 0; // operations --linearizable recorded and checked
+  // Workers whose share of the history filled before the run's end, and
+  // when the first of them stopped: the run's figures are not a full run's.
+  unsigned history_full_threads = 0;
+  double history_full_after_s = 0;
   std::vector<RecordKind> records;
   // Totals over the threads, for the events every thread counted.
   std::array<int64_t, kPmuEventCount> counters{-1, -1, -1};
