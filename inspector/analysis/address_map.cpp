@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <numeric>
 
 namespace memlayout::inspector {
 
@@ -138,7 +139,8 @@ SetBasis set_basis(const CacheLevel &level, PageKnowledge weakest) {
     b.slice_hashed = hashable;
     b.domain = hashable ? level.sets : sps;
     b.exact = b.domain == level.sets;
-    b.text = "physical " + bits(b.low_bit, b.high_bit) + " from frame numbers";
+    b.text = ib ? "physical " + bits(b.low_bit, b.high_bit) + " from frame numbers"
+                : "physical line number modulo " + std::to_string(sps) + " from frame numbers";
     if (hashable)
       b.text += ", slice from Intel's " + std::to_string(level.slices) + "-slice XOR hash";
     else if (level.slices > 1)
@@ -165,9 +167,12 @@ SetBasis set_basis(const CacheLevel &level, PageKnowledge weakest) {
       b.text += " (exact)";
     return b;
   }
-  // Only the low bits are known: the index folds onto the colours they define.
+  // Only the low bits are known: the index folds onto the colours they
+  // define. Taken modulo a set count that is not a power of two, the known
+  // bits fix the set only modulo their common factor (800 sets: lines 32
+  // apart in a page may share one, so 32 colours, not 64).
   uint32_t colours = known > lb ? 1u << (known - lb) : 1u;
-  b.domain = std::min(colours, std::bit_floor(sps));
+  b.domain = std::gcd(colours, sps);
   b.high_bit = lb + static_cast<unsigned>(std::countr_zero(b.domain)) - 1;
   b.text = "rests on " + bits(b.low_bit, b.high_bit) + " (" + why +
            "): " + std::to_string(b.domain) + " colours of " + std::to_string(sps) + " sets" +

@@ -220,6 +220,35 @@ TEST_CASE("without frame numbers L2 and L3 rest on bits 6-11", "[set_occupancy]"
   CHECK(o1.basis.text == "virtual bits 6-11 (virtually indexed: exact)");
 }
 
+// A set count that is not a power of two (a --cache file's 600 KiB 12-way
+// L2: 800 sets) is taken modulo: the page offset fixes the set only modulo
+// 32, and was folded onto 64 colours, calling sets certainly apart that
+// may be one.
+TEST_CASE("sets that are not a power of two fold onto the colours the known bits fix",
+          "[set_occupancy]") {
+  CacheLevel odd = l2();
+  odd.size_bytes = 600 * 1024;
+  odd.ways = 12;
+  odd.sets = 800;
+  SetBasis b = set_basis(odd, PageKnowledge::kPageOffset);
+  CHECK(b.kind == BasisKind::kPageOffset);
+  CHECK(b.domain == 32);
+  CHECK(b.high_bit == 10);
+  CHECK(b.text.find("32 colours of 800 sets") != std::string::npos);
+  b = set_basis(odd, PageKnowledge::kHugePage);
+  CHECK(b.domain == 32);
+  b = set_basis(odd, PageKnowledge::kPhysical);
+  CHECK(b.domain == 800);
+  CHECK(b.exact);
+  CHECK(b.text == "physical line number modulo 800 from frame numbers (exact)");
+  // Lines 32 apart in one page share a colour.
+  AddressMap none;
+  std::vector<ObjectExtent> two = {{kBase, 64}, {kBase + 32 * 64, 64}};
+  SetOccupancy o = set_occupancy(two, odd, none);
+  CHECK(o.histogram.size() == 32);
+  CHECK(o.histogram[0] == 2);
+}
+
 TEST_CASE("set basis per level and page knowledge", "[set_occupancy]") {
   SetBasis b = set_basis(l2(), PageKnowledge::kPhysical);
   CHECK(b.kind == BasisKind::kPhysical);
