@@ -57,14 +57,22 @@ std::optional<FreedObject> SizeTable::unpack(uint64_t key, uint64_t v) {
   return s;
 }
 
-uint64_t FreedSizes::event_key(uint32_t tid, uint64_t ptr, uint64_t tsc) {
-  uint64_t h = ptr ^ (tsc * 0x9E3779B97F4A7C15ull) ^ (uint64_t{tid} * 0xC2B2AE3D27D4EB4Full << 1);
+uint64_t FreedSizes::event_key(uint32_t tid, uint64_t ptr, uint64_t n) {
+  uint64_t h = ptr ^ (n * 0x9E3779B97F4A7C15ull) ^ (uint64_t{tid} * 0xC2B2AE3D27D4EB4Full << 1);
   h ^= h >> 31;
   h *= 0xBF58476D1CE4E5B9ull;
   h ^= h >> 29;
   h *= 0x94D049BB133111EBull;
   h ^= h >> 32;
   return h ? h : 1; // AddrTable keys are non-zero
+}
+
+uint64_t FreedSizes::allocation_number(inspector::AddrTable &seen, uint32_t tid, uint64_t ptr) {
+  uint64_t key = event_key(tid, ptr, 0);
+  if (uint64_t *n = seen.find(key))
+    return ++*n;
+  seen.insert(key, 1);
+  return 1;
 }
 
 bool FreedSizes::pair_across_threads(const std::string &path, std::string &error) {
@@ -75,14 +83,15 @@ bool FreedSizes::pair_across_threads(const std::string &path, std::string &error
   }
   struct LiveObject {
     FreedObject sizes;
-    uint64_t tsc;
+    uint64_t number; // allocation_number
     uint32_t tid;
   };
   std::vector<LiveObject> objects;
+  inspector::AddrTable seen;    // each thread's own order, as the file has it
   std::vector<uint64_t> unused; // indexes into objects
   inspector::AddrTable live;    // address -> index into objects
   auto begin_object = [&](const inspector::AppliedEvent &e) {
-    LiveObject o{{e.size, e.usable}, e.tsc, e.tid};
+    LiveObject o{{e.size, e.usable}, allocation_number(seen, e.tid, e.ptr), e.tid};
     if (uint64_t *at = live.find(e.ptr)) { // its free was lost: the replay drops it too
       objects[*at] = o;
       return;
@@ -105,11 +114,7 @@ bool FreedSizes::pair_across_threads(const std::string &path, std::string &error
     return objects[i];
   };
   auto freed_elsewhere = [&](const LiveObject &o, uint64_t ptr) {
-    uint64_t key = event_key(o.tid, ptr, o.tsc);
-    if (uint64_t *n = freed_elsewhere_.find(key))
-      ++*n;
-    else
-      freed_elsewhere_.insert(key, 1);
+    freed_elsewhere_.insert(event_key(o.tid, ptr, o.number), 1);
   };
 
   inspector::SnapshotSpec spec;
@@ -143,17 +148,15 @@ bool FreedSizes::pair_across_threads(const std::string &path, std::string &error
   return inspector::build_snapshot(r, spec, snapshot, error);
 }
 
-void FreedSizes::allocated(uint32_t tid, uint64_t ptr, uint64_t tsc, FreedObject sizes) {
+void FreedSizes::allocated(uint32_t tid, uint64_t ptr, uint64_t, FreedObject sizes) {
   if (ptr == 0)
     return;
+  // Once every allocation freed elsewhere has been met, no more counting.
   if (freed_elsewhere_.size() != 0) {
-    uint64_t key = event_key(tid, ptr, tsc);
-    if (uint64_t *n = freed_elsewhere_.find(key)) {
-      uint64_t left;
-      if (--*n == 0)
-        freed_elsewhere_.erase(key, left);
+    uint64_t left;
+    if (freed_elsewhere_.erase(event_key(tid, ptr, allocation_number(allocations_seen_, tid, ptr)),
+                               left))
       return;
-    }
   }
   own_[tid].replace(ptr, sizes);
 }

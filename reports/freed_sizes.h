@@ -56,16 +56,20 @@ public:
   void reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, uint64_t tsc, FreedObject sizes);
 
 private:
-  // (thread, address, stamp) as one table key. Two events of the same
-  // thread, address and stamp are told apart by their order; distinct
-  // triples share a key with probability ~2^-64 per pair.
-  static uint64_t event_key(uint32_t tid, uint64_t ptr, uint64_t tsc);
+  // (thread, address, n) as one table key: a free by its stamp, an
+  // allocation by n, its count among the thread's allocations of the
+  // address (one stamp may cover several events: sampled timestamps).
+  // Distinct triples share a key with probability ~2^-64 per pair.
+  static uint64_t event_key(uint32_t tid, uint64_t ptr, uint64_t n);
+  // Counts an allocation of ptr by tid in `seen`; returns its number, from 1.
+  static uint64_t allocation_number(inspector::AddrTable &seen, uint32_t tid, uint64_t ptr);
 
   std::unordered_map<uint32_t, SizeTable> own_; // per thread: its live allocations
   SizeTable across_;                            // event_key of a free -> what it freed
-  // event_key of an allocation another thread frees -> how many: the
-  // allocating thread's table must not keep it.
+  // event_key of an allocation another thread frees -> 1: the allocating
+  // thread's table must not keep it.
   inspector::AddrTable freed_elsewhere_;
+  inspector::AddrTable allocations_seen_; // allocation_number's, in file order
 };
 
 } // namespace memlayout::cli

@@ -447,6 +447,37 @@ int main(int argc, char **argv) {
     }
   }
 
+  { // one stamp for several events (sampled timestamps): a thread allocates
+    // an address, frees it, allocates it again, and another thread frees the
+    // second object. Keyed by (thread, address, stamp), the first allocation
+    // was taken for the one freed elsewhere, and the thread's own free had
+    // no size.
+    TraceBuilder t;
+    t.u32(trace::HeaderTag::kTimestampPeriod, 128);
+    t.stacks({{1, {0x401000}}});
+    const uint64_t p = 0x7f0000001000;
+    Block mine(1000, 1000, 5000), theirs(1010, 1000, 5000);
+    mine.alloc(Api::kMalloc, p, 24, 32, 1).free(Api::kFree, p).alloc(Api::kMalloc, p, 40, 48, 1);
+    theirs.free(Api::kFree, p);
+    t.events(101, mine).events(102, theirs);
+    t.end(1000 + 3'000'000'000ull, 5000 + 1'000'000'000ull);
+    const std::string f = dir + "/one_stamp.mltrace";
+    testing::write_file(f, t.bytes());
+    Run r = run(exe + " dump " + f + " --format jsonl", err);
+    EXPECT(r.status == 0);
+    auto objs = parse_all(r);
+    const auto *own = find(objs, "free"), *other = find(objs, "free", 1);
+    EXPECT(own && other);
+    if (own && other) {
+      EXPECT(n(*own, "tid") == 101);
+      EXPECT(n(*own, "size") == 24);
+      EXPECT(n(*own, "usable") == 32);
+      EXPECT(n(*other, "tid") == 102);
+      EXPECT(n(*other, "size") == 40);
+      EXPECT(n(*other, "usable") == 48);
+    }
+  }
+
   if (failures)
     std::cerr << failures << " check(s) failed\n";
   else
