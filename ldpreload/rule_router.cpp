@@ -50,9 +50,21 @@ struct CodeRange {
   uintptr_t reach; // the largest end of this range and those before it
 };
 
+// A module as it was labelled: the same file at the same addresses keeps
+// its labels when the next dlopen relabels (scanning every module's symbols
+// again made each dlopen under rules take 15-20 ms).
+struct LabelledModule {
+  dev_t dev;
+  ino_t ino;
+  timespec modified;
+  uintptr_t lo, hi; // its loaded segments' extent
+};
+
 struct RangeTable {
   CodeRange *ranges;
   size_t count, cap;
+  LabelledModule *modules;
+  size_t module_count, module_cap;
 };
 
 // Readers binary-search the published table while a dlopen builds the next
@@ -71,20 +83,50 @@ const char *last_scope(const char *name) {
   return last;
 }
 
+// Room for one more element in an array of the recorder's own pages
+// (never the heap it routes).
+template <typename T> bool make_room(T *&items, size_t count, size_t &cap, size_t first_cap) {
+  if (count < cap)
+    return true;
+  size_t grown_cap = cap ? cap * 2 : first_cap;
+  auto *grown = static_cast<T *>(sys::map_pages(grown_cap * sizeof(T)));
+  if (!grown)
+    return false;
+  if (count)
+    memcpy(grown, items, count * sizeof(T));
+  if (items)
+    sys::unmap_pages(items, cap * sizeof(T));
+  items = grown;
+  cap = grown_cap;
+  return true;
+}
+
 void add_range(RangeTable *t, uintptr_t start, uintptr_t end, uint64_t rules, uint64_t flags) {
-  if (t->count == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 1024;
-    auto *grown = static_cast<CodeRange *>(sys::map_pages(cap * sizeof(CodeRange)));
-    if (!grown)
-      return;
-    if (t->count)
-      memcpy(grown, t->ranges, t->count * sizeof(CodeRange));
-    if (t->ranges)
-      sys::unmap_pages(t->ranges, t->cap * sizeof(CodeRange));
-    t->ranges = grown;
-    t->cap = cap;
+  if (make_room(t->ranges, t->count, t->cap, 1024))
+    t->ranges[t->count++] = {start, end, rules, flags, end};
+}
+
+// Copies the labels of `m` from the table before, where it was labelled at
+// the same addresses from the same file. False when it was not.
+bool copy_labels(const RangeTable *before, const LabelledModule &m, RangeTable *t) {
+  if (!before)
+    return false;
+  bool found = false;
+  for (size_t i = 0; i < before->module_count && !found; ++i) {
+    const LabelledModule &b = before->modules[i];
+    found = b.dev == m.dev && b.ino == m.ino && b.lo == m.lo && b.hi == m.hi &&
+            b.modified.tv_sec == m.modified.tv_sec && b.modified.tv_nsec == m.modified.tv_nsec;
   }
-  t->ranges[t->count++] = {start, end, rules, flags, end};
+  if (!found)
+    return false;
+  // Sorted by start; modules do not overlap, so its ranges are those that
+  // start within its extent.
+  const CodeRange *r =
+      std::lower_bound(before->ranges, before->ranges + before->count, m.lo,
+                       [](const CodeRange &c, uintptr_t lo) { return c.start < lo; });
+  for (; r != before->ranges + before->count && r->start < m.hi; ++r)
+    add_range(t, r->start, r->end, r->rules, r->flags);
+  return true;
 }
 
 bool is_wrapper_symbol(const char *name, bool *listed) {
@@ -231,8 +273,14 @@ void scan_module(const char *path, uintptr_t load_bias, RangeTable *t) {
   munmap(map, size);
 }
 
+struct Relabelling {
+  RangeTable *next;
+  const RangeTable *before; // the table it replaces, or null
+};
+
 int on_module(struct dl_phdr_info *info, size_t, void *arg) {
-  auto *t = static_cast<RangeTable *>(arg);
+  auto *relabelling = static_cast<Relabelling *>(arg);
+  RangeTable *t = relabelling->next;
   const char *path = info->dlpi_name;
   if (!path || !*path)
     path = "/proc/self/exe";
@@ -241,9 +289,24 @@ int on_module(struct dl_phdr_info *info, size_t, void *arg) {
   // A relative name is the one dlopen was given ("./plugin.so"), from the
   // working directory of then: as long as it has not changed, it opens.
   struct stat st;
-  if (g_table_file && stat(path, &st) == 0) {
-    for (uint32_t m = 0; m < g_table_file->modules; ++m) {
-      const routes::ModuleEntry &e = g_table_modules[m];
+  if (stat(path, &st) != 0)
+    return 0; // no file to read labels from
+  LabelledModule m{st.st_dev, st.st_ino, st.st_mtim, UINTPTR_MAX, 0};
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+      m.lo = std::min<uintptr_t>(m.lo, info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+      m.hi = std::max<uintptr_t>(m.hi, info->dlpi_addr + info->dlpi_phdr[i].p_vaddr +
+                                           info->dlpi_phdr[i].p_memsz);
+    }
+  if (m.lo < m.hi) {
+    if (copy_labels(relabelling->before, m, t))
+      return 0;
+    if (make_room(t->modules, t->module_count, t->module_cap, 64))
+      t->modules[t->module_count++] = m;
+  }
+  if (g_table_file) {
+    for (uint32_t i = 0; i < g_table_file->modules; ++i) {
+      const routes::ModuleEntry &e = g_table_modules[i];
       if (e.dev != st.st_dev || e.ino != st.st_ino)
         continue;
       for (uint32_t r = 0; r < e.range_count; ++r) {
@@ -263,7 +326,8 @@ void label_loaded_code() {
     return;
   auto *t = static_cast<RangeTable *>(sys::map_pages(sizeof(RangeTable)));
   if (t) {
-    dl_iterate_phdr(on_module, t);
+    Relabelling relabelling{t, g_code.load(std::memory_order_acquire)};
+    dl_iterate_phdr(on_module, &relabelling);
     std::sort(t->ranges, t->ranges + t->count,
               [](const CodeRange &a, const CodeRange &b) { return a.start < b.start; });
     for (size_t i = 1; i < t->count; ++i)

@@ -1,9 +1,11 @@
 /* Loads a plugin with dlopen and lets it allocate.
  *
- *   dlopen_main PLUGIN LOG [deepbind] [close]
+ *   dlopen_main PLUGIN LOG [deepbind] [close] [reload=N]
  *
  * deepbind: dlopen with RTLD_DEEPBIND; close: dlclose the plugin before
- * exiting. stdout: what the plugin returned. */
+ * exiting; reload=N: first N rounds of loading the plugin, making one
+ * record (not logged), destroying it and closing the plugin, as programs
+ * that load plugins on demand do. stdout: what the plugin returned. */
 #define _GNU_SOURCE
 #include "ml_log.h"
 
@@ -17,10 +19,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s PLUGIN LOG [deepbind] [close]\n", argv[0]);
     return 2;
   }
-  int deepbind = 0, close_it = 0;
+  int deepbind = 0, close_it = 0, reloads = 0;
   for (int i = 3; i < argc; ++i) {
     deepbind |= !strcmp(argv[i], "deepbind");
     close_it |= !strcmp(argv[i], "close");
+    if (!strncmp(argv[i], "reload=", 7))
+      reloads = atoi(argv[i] + 7);
+  }
+  for (int i = 0; i < reloads; ++i) {
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    void *(*make)(const char *) = h ? (void *(*)(const char *))dlsym(h, "mlp_plugin_make") : NULL;
+    void (*destroy)(void *) = h ? (void (*)(void *))dlsym(h, "mlp_plugin_destroy") : NULL;
+    if (!make || !destroy) {
+      fprintf(stderr, "reload %d: %s\n", i, dlerror());
+      return 1;
+    }
+    destroy(make("reloaded"));
+    dlclose(h);
   }
   void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | (deepbind ? RTLD_DEEPBIND : 0));
   if (!h) {
