@@ -678,6 +678,21 @@ TEST_CASE("segregate.plugin_loaded_again_and_again", "[segregate]") {
   CHECK(r.exit_code() == 0);
   CHECK(r.out == "plugin: 16 records of 112 bytes\n");
   CHECK(routed_by(r.err, "mlp_plugin_make") == 216);
+
+  // Threads (more than the CPUs) look labels up while the reloads replace
+  // the tables they read, and replaced tables are unmapped.
+  RunResult busy =
+      run({memlayout_bin(), "run", "--segregate", "function=mlp_main_make,pool=m", "--segregate",
+           "function=mlp_plugin_make,pool=p", "--", program("dlopen_main"), plugin_path(),
+           dir + "/log2", "reload=300", "allocators=4"});
+  INFO(busy.err);
+  REQUIRE(busy.exit_code() == 0);
+  size_t at = busy.out.find("mlp_main_make: ");
+  REQUIRE(at != std::string::npos);
+  long made = std::stol(busy.out.substr(at + 15));
+  CHECK(made > 0);
+  CHECK(routed_by(busy.err, "mlp_main_make") == made);
+  CHECK(routed_by(busy.err, "mlp_plugin_make") == 316);
 }
 
 namespace {

@@ -1,31 +1,64 @@
 /* Loads a plugin with dlopen and lets it allocate.
  *
- *   dlopen_main PLUGIN LOG [deepbind] [close] [reload=N]
+ *   dlopen_main PLUGIN LOG [deepbind] [close] [reload=N] [allocators=T]
  *
  * deepbind: dlopen with RTLD_DEEPBIND; close: dlclose the plugin before
  * exiting; reload=N: first N rounds of loading the plugin, making one
  * record (not logged), destroying it and closing the plugin, as programs
- * that load plugins on demand do. stdout: what the plugin returned. */
+ * that load plugins on demand do; allocators=T: T threads allocate through
+ * mlp_main_make while the reloads run (each reload relabels the code for
+ * the rules under their lookups), their count on stdout. stdout: what the
+ * plugin returned. */
 #define _GNU_SOURCE
 #include "ml_log.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static atomic_int g_reloading = 1;
+static void *volatile g_sink;
+
+__attribute__((noinline, noclone)) void *mlp_main_make(void) {
+  void *p = malloc(48);
+  __asm__ volatile("" ::: "memory");
+  return p;
+}
+
+static void *allocate_while_reloading(void *count) {
+  long n = 0;
+  while (atomic_load(&g_reloading)) {
+    g_sink = mlp_main_make();
+    free(g_sink);
+    ++n;
+  }
+  *(long *)count = n;
+  return NULL;
+}
 
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s PLUGIN LOG [deepbind] [close]\n", argv[0]);
     return 2;
   }
-  int deepbind = 0, close_it = 0, reloads = 0;
+  int deepbind = 0, close_it = 0, reloads = 0, allocators = 0;
   for (int i = 3; i < argc; ++i) {
     deepbind |= !strcmp(argv[i], "deepbind");
     close_it |= !strcmp(argv[i], "close");
     if (!strncmp(argv[i], "reload=", 7))
       reloads = atoi(argv[i] + 7);
+    if (!strncmp(argv[i], "allocators=", 11))
+      allocators = atoi(argv[i] + 11);
   }
+  pthread_t threads[16];
+  long counts[16] = {0};
+  if (allocators > 16)
+    allocators = 16;
+  for (int i = 0; i < allocators; ++i)
+    pthread_create(&threads[i], NULL, allocate_while_reloading, &counts[i]);
   for (int i = 0; i < reloads; ++i) {
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     void *(*make)(const char *) = h ? (void *(*)(const char *))dlsym(h, "mlp_plugin_make") : NULL;
@@ -37,6 +70,14 @@ int main(int argc, char **argv) {
     destroy(make("reloaded"));
     dlclose(h);
   }
+  atomic_store(&g_reloading, 0);
+  long made = 0;
+  for (int i = 0; i < allocators; ++i) {
+    pthread_join(threads[i], NULL);
+    made += counts[i];
+  }
+  if (allocators)
+    printf("mlp_main_make: %ld\n", made);
   void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | (deepbind ? RTLD_DEEPBIND : 0));
   if (!h) {
     fprintf(stderr, "dlopen: %s\n", dlerror());
