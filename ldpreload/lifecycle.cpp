@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -682,8 +683,8 @@ bool recording_process() {
 // starts ("PID\tHOW\tPROGRAM\n", appended to the file `memlayout record`
 // named), so that its summary can say what ran unrecorded: a wrapper
 // script's or a shell's children are often the program the user meant.
-void note_unrecorded(const char *how, const char *program) {
-  if (g_options.follow_children || !g_options.notes[0] || !program || !*program)
+void note_start(const char *how, const char *program) {
+  if (!g_options.notes[0] || !program || !*program)
     return;
   sys::KeepErrno keep_errno;
   char line[1024];
@@ -701,19 +702,64 @@ void note_unrecorded(const char *how, const char *program) {
   }
 }
 
+void note_unrecorded(const char *how, const char *program) {
+  if (!g_options.follow_children)
+    note_start(how, program);
+}
+
+// A program no dynamic loader will load the recorder into: statically
+// linked (no PT_INTERP; static-pie too), 32-bit, or set-user-ID or
+// set-group-ID to someone else (secure mode ignores LD_PRELOAD's paths).
+// Scripts are their interpreter's business: not these.
+bool loader_ignores_preload(const char *program, const struct stat &st) {
+  if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+      ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+    return true;
+  int fd = sys::open_file(program, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  Elf64_Ehdr eh;
+  bool ignores = false;
+  if (sys::pread_some(fd, &eh, sizeof eh, 0) == static_cast<long>(sizeof eh) &&
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+      ignores = true;
+    } else if (eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64) {
+      Elf64_Phdr ph[64];
+      size_t bytes = eh.e_phnum * sizeof(Elf64_Phdr);
+      if (sys::pread_some(fd, ph, bytes, eh.e_phoff) == static_cast<long>(bytes)) {
+        ignores = true;
+        for (unsigned i = 0; i < eh.e_phnum; ++i)
+          if (ph[i].p_type == PT_INTERP)
+            ignores = false;
+      }
+    }
+  }
+  sys::close_file(fd);
+  return ignores;
+}
+
 // An exec about to be tried: a shell tries each directory of PATH in turn,
 // and only the one that exists runs. `checkable`: the name is a path from
 // here, not a name to search or one relative to a descriptor.
+// A program that cannot be recorded is noted with --follow-children too.
 bool note_exec(const char *program, bool checkable) {
-  if (g_options.follow_children || !g_options.notes[0] || !program)
+  if (!g_options.notes[0] || !program)
     return false;
   sys::KeepErrno keep_errno;
   struct stat st;
   bool runs =
       !checkable || (stat(program, &st) == 0 && S_ISREG(st.st_mode) && access(program, X_OK) == 0);
-  if (runs)
-    note_unrecorded("exec", program);
-  return runs;
+  if (!runs)
+    return false;
+  if (checkable && loader_ignores_preload(program, st)) {
+    note_start("unrecordable", program);
+    return true;
+  }
+  if (g_options.follow_children)
+    return false;
+  note_unrecorded("exec", program);
+  return true;
 }
 
 // An exec noted before it was tried returned: it failed (a name execvp
@@ -721,7 +767,7 @@ bool note_exec(const char *program, bool checkable) {
 // drops the note.
 int exec_returned(int result, const char *program, bool noted) {
   if (noted)
-    note_unrecorded("exec-failed", program);
+    note_start("exec-failed", program);
   return result;
 }
 

@@ -278,7 +278,7 @@ std::vector<std::string> child_traces(const std::string &root_trace, pid_t root_
 // the preload appended to the MEMLAYOUT_NOTES file ("PID\tHOW\tPROGRAM").
 struct UnrecordedStart {
   pid_t pid = 0;
-  std::string how; // exec, spawn, system, popen
+  std::string how; // exec, spawn, system, popen; unrecordable: an exec no loader preloads
   std::string program;
 };
 
@@ -303,7 +303,8 @@ std::vector<UnrecordedStart> take_notes(const std::string &path) {
       u.program = l.substr(b + 1);
       if (u.how == "exec-failed") { // the exec noted last for it did not happen
         for (auto it = out.rbegin(); it != out.rend(); ++it)
-          if (it->pid == u.pid && it->how == "exec" && it->program == u.program) {
+          if (it->pid == u.pid && (it->how == "exec" || it->how == "unrecordable") &&
+              it->program == u.program) {
             out.erase(std::next(it).base());
             break;
           }
@@ -320,18 +321,33 @@ std::vector<UnrecordedStart> take_notes(const std::string &path) {
 // The program the root process became by exec, when it said so.
 const UnrecordedStart *root_exec(const std::vector<UnrecordedStart> &notes, pid_t root) {
   for (const UnrecordedStart &n : notes)
-    if (n.pid == root && n.how == "exec")
+    if (n.pid == root && (n.how == "exec" || n.how == "unrecordable"))
       return &n;
   return nullptr;
 }
 
 // Without --follow-children, the programs the command's processes started
 // are not recorded; when the command is a script or a shell running the
-// program as a child, that program is the one the user meant.
+// program as a child, that program is the one the user meant. With it or
+// without, those no loader preloads (statically linked, set-user-ID) are
+// said apart: following cannot reach them.
 void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
   const UnrecordedStart *became = g_run_mode ? nullptr : root_exec(notes, root);
-  std::vector<std::pair<std::string, size_t>> programs; // in order of first start
-  size_t total = 0;
+  struct Started {
+    std::vector<std::pair<std::string, size_t>> programs; // in order of first start
+    size_t total = 0;
+    std::string names() const {
+      std::string out;
+      for (size_t i = 0; i < programs.size() && i < 5; ++i) {
+        out += (i ? ", " : "") + programs[i].first;
+        if (programs[i].second > 1)
+          out += " (" + std::to_string(programs[i].second) + " times)";
+      }
+      if (programs.size() > 5)
+        out += " and " + std::to_string(programs.size() - 5) + " more";
+      return out;
+    }
+  } unrecorded, unrecordable;
   for (const UnrecordedStart &n : notes) {
     if (&n == became)
       continue; // print_exec_chain says it
@@ -339,35 +355,41 @@ void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
         n.how == "system" || n.how == "popen"
             ? "sh -c '" + n.program.substr(0, 60) + (n.program.size() > 60 ? "...'" : "'")
             : basename_of(n.program.c_str());
-    auto it = std::find_if(programs.begin(), programs.end(),
+    Started &s = n.how == "unrecordable" ? unrecordable : unrecorded;
+    auto it = std::find_if(s.programs.begin(), s.programs.end(),
                            [&](const auto &p) { return p.first == name; });
-    if (it == programs.end())
-      programs.emplace_back(name, 1);
+    if (it == s.programs.end())
+      s.programs.emplace_back(name, 1);
     else
       ++it->second;
-    ++total;
+    ++s.total;
   }
-  if (!total)
-    return;
-  std::string names;
-  for (size_t i = 0; i < programs.size() && i < 5; ++i) {
-    names += (i ? ", " : "") + programs[i].first;
-    if (programs[i].second > 1)
-      names += " (" + std::to_string(programs[i].second) + " times)";
-  }
-  if (programs.size() > 5)
-    names += " and " + std::to_string(programs.size() - 5) + " more";
-  if (g_run_mode)
+  const size_t total = unrecorded.total;
+  if (total && g_run_mode)
     std::fprintf(stderr,
                  "memlayout: the command started %zu program%s that the rules did not reach: %s "
                  "(--follow-children takes them there)\n",
-                 total, total == 1 ? "" : "s", names.c_str());
-  else
+                 total, total == 1 ? "" : "s", unrecorded.names().c_str());
+  else if (total)
     std::fprintf(stderr,
                  "memlayout: the command started %zu program%s that %s not recorded: %s "
                  "(--follow-children records %s)\n",
-                 total, total == 1 ? "" : "s", total == 1 ? "was" : "were", names.c_str(),
-                 total == 1 ? "it" : "them");
+                 total, total == 1 ? "" : "s", total == 1 ? "was" : "were",
+                 unrecorded.names().c_str(), total == 1 ? "it" : "them");
+  if (const size_t n = unrecordable.total)
+    std::fprintf(stderr,
+                 "memlayout: the command started %zu program%s that %s: %s (statically linked, "
+                 "32-bit, or set-user-ID: no dynamic loader preloads memlayout there)\n",
+                 n, n == 1 ? "" : "s", g_run_mode ? "the rules cannot reach" : "cannot be recorded",
+                 unrecordable.names().c_str());
+}
+
+void print_unrecordable_exec(const std::string &executable, const std::string &program) {
+  std::fprintf(stderr,
+               "memlayout: %s replaced itself with %s (exec), which cannot be recorded: "
+               "statically linked, 32-bit, or set-user-ID, no dynamic loader preloads memlayout "
+               "there\n",
+               executable.c_str(), program.c_str());
 }
 
 // A command that replaces itself by exec (a shell script's `exec`, a version
@@ -380,6 +402,10 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
     return;
   if (!follow_children) {
     const UnrecordedStart *became = root_exec(notes, pid);
+    if (became && became->how == "unrecordable") {
+      print_unrecordable_exec(s.executable, became->program);
+      return;
+    }
     std::fprintf(stderr,
                  "memlayout: %s replaced itself with %s (exec), which was not recorded: with "
                  "--follow-children it is, in %s\n",
@@ -401,6 +427,10 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
     ++generation;
   }
   if (generation == 0) {
+    if (const UnrecordedStart *became = root_exec(notes, pid)) {
+      print_unrecordable_exec(s.executable, became->program);
+      return;
+    }
     std::fprintf(stderr,
                  "memlayout: %s replaced itself with another program (exec), which wrote no "
                  "trace (%s): a statically linked or set-user-ID program cannot be recorded\n",
@@ -725,7 +755,8 @@ int launch(int argc, char **argv) {
   // Without --follow-children, what the command starts runs unrecorded: the
   // preload notes it there, for the summary.
   // ("" when no file can be made: then nothing is said of them.)
-  std::string notes_path = o.follow_children ? "" : temp_file("memlayout-notes");
+  // With it, those that cannot be followed (a static program) are noted.
+  std::string notes_path = temp_file("memlayout-notes");
   std::fflush(nullptr);
   // Traces of other processes written since (a coarse clock, as file times).
   timespec started{};

@@ -338,13 +338,32 @@ TEST_CASE("exec.static", "[record][exec]") {
   recorded = record({"-o", trace, "--follow-children"}, argv);
   CHECK(behaviour_difference(direct, recorded) == "");
   std::string pid = std::to_string(read_log(dir + "/parent.log").pid);
-  CHECK(recorded.err.find("exec_parent replaced itself with another program (exec), which wrote "
-                          "no trace (" +
-                          dir + "/out." + pid +
-                          ".1.trace): a statically linked or set-user-ID program cannot be "
-                          "recorded\n") != std::string::npos);
+  CHECK(recorded.err.find("exec_parent replaced itself with " + program("exec_child_static") +
+                          " (exec), which cannot be recorded: statically linked, 32-bit, or "
+                          "set-user-ID, no dynamic loader preloads memlayout there\n") !=
+        std::string::npos);
   CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
   CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded
+
+  // Started by a shell, twice: --follow-children cannot reach it either,
+  // and the summary said nothing of it (without: "--follow-children
+  // records them").
+  const std::string twice = program("exec_child_static") + " " + dir + "/a.log static; " +
+                            program("exec_child_static") + " " + dir + "/b.log static";
+  for (bool follow : {false, true}) {
+    CAPTURE(follow);
+    std::vector<std::string> options = {"-o", trace};
+    if (follow)
+      options.push_back("--follow-children");
+    recorded = record(options, {"/bin/sh", "-c", twice});
+    INFO(recorded.err);
+    CHECK(recorded.exit_code() == 0);
+    CHECK(recorded.err.find("memlayout: the command started 2 programs that cannot be recorded: "
+                            "mlt_exec_child_static (2 times) (statically linked, 32-bit, or "
+                            "set-user-ID: no dynamic loader preloads memlayout there)") !=
+          std::string::npos);
+    CHECK(recorded.err.find("--follow-children records") == std::string::npos);
+  }
 }
 
 // What -o names is replaced as a shell's > would, written to when a device,
