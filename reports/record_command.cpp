@@ -842,7 +842,7 @@ int launch(int argc, char **argv) {
   else
     print_unrecorded(notes, pid);
   if (rules)
-    rules->print_summary(status);
+    rules->print_summary(status, root_exec(notes, pid) != nullptr);
   if (WIFSIGNALED(status)) {
     // Die the same way, so a shell or CI sees what the program did.
     int sig = WTERMSIG(status);

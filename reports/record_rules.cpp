@@ -17,9 +17,9 @@ public:
     env.route_table = routes.table_path();
     env.rule_stats = routes.stats_path();
   }
-  void print_summary(int wait_status) const override {
+  void print_summary(int wait_status, bool became_another) const override {
     if (rules.set->count)
-      routes.print_summary(rules, wait_status);
+      routes.print_summary(rules, wait_status, became_another);
   }
   void remove_files() override { routes.remove_files(); }
 };

@@ -23,8 +23,9 @@ public:
   // The child's MEMLAYOUT_RULES, route table and stats file.
   virtual void set_env(PreloadEnv &env) const = 0;
   // After the run: what each rule routed.
-  // `wait_status`: the program's, as waitpid gave it.
-  virtual void print_summary(int wait_status) const = 0;
+  // `wait_status`: the program's, as waitpid gave it; `became_another`: it
+  // replaced itself by exec (unfollowed).
+  virtual void print_summary(int wait_status, bool became_another) const = 0;
   virtual void remove_files() = 0;
 };
 

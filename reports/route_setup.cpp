@@ -247,7 +247,8 @@ std::string signal_name(int sig) {
 
 } // namespace
 
-size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status) const {
+size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status,
+                                 bool became_another) const {
   size_t processes = 0;
   std::vector<RuleCount> counts = read_rule_stats(stats_path_, rules.set->count, &processes);
   if (processes == 0) {
@@ -258,10 +259,15 @@ size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status) cons
                    "memlayout: the program wrote no rule counts: it died of %s before it could "
                    "(a signal that cannot be caught, or raised inside the allocator)\n",
                    signal_name(WTERMSIG(wait_status)).c_str());
-    else
+    else if (became_another)
       std::fprintf(stderr,
                    "memlayout: the program wrote no rule counts: it replaced itself by exec "
                    "(--follow-children applies the rules to what it became)\n");
+    else
+      std::fprintf(stderr,
+                   "memlayout: the program wrote no rule counts: it ended by a raw exit_group "
+                   "system call (as Go's os.Exit does), which no library function sees, and "
+                   "the counts are written at exit\n");
     return 0;
   }
   size_t idle = 0;

@@ -37,7 +37,7 @@ public:
   // After the run: "memlayout: rule N SPEC (ORIGIN): A allocations, B" per
   // rule, summed over the processes that wrote counts; a warning for each
   // rule that routed nothing. Returns how many routed nothing.
-  size_t print_summary(const LoadedRules &rules, int wait_status) const;
+  size_t print_summary(const LoadedRules &rules, int wait_status, bool became_another) const;
 
 private:
   struct Impl;

@@ -625,6 +625,19 @@ TEST_CASE("segregate.no_counts_after_sigkill_names_the_signal", "[segregate]") {
   CHECK(r.err.find("exec") == std::string::npos);
 }
 
+// A program that ends by the raw exit_group system call (Go's os.Exit) runs
+// no exit handler: run said it had replaced itself by exec.
+TEST_CASE("segregate.no_counts_after_a_raw_exit_group", "[segregate]") {
+  std::string dir = work_dir("segregate_exit_group");
+  RunResult r = run({memlayout_bin(), "run", "--segregate", "function=mlx_exit_alloc,pool=x", "--",
+                     program("exit_paths"), "exit_group", dir + "/log"});
+  INFO(r.err);
+  CHECK(r.exit_code() == 8);
+  CHECK(r.err.find("the program wrote no rule counts: it ended by a raw exit_group system call "
+                   "(as Go's os.Exit does)") != std::string::npos);
+  CHECK(r.err.find("exec") == std::string::npos);
+}
+
 // A program a script starts is not the script: run says the rules did not
 // reach it, and takes them there with --follow-children.
 TEST_CASE("segregate.run_through_a_shell", "[segregate]") {

@@ -17,7 +17,9 @@
  *              a 100 us timer during an allocation loop; exit 0
  * thread_exit  exit(7) from a thread while three others keep allocating
  * quick_exit   an at_quick_exit handler that allocates, then quick_exit(6)
- * exit_wide    exit(259): the process ends with status 3 */
+ * exit_wide    exit(259): the process ends with status 3
+ * exit_group   the raw exit_group system call with status 8, as Go's os.Exit
+ *              ends a process: no library function sees it */
 #define _GNU_SOURCE
 #include "ml_log.h"
 
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -203,6 +206,11 @@ int main(int argc, char **argv) {
     if (ml_log_write(g_log) != 0)
       return 1;
     exit(259);
+  }
+  if (!strcmp(mode, "exit_group")) {
+    if (ml_log_write(g_log) != 0)
+      return 1;
+    syscall(SYS_exit_group, 8);
   }
   if (!strcmp(mode, "_exit")) {
     printf("_exit: this buffered line is never flushed\n");
