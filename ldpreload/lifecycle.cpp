@@ -753,7 +753,7 @@ bool note_exec(const char *program, bool checkable) {
   if (!runs)
     return false;
   if (checkable && loader_ignores_preload(program, st)) {
-    note_start("unrecordable", program);
+    note_start("unrecordable-exec", program);
     return true;
   }
   if (g_options.follow_children)
@@ -910,8 +910,15 @@ static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
   int r = real(pid, path, fa, attr, argv, env);
   if (bytes)
     sys::unmap_pages(env, bytes);
-  if (r == 0 && command_process())
-    note_unrecorded("spawn", path);
+  if (r == 0 && command_process()) {
+    sys::KeepErrno keep_errno;
+    struct stat st;
+    // A name posix_spawnp searches for is not checked: where it ran is not known here.
+    if (path && strchr(path, '/') && stat(path, &st) == 0 && loader_ignores_preload(path, st))
+      note_start("unrecordable-spawn", path);
+    else
+      note_unrecorded("spawn", path);
+  }
   return r;
 }
 ML_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,

@@ -579,6 +579,10 @@ void router_child_after_fork() {
     c->in_use = c == tl_counts; // the other threads are gone
   }
   g_counts_lock.reset_after_fork();
+  // Lookups the other threads had in flight ended with them; a relabelling
+  // one held (g_resolving) too.
+  g_label_readers.store(0);
+  g_resolving.store(0);
 }
 
 void router_write_stats() {

@@ -278,7 +278,10 @@ std::vector<std::string> child_traces(const std::string &root_trace, pid_t root_
 // the preload appended to the MEMLAYOUT_NOTES file ("PID\tHOW\tPROGRAM").
 struct UnrecordedStart {
   pid_t pid = 0;
-  std::string how; // exec, spawn, system, popen; unrecordable: an exec no loader preloads
+  // exec, spawn, system, popen; unrecordable-exec, unrecordable-spawn: a
+  // program no loader preloads memlayout into, started so
+  std::string how;
+  bool unrecordable() const { return how.starts_with("unrecordable-"); }
   std::string program;
 };
 
@@ -303,7 +306,7 @@ std::vector<UnrecordedStart> take_notes(const std::string &path) {
       u.program = l.substr(b + 1);
       if (u.how == "exec-failed") { // the exec noted last for it did not happen
         for (auto it = out.rbegin(); it != out.rend(); ++it)
-          if (it->pid == u.pid && (it->how == "exec" || it->how == "unrecordable") &&
+          if (it->pid == u.pid && (it->how == "exec" || it->how == "unrecordable-exec") &&
               it->program == u.program) {
             out.erase(std::next(it).base());
             break;
@@ -321,7 +324,7 @@ std::vector<UnrecordedStart> take_notes(const std::string &path) {
 // The program the root process became by exec, when it said so.
 const UnrecordedStart *root_exec(const std::vector<UnrecordedStart> &notes, pid_t root) {
   for (const UnrecordedStart &n : notes)
-    if (n.pid == root && (n.how == "exec" || n.how == "unrecordable"))
+    if (n.pid == root && (n.how == "exec" || n.how == "unrecordable-exec"))
       return &n;
   return nullptr;
 }
@@ -355,7 +358,7 @@ void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
         n.how == "system" || n.how == "popen"
             ? "sh -c '" + n.program.substr(0, 60) + (n.program.size() > 60 ? "...'" : "'")
             : basename_of(n.program.c_str());
-    Started &s = n.how == "unrecordable" ? unrecordable : unrecorded;
+    Started &s = n.unrecordable() ? unrecordable : unrecorded;
     auto it = std::find_if(s.programs.begin(), s.programs.end(),
                            [&](const auto &p) { return p.first == name; });
     if (it == s.programs.end())
@@ -402,7 +405,7 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
     return;
   if (!follow_children) {
     const UnrecordedStart *became = root_exec(notes, pid);
-    if (became && became->how == "unrecordable") {
+    if (became && became->unrecordable()) {
       print_unrecordable_exec(s.executable, became->program);
       return;
     }

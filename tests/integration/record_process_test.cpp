@@ -345,6 +345,14 @@ TEST_CASE("exec.static", "[record][exec]") {
   CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
   CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded
 
+  // Started by posix_spawn, followed: as unreachable.
+  recorded = record({"-o", trace, "--follow-children"},
+                    {program("exec_parent"), "spawn", program("exec_child_static"), dir});
+  INFO(recorded.err);
+  CHECK(recorded.exit_code() == 0);
+  CHECK(recorded.err.find("memlayout: the command started 1 program that cannot be recorded: "
+                          "mlt_exec_child_static (statically linked") != std::string::npos);
+
   // Started by a shell, twice: --follow-children cannot reach it either,
   // and the summary said nothing of it (without: "--follow-children
   // records them").
