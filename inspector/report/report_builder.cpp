@@ -9,6 +9,7 @@
 #include "heap_snapshot.h"
 #include "htm_aborts.h"
 #include "line_layout.h"
+#include "managed_heap.h"
 #include "page_spread.h"
 #include "set_occupancy.h"
 #include "structs_report.h"
@@ -321,6 +322,8 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                         " replaced itself with another program (exec): this trace holds only "
                         "what it allocated before; `memlayout record --follow-children` records "
                         "the other into FILE.PID.N");
+  for (std::string &note : managed_heap_notes(r.modules(), r.header().executable))
+    out.notes.push_back(std::move(note));
   // A stack id the tables do not hold (0 is "no stack") groups its objects
   // under "??": the table record is damaged or gone, not the program's code.
   uint64_t stackless = 0;
