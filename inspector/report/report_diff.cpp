@@ -400,7 +400,8 @@ void add_notes(const Report &a, const Report &b, const UnlikeLevels &unlike, Rep
                         "may share by chance");
   if (!a.groups.empty() && !b.groups.empty() && out.groups.empty())
     out.notes.push_back("no group of A matched one of B: groups are matched by their names, "
-                        "call sites (function, file and line), then function and file; the "
+                        "call sites (function, file and line), then function and file, then file "
+                        "and line; the "
                         "comparison is of different code");
   for (const std::string &w : a.symbol_warnings)
     out.notes.push_back("A: " + w);
@@ -457,6 +458,26 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
                  out);
     join_leftovers(a, b, key, moved, pair_of_a, taken_b, out);
   }
+  // Last, by file and line without the function: a function renamed by the
+  // fix (make_node to node_new) keeps its sites where they were. With the
+  // size class, then alone; about as many objects either way, and a site
+  // with a file and line (unnamed code has neither).
+  auto renamed = [](const GroupReport &x, const GroupReport &y) {
+    uint64_t lo = std::min(x.objects, y.objects), hi = std::max(x.objects, y.objects);
+    return x.group.site.line != 0 && !x.group.site.file.empty() && hi <= 2 * lo;
+  };
+  match_unique(
+      a, b, pair_of_a, taken_b,
+      [](const GroupReport &g) {
+        return std::make_tuple(file_name(g.group.site.file), g.group.site.line, g.group.size_class);
+      },
+      MatchedBy::kRenamed, out, renamed);
+  match_unique(
+      a, b, pair_of_a, taken_b,
+      [](const GroupReport &g) {
+        return std::make_pair(file_name(g.group.site.file), g.group.site.line);
+      },
+      MatchedBy::kRenamed, out, renamed);
   const UnlikeLevels unlike = unlike_levels(a, b);
   neutralize_unlike_levels(unlike, out);
   std::stable_sort(out.groups.begin(), out.groups.end(), [](const auto &x, const auto &y) {
@@ -547,6 +568,8 @@ const char *to_string(MatchedBy m) {
     return "site, merged";
   case MatchedBy::kFunction:
     return "function, its line moved";
+  case MatchedBy::kRenamed:
+    return "file and line, its function renamed";
   }
   return "?";
 }

@@ -43,7 +43,8 @@ enum class MatchedBy {
   kSiteAndRequestedSize,
   kSite,
   kSiteMerged,
-  kFunction
+  kFunction,
+  kRenamed // file and line, the function's name changed
 };
 
 struct GroupDelta {

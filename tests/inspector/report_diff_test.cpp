@@ -333,6 +333,39 @@ TEST_CASE("report_diff.a_merged_finding_that_lost_a_size_class_is_kept", "[repor
   CHECK(d.added[0].finding->kind == "page_spread");
 }
 
+// The fix renamed the function that allocates (and padded its record): its
+// group was "resolved" and a new one appeared, with the finding's fate lost.
+TEST_CASE("report_diff.a_function_renamed_at_the_same_line", "[report_diff]") {
+  Report a = report({group(1, "make_node (kv.c:20)", "make_node", 48, 0.5),
+                     group(2, "make_c (kv.c:40)", "make_c", 64, 0.25)},
+                    {});
+  Report b = report({group(3, "node_new (kv.c:20)", "node_new", 64, 0.5),
+                     group(4, "make_c (kv.c:40)", "make_c", 64, 0.25)},
+                    {});
+  for (auto *r : {&a, &b})
+    for (auto &g : r->groups)
+      g.group.site.file = "/src/kv.c";
+  a.groups[0].group.site.line = b.groups[0].group.site.line = 20;
+  a.groups[1].group.site.line = b.groups[1].group.site.line = 40;
+  ReportDiff d = diff_reports(a, b);
+  CHECK(d.only_a.empty());
+  CHECK(d.only_b.empty());
+  REQUIRE(d.groups.size() == 2);
+  const GroupDelta *renamed = nullptr;
+  for (const auto &g : d.groups)
+    if (g.matched_by == MatchedBy::kRenamed)
+      renamed = &g;
+  REQUIRE(renamed);
+  CHECK(renamed->a->group.site.function == "make_node");
+  CHECK(renamed->b->group.site.function == "node_new");
+  CHECK(std::string(to_string(MatchedBy::kRenamed)) == "file and line, its function renamed");
+  // Ten times the objects: another group that took the line, not the same.
+  b.groups[0].objects = a.groups[0].objects * 10;
+  ReportDiff far = diff_reports(a, b);
+  CHECK(far.only_a.size() == 1);
+  CHECK(far.only_b.size() == 1);
+}
+
 TEST_CASE("report_diff.lines_moved_by_an_edit_above_the_sites", "[report_diff]") {
   // A comment added at the top of the file moved every site a line down and
   // the fix padded make_a's record into another class: nothing has the same
@@ -372,6 +405,8 @@ TEST_CASE("report_diff.lines_moved_by_an_edit_above_the_sites", "[report_diff]")
   // Different programs: nothing matches, and a note says so.
   Report x = report({group(1, "parse (x.c:3)", "parse", 32, 0.5)}, {});
   Report y = report({group(1, "emit (y.c:3)", "emit", 32, 0.5)}, {});
+  x.groups[0].group.site.file = "/src/x.c";
+  y.groups[0].group.site.file = "/src/y.c";
   ReportDiff d3 = diff_reports(x, y);
   CHECK(d3.groups.empty());
   bool noted = false;
