@@ -1,6 +1,7 @@
 #include "lifecycle.h"
 
 #include "own_heap.h"
+#include "preload_reach.h"
 
 #include "process_info.h"
 #include "real_alloc.h"
@@ -17,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -707,36 +707,18 @@ void note_unrecorded(const char *how, const char *program) {
     note_start(how, program);
 }
 
-// A program no dynamic loader will load the recorder into: statically
-// linked (no PT_INTERP; static-pie too), 32-bit, or set-user-ID or
-// set-group-ID to someone else (secure mode ignores LD_PRELOAD's paths).
-// Scripts are their interpreter's business: not these.
+// A program no dynamic loader will load the recorder into
+// (preload_reach.h). Scripts are their interpreter's business: not these.
 bool loader_ignores_preload(const char *program, const struct stat &st) {
-  if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
-      ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+  if (runs_in_secure_mode(st, getuid(), getgid()))
     return true;
   int fd = sys::open_file(program, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return false;
-  Elf64_Ehdr eh;
-  bool ignores = false;
-  if (sys::pread_some(fd, &eh, sizeof eh, 0) == static_cast<long>(sizeof eh) &&
-      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
-      ignores = true;
-    } else if (eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64) {
-      Elf64_Phdr ph[64];
-      size_t bytes = eh.e_phnum * sizeof(Elf64_Phdr);
-      if (sys::pread_some(fd, ph, bytes, eh.e_phoff) == static_cast<long>(bytes)) {
-        ignores = true;
-        for (unsigned i = 0; i < eh.e_phnum; ++i)
-          if (ph[i].p_type == PT_INTERP)
-            ignores = false;
-      }
-    }
-  }
+  ElfKind kind = elf_kind(
+      [fd](void *buf, size_t n, uint64_t offset) { return sys::pread_some(fd, buf, n, offset); });
   sys::close_file(fd);
-  return ignores;
+  return kind == ElfKind::kElf64Static || kind == ElfKind::kElf32;
 }
 
 // An exec about to be tried: a shell tries each directory of PATH in turn,

@@ -298,9 +298,9 @@ public:
     if (e.kind == EventKind::kFree)
       freed = freed_.freed(e.tid, e.ptr, e.tsc);
     else if (e.kind == EventKind::kRealloc)
-      freed_.reallocated(e.tid, e.old_ptr, e.ptr, e.tsc, {e.size, e.usable});
+      freed_.reallocated(e.tid, e.old_ptr, e.ptr, {e.size, e.usable});
     else if (e.kind == EventKind::kAlloc)
-      freed_.allocated(e.tid, e.ptr, e.tsc, {e.size, e.usable});
+      freed_.allocated(e.tid, e.ptr, {e.size, e.usable});
     if (jsonl_)
       event_json(e, freed);
     else

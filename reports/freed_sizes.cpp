@@ -148,7 +148,7 @@ bool FreedSizes::pair_across_threads(const std::string &path, std::string &error
   return inspector::build_snapshot(r, spec, snapshot, error);
 }
 
-void FreedSizes::allocated(uint32_t tid, uint64_t ptr, uint64_t, FreedObject sizes) {
+void FreedSizes::allocated(uint32_t tid, uint64_t ptr, FreedObject sizes) {
   if (ptr == 0)
     return;
   // Once every allocation freed elsewhere has been met, no more counting.
@@ -174,8 +174,7 @@ std::optional<FreedObject> FreedSizes::freed(uint32_t tid, uint64_t ptr, uint64_
   return across_.take(event_key(tid, ptr, tsc));
 }
 
-void FreedSizes::reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, uint64_t tsc,
-                             FreedObject sizes) {
+void FreedSizes::reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, FreedObject sizes) {
   if (ptr == 0 && sizes.size != 0)
     return; // failed: the old block stays
   if (old_ptr) {
@@ -183,7 +182,7 @@ void FreedSizes::reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, uint6
     if (own != own_.end())
       own->second.take(old_ptr);
   }
-  allocated(tid, ptr, tsc, sizes);
+  allocated(tid, ptr, sizes);
 }
 
 } // namespace memlayout::cli

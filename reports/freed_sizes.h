@@ -50,10 +50,11 @@ public:
   // replayed: only frees of a thread's own allocations are then known.
   bool pair_across_threads(const std::string &path, std::string &error);
 
-  // The events in file order, each with the thread and stamp it carries.
-  void allocated(uint32_t tid, uint64_t ptr, uint64_t tsc, FreedObject sizes);
+  // The events in file order, each with its thread (a free with the stamp
+  // it carries: allocations are known by their order in their thread).
+  void allocated(uint32_t tid, uint64_t ptr, FreedObject sizes);
   std::optional<FreedObject> freed(uint32_t tid, uint64_t ptr, uint64_t tsc);
-  void reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, uint64_t tsc, FreedObject sizes);
+  void reallocated(uint32_t tid, uint64_t old_ptr, uint64_t ptr, FreedObject sizes);
 
 private:
   // (thread, address, n) as one table key: a free by its stamp, an

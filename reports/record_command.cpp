@@ -3,6 +3,7 @@
 #include "command_output.h"
 #include "commands.h"
 #include "preload_launch.h"
+#include "preload_reach.h"
 #include "record_rules.h"
 #include "trace_reader.h"
 
@@ -334,6 +335,9 @@ const UnrecordedStart *root_exec(const std::vector<UnrecordedStart> &notes, pid_
 // program as a child, that program is the one the user meant. With it or
 // without, those no loader preloads (statically linked, set-user-ID) are
 // said apart: following cannot reach them.
+constexpr const char *kNotPreloadable =
+    "statically linked, 32-bit, or set-user-ID: no dynamic loader preloads memlayout there";
+
 void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
   const UnrecordedStart *became = g_run_mode ? nullptr : root_exec(notes, root);
   struct Started {
@@ -380,19 +384,15 @@ void print_unrecorded(const std::vector<UnrecordedStart> &notes, pid_t root) {
                  total, total == 1 ? "" : "s", total == 1 ? "was" : "were",
                  unrecorded.names().c_str(), total == 1 ? "it" : "them");
   if (const size_t n = unrecordable.total)
-    std::fprintf(stderr,
-                 "memlayout: the command started %zu program%s that %s: %s (statically linked, "
-                 "32-bit, or set-user-ID: no dynamic loader preloads memlayout there)\n",
-                 n, n == 1 ? "" : "s", g_run_mode ? "the rules cannot reach" : "cannot be recorded",
-                 unrecordable.names().c_str());
+    std::fprintf(stderr, "memlayout: the command started %zu program%s that %s: %s (%s)\n", n,
+                 n == 1 ? "" : "s", g_run_mode ? "the rules cannot reach" : "cannot be recorded",
+                 unrecordable.names().c_str(), kNotPreloadable);
 }
 
 void print_unrecordable_exec(const std::string &executable, const std::string &program) {
   std::fprintf(stderr,
-               "memlayout: %s replaced itself with %s (exec), which cannot be recorded: "
-               "statically linked, 32-bit, or set-user-ID, no dynamic loader preloads memlayout "
-               "there\n",
-               executable.c_str(), program.c_str());
+               "memlayout: %s replaced itself with %s (exec), which cannot be recorded: %s\n",
+               executable.c_str(), program.c_str(), kNotPreloadable);
 }
 
 // A command that replaces itself by exec (a shell script's `exec`, a version
@@ -446,41 +446,16 @@ void print_exec_chain(const std::string &path, const TraceSummary &s, pid_t pid,
   print_summary_line(last, last_path);
 }
 
-// What an ELF file is, as far as loading the recorder into it goes.
-enum class ElfKind { kNotElf, kElf64Dynamic, kElf64Static, kElf32 };
+using preload::ElfKind;
 
+// What an ELF file is, as far as loading the recorder into it goes.
 ElfKind elf_kind(const std::string &file) {
   int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return ElfKind::kNotElf;
-  unsigned char ident[64] = {};
-  ssize_t n = pread(fd, ident, sizeof ident, 0);
-  ElfKind kind = ElfKind::kNotElf;
-  if (n >= 20 && std::memcmp(ident,
-                             "\x7f"
-                             "ELF",
-                             4) == 0) {
-    if (ident[4] == 1) {
-      kind = ElfKind::kElf32;
-    } else if (ident[4] == 2 && n == 64) {
-      // ELF64 little-endian: e_phoff at 32, e_phentsize at 54, e_phnum at 56.
-      uint64_t phoff;
-      uint16_t phentsize, phnum;
-      std::memcpy(&phoff, ident + 32, 8);
-      std::memcpy(&phentsize, ident + 54, 2);
-      std::memcpy(&phnum, ident + 56, 2);
-      kind = ElfKind::kElf64Static;
-      for (uint16_t i = 0; i < phnum && phentsize >= 4; ++i) {
-        uint32_t type = 0;
-        if (pread(fd, &type, 4, static_cast<off_t>(phoff + uint64_t{i} * phentsize)) != 4)
-          break;
-        if (type == 3) { // PT_INTERP: the dynamic loader reads LD_PRELOAD
-          kind = ElfKind::kElf64Dynamic;
-          break;
-        }
-      }
-    }
-  }
+  ElfKind kind = preload::elf_kind([fd](void *buf, size_t n, uint64_t offset) -> long {
+    return pread(fd, buf, n, static_cast<off_t>(offset));
+  });
   close(fd);
   return kind;
 }
@@ -566,7 +541,7 @@ std::string why_no_trace(const char *command, const std::string &path) {
   if (!file.empty() && stat(file.c_str(), &st) == 0) {
     if (elf_kind(file) == ElfKind::kElf64Static)
       return file + " is statically linked: no dynamic loader reads LD_PRELOAD there";
-    if ((st.st_mode & (S_ISUID | S_ISGID)) && getuid() != 0)
+    if (preload::runs_in_secure_mode(st, getuid(), getgid()))
       return file + " is set-user-ID: the loader ignores LD_PRELOAD for it";
   }
   if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode))

@@ -262,7 +262,8 @@ size_t RouteSetup::print_summary(const LoadedRules &rules, int wait_status,
     else if (became_another)
       std::fprintf(stderr,
                    "memlayout: the program wrote no rule counts: it replaced itself by exec "
-                   "(--follow-children applies the rules to what it became)\n");
+                   "(--follow-children applies the rules to what it became, where a dynamic "
+                   "loader preloads memlayout)\n");
     else
       std::fprintf(stderr,
                    "memlayout: the program wrote no rule counts: it ended by a raw exit_group "

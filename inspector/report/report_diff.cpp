@@ -187,6 +187,12 @@ GroupDelta compare_merged(std::vector<const GroupReport *> as, const GroupReport
 
 using SiteKey = std::tuple<std::string, std::string, uint32_t>;
 
+// The same objects, moved or renamed, are about as many on both sides.
+bool about_as_many(const GroupReport &x, const GroupReport &y) {
+  uint64_t lo = std::min(x.objects, y.objects), hi = std::max(x.objects, y.objects);
+  return hi <= 2 * lo;
+}
+
 // The file by its name alone: a program built in two directories, before
 // and after a fix, is the usual pair (as names print it).
 std::string file_name(const std::string &path) { return path.substr(path.rfind('/') + 1); }
@@ -400,9 +406,8 @@ void add_notes(const Report &a, const Report &b, const UnlikeLevels &unlike, Rep
                         "may share by chance");
   if (!a.groups.empty() && !b.groups.empty() && out.groups.empty())
     out.notes.push_back("no group of A matched one of B: groups are matched by their names, "
-                        "call sites (function, file and line), then function and file, then file "
-                        "and line; the "
-                        "comparison is of different code");
+                        "call sites (function, file and line), then function and file, then "
+                        "file and line; the comparison is of different code");
   for (const std::string &w : a.symbol_warnings)
     out.notes.push_back("A: " + w);
   for (const std::string &w : b.symbol_warnings)
@@ -449,11 +454,7 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
     match_unique(
         a, b, pair_of_a, taken_b,
         [key](const GroupReport &g) { return std::make_pair(key(g), g.group.requested_size); },
-        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndRequestedSize, out,
-        [](const GroupReport &x, const GroupReport &y) {
-          uint64_t lo = std::min(x.objects, y.objects), hi = std::max(x.objects, y.objects);
-          return hi <= 2 * lo;
-        });
+        moved ? MatchedBy::kFunction : MatchedBy::kSiteAndRequestedSize, out, about_as_many);
     match_unique(a, b, pair_of_a, taken_b, key, moved ? MatchedBy::kFunction : MatchedBy::kSite,
                  out);
     join_leftovers(a, b, key, moved, pair_of_a, taken_b, out);
@@ -463,8 +464,7 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   // size class, then alone; about as many objects either way, and a site
   // with a file and line (unnamed code has neither).
   auto renamed = [](const GroupReport &x, const GroupReport &y) {
-    uint64_t lo = std::min(x.objects, y.objects), hi = std::max(x.objects, y.objects);
-    return x.group.site.line != 0 && !x.group.site.file.empty() && hi <= 2 * lo;
+    return x.group.site.line != 0 && !x.group.site.file.empty() && about_as_many(x, y);
   };
   match_unique(
       a, b, pair_of_a, taken_b,

@@ -340,7 +340,7 @@ TEST_CASE("exec.static", "[record][exec]") {
   std::string pid = std::to_string(read_log(dir + "/parent.log").pid);
   CHECK(recorded.err.find("exec_parent replaced itself with " + program("exec_child_static") +
                           " (exec), which cannot be recorded: statically linked, 32-bit, or "
-                          "set-user-ID, no dynamic loader preloads memlayout there\n") !=
+                          "set-user-ID: no dynamic loader preloads memlayout there\n") !=
         std::string::npos);
   CHECK(traces_in(dir) == std::vector<std::string>{"out.trace"});
   CHECK(read_log(dir + "/exec.log").count('A') == 20); // it ran, unrecorded

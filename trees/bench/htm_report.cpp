@@ -1,6 +1,7 @@
 #include "htm_report.h"
 
 #include <cstdio>
+#include <string>
 
 namespace memlayout::trees::bench {
 namespace {
@@ -9,6 +10,10 @@ using CC = htm::HtmTreeOptions::ConflictControl;
 
 const char *control_name(CC c) {
   return c == CC::kAlways ? "always" : c == CC::kNever ? "never" : "adaptive";
+}
+
+const char *phase_name(HtmPhase p) {
+  return p == HtmPhase::kPrefill ? "prefill" : p == HtmPhase::kLoad ? "load" : "run";
 }
 
 double ratio(uint64_t part, uint64_t whole) {
@@ -29,14 +34,13 @@ void print_htm_text(const htm::HtmReport &r, uint64_t ops, std::ostream &out, Ht
   char line[512];
   uint64_t aborts = c.total_aborts();
   uint64_t conflicts = c.aborts[static_cast<int>(htm::AbortCause::kConflict)];
+  const std::string of =
+      phase == HtmPhase::kRun ? "" : std::string(" of the ") + phase_name(phase) + "'s inserts";
   std::snprintf(
       line, sizeof line,
       "  htm (%s%s%s)%s: %llu commits, %llu aborts (%.3f per op): conflict %llu, capacity "
       "%llu, explicit %llu, other %llu; %llu fallbacks (%.2f%% of executions)\n",
-      r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(),
-      phase == HtmPhase::kPrefill ? " of the prefill's inserts"
-      : phase == HtmPhase::kLoad  ? " of the load's inserts"
-                                  : "",
+      r.backend.c_str(), r.l1.empty() ? "" : ", L1 ", r.l1.c_str(), of.c_str(),
       static_cast<unsigned long long>(c.commits), static_cast<unsigned long long>(aborts),
       ratio(aborts, ops), static_cast<unsigned long long>(conflicts),
       static_cast<unsigned long long>(c.aborts[1]), static_cast<unsigned long long>(c.aborts[2]),
@@ -86,10 +90,7 @@ cli::Json htm_json(const htm::HtmReport &r, const htm::HtmTreeOptions &o, uint64
                    HtmPhase phase) {
   using cli::Json;
   const htm::HtmCounts &c = r.counts;
-  Json j = {{"backend", r.backend},
-            {"of", phase == HtmPhase::kPrefill ? "prefill"
-                   : phase == HtmPhase::kLoad  ? "load"
-                                               : "run"}};
+  Json j = {{"backend", r.backend}, {"of", phase_name(phase)}};
   j.update(counts_json(c));
   j["conflicts"] = {{"true", c.conflicts_true},
                     {"false", c.conflicts_false},
