@@ -3,38 +3,56 @@
 // threads, so scanning the list needs no protection of its own.
 //
 // Safety argument. A record retired while the global epoch read e is tagged e
-// and freed once the global epoch is at least e + 2. Any thread that can
-// still hold it entered its operation before the unlink, so it announced an
-// epoch <= e; while it stays inside, the epoch cannot pass its announcement
-// + 1 <= e + 1. The announcement is a sequentially consistent store, so a
-// scanner that does not see it precedes it, and the thread's later reads
-// then see the unlink.
+// and freed once the global epoch is at least e + 2. Its unlink is visible
+// everywhere before its remover reads e (a full fence in retire). Take the
+// scan that moved the epoch from e + 1 to e + 2: it read e + 1, fenced, then
+// found every thread outside or announced at e + 1. A thread announced at
+// e + 1 read the epoch after the move to e + 1, which came after the remover
+// read e: its loads of the tree see the unlink. A thread that was inside
+// with an older announcement blocks the scan, as long as the scan sees the
+// announcement:
+//
+// - "fence": the announcement is a sequentially consistent store, so a
+//   scanner that does not see it precedes it, and the thread's reads of the
+//   epoch and the tree come later still (they see e + 1 and the unlink).
+// - "membarrier": the announcement is a plain store. The scanner calls
+//   membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) between reading the epoch
+//   and reading the announcements, so that every running thread of the
+//   process executes a full fence at some point P during the call (a thread
+//   not running has passed through the kernel, a full fence). A thread whose
+//   announcement precedes P in its program order has it visible to the scan.
+//   One whose announcement follows P loads the tree after P, after
+//   everything the scanner saw before the call: the move to e + 1 and the
+//   unlink before it.
 #include "epoch.h"
 
-#include <array>
-#include <atomic>
-#include <cstdint>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
-#include <vector>
 
 namespace memlayout::trees {
+namespace epoch_detail {
+
+std::atomic<uint64_t> g_epoch{2}; // starts at 2 so "tag + 2 <= epoch" never underflows
+bool g_plain_announcement = false;
+__thread ThreadRecord *t_record = nullptr;
+
+} // namespace epoch_detail
+
 namespace {
 
-// Retires between attempts to advance the epoch, and operations between
-// attempts by a thread that has records waiting.
+using namespace epoch_detail;
+
+// Retires between attempts to advance the epoch (epoch.h: with fences, with
+// membarrier).
 constexpr unsigned kRetiresPerAdvance = 64;
-constexpr unsigned kOpsPerAdvance = 256;
-
-struct Retired {
-  const RecordAllocator *alloc;
-  RecordAllocator::Kind kind;
-  void *p;
-};
-
-struct LimboBucket {
-  uint64_t epoch = 0; // the global epoch its records were retired in
-  std::vector<Retired> records;
-};
+constexpr unsigned kRetiresPerMembarrierAdvance = 1024;
 
 void free_records(std::vector<Retired> &records) {
   for (const Retired &r : records)
@@ -42,26 +60,37 @@ void free_records(std::vector<Retired> &records) {
   records.clear(); // keeps its capacity: no allocation in steady state
 }
 
-// Announcement word: epoch << 1 | inside-an-operation bit.
-constexpr uint64_t kActive = 1;
+long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0U, 0); }
 
-struct alignas(64) ThreadRecord {
-  // Read by every scanner: alone on its line, with in_use.
-  std::atomic<uint64_t> announced{0};
-  std::atomic<bool> in_use{true};
-  ThreadRecord *next = nullptr; // immutable once published
+// Decided once, before the first record is handed out: every guard of the
+// process announces the same way.
+bool choose_plain_announcement() {
+#if defined(__SANITIZE_THREAD__)
+  return false;
+#else
+  if (const char *v = std::getenv("MEMLAYOUT_EPOCH_FENCE"); v && std::strcmp(v, "0") != 0)
+    return false;
+  long commands = membarrier(MEMBARRIER_CMD_QUERY);
+  return commands > 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+         membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#endif
+}
 
-  // Owner-only below (and quiescent reclaim_all).
-  alignas(64) unsigned depth = 0; // nested guards
-  uint64_t entered_epoch = 0;     // announced by the outermost guard
-  uint64_t seen_epoch = 0;        // the epoch of the last free pass
-  unsigned ops_since_advance = 0;
-  unsigned retires_since_advance = 0;
-  std::array<LimboBucket, 3> limbo;
-  std::atomic<size_t> pending{0}; // written by the owner, read by retired_pending()
-};
+// Every running thread of the process executes a full fence (the heavy half
+// of the asymmetric fence; the guard's compiler barrier is the light half).
+void fence_every_thread() {
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+    return;
+  // A registration belongs to the address space: a forked child that lost
+  // it registers again. Without the call no record can be freed safely.
+  if (errno != EPERM || membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0 ||
+      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    std::fprintf(stderr, "memlayout trees: membarrier failed after registering: %s\n",
+                 std::strerror(errno));
+    std::abort();
+  }
+}
 
-std::atomic<uint64_t> g_epoch{2}; // starts at 2 so "tag + 2 <= epoch" never underflows
 std::atomic<ThreadRecord *> g_threads{nullptr};
 
 // Limbo of threads that exited with records still waiting.
@@ -72,8 +101,6 @@ struct OrphanBatch {
 std::mutex g_orphans_mutex;
 std::vector<OrphanBatch> g_orphans;
 std::atomic<size_t> g_orphan_records{0};
-
-thread_local ThreadRecord *t_record = nullptr;
 
 void release_record(ThreadRecord *rec);
 
@@ -105,15 +132,25 @@ ThreadRecord *acquire_record() {
   return r;
 }
 
-ThreadRecord *register_thread() {
+} // namespace
+
+ThreadRecord *epoch_detail::register_thread() {
+  static const bool decided = [] {
+    g_plain_announcement = choose_plain_announcement();
+    return true;
+  }();
+  (void)decided;
   ThreadRecord *rec = acquire_record();
+  rec->ops_per_advance = g_plain_announcement ? kOpsPerMembarrierAdvance : kOpsPerAdvance;
+  rec->retires_per_advance =
+      g_plain_announcement ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
   rec->seen_epoch = g_epoch.load(std::memory_order_acquire);
   t_exit.rec = rec;
   t_record = rec;
   return rec;
 }
 
-void free_expired(ThreadRecord *rec, uint64_t epoch) {
+void epoch_detail::free_expired(ThreadRecord *rec, uint64_t epoch) {
   size_t freed = 0;
   for (LimboBucket &b : rec->limbo) {
     if (!b.records.empty() && b.epoch + 2 <= epoch) {
@@ -126,6 +163,8 @@ void free_expired(ThreadRecord *rec, uint64_t epoch) {
                        std::memory_order_relaxed);
   rec->seen_epoch = epoch;
 }
+
+namespace {
 
 void free_expired_orphans(uint64_t epoch) {
   std::lock_guard lock(g_orphans_mutex);
@@ -144,6 +183,8 @@ void free_expired_orphans(uint64_t epoch) {
 // announced the current one. Returns the epoch now in force.
 uint64_t try_advance() {
   uint64_t e = g_epoch.load(std::memory_order_seq_cst);
+  if (g_plain_announcement)
+    fence_every_thread();
   for (ThreadRecord *r = g_threads.load(std::memory_order_acquire); r; r = r->next) {
     uint64_t a = r->announced.load(std::memory_order_seq_cst);
     if ((a & kActive) && (a >> 1) != e)
@@ -160,16 +201,6 @@ void advance_and_free(ThreadRecord *rec) {
   rec->ops_since_advance = 0;
   rec->retires_since_advance = 0;
   free_expired(rec, try_advance());
-}
-
-// Every kOpsPerAdvance operations: records waiting here or left by exited
-// threads are worth a scan; a thread with nothing to free skips it.
-void periodic_advance(ThreadRecord *rec) {
-  if (rec->pending.load(std::memory_order_relaxed) != 0 ||
-      g_orphan_records.load(std::memory_order_relaxed) != 0)
-    advance_and_free(rec);
-  else
-    rec->ops_since_advance = 0;
 }
 
 void release_record(ThreadRecord *rec) {
@@ -195,36 +226,29 @@ void release_record(ThreadRecord *rec) {
 
 } // namespace
 
-EpochGuard::EpochGuard() {
-  ThreadRecord *rec = t_record;
-  if (!rec) [[unlikely]]
-    rec = register_thread();
-  if (rec->depth++ != 0)
-    return;
-  uint64_t e = g_epoch.load(std::memory_order_acquire);
-  rec->entered_epoch = e;
-  // seq_cst store: visible to any scanner before this thread reads the tree.
-  rec->announced.store(e << 1 | kActive, std::memory_order_seq_cst);
-  if (e != rec->seen_epoch) [[unlikely]]
-    free_expired(rec, e);
-}
-
-EpochGuard::~EpochGuard() {
-  ThreadRecord *rec = t_record;
-  if (--rec->depth != 0)
-    return;
-  rec->announced.store(rec->entered_epoch << 1, std::memory_order_release);
-  if (++rec->ops_since_advance >= kOpsPerAdvance) [[unlikely]]
-    periodic_advance(rec);
+// Every kOpsPerAdvance operations: records waiting here or left by exited
+// threads are worth a scan; a thread with nothing to free skips it.
+void epoch_detail::periodic_advance(ThreadRecord *rec) {
+  if (rec->pending.load(std::memory_order_relaxed) != 0 ||
+      g_orphan_records.load(std::memory_order_relaxed) != 0)
+    advance_and_free(rec);
+  else
+    rec->ops_since_advance = 0;
 }
 
 void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, bool one_more_epoch) {
   ThreadRecord *rec = t_record;
   if (!rec) [[unlikely]]
     rec = register_thread();
-  // The epoch now, not the one announced: the unlink happened in it or before.
-  // One later with one_more_epoch (no more: three buckets hold the tags
-  // e - 2 .. e + 1, and the bucket of e + 1 can only hold e - 2, expired).
+    // The epoch now, not the one announced: the unlink happened in it or before.
+    // One later with one_more_epoch (no more: three buckets hold the tags
+    // e - 2 .. e + 1, and the bucket of e + 1 can only hold e - 2, expired).
+    // The fence makes the caller's unlink visible before the epoch is read
+    // (the safety argument at the top of this file). ThreadSanitizer models no
+    // fences (and warns of them): its builds order by the atomics alone.
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
   uint64_t e = g_epoch.load(std::memory_order_seq_cst) + (one_more_epoch ? 1 : 0);
   LimboBucket &b = rec->limbo[e % 3];
   if (b.epoch != e) {
@@ -237,7 +261,7 @@ void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, bool
   }
   b.records.push_back(Retired{&alloc, k, p});
   rec->pending.store(rec->pending.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (++rec->retires_since_advance >= kRetiresPerAdvance)
+  if (++rec->retires_since_advance >= rec->retires_per_advance)
     advance_and_free(rec);
 }
 
@@ -260,5 +284,14 @@ size_t retired_pending() {
     n += r->pending.load(std::memory_order_relaxed);
   return n;
 }
+
+size_t epoch_retires_per_scan() {
+  // Decided with the announcement, by the first thread to register.
+  if (!t_record)
+    register_thread();
+  return g_plain_announcement ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
+}
+
+const char *epoch_announcement() { return g_plain_announcement ? "membarrier" : "fence"; }
 
 } // namespace memlayout::trees

@@ -5,8 +5,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -182,4 +190,47 @@ TEST_CASE("epoch: concurrent retirement from several threads frees all", "[epoch
   for (auto &t : threads)
     t.join();
   CHECK(drain() == 0);
+}
+
+// The plain announcement is only safe with the scanners' membarrier: where
+// the kernel has it and nothing asks for fences, the guards use it; else (the
+// suite runs these tests again with MEMLAYOUT_EPOCH_FENCE=1, and under
+// ThreadSanitizer) every guard fences.
+TEST_CASE("epoch: operations announce with a plain store where the kernel has membarrier",
+          "[epoch]") {
+  { EpochGuard g; }
+  long commands = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0U, 0);
+  [[maybe_unused]] bool kernel_has_it =
+      commands > 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  const char *asked = std::getenv("MEMLAYOUT_EPOCH_FENCE");
+  [[maybe_unused]] bool fences_asked = asked && std::strcmp(asked, "0") != 0;
+#if defined(__SANITIZE_THREAD__)
+  bool plain = false;
+#else
+  bool plain = kernel_has_it && !fences_asked;
+#endif
+  INFO("membarrier commands " << commands << ", MEMLAYOUT_EPOCH_FENCE "
+                              << (asked ? asked : "unset"));
+  CHECK(std::string(epoch_announcement()) == (plain ? "membarrier" : "fence"));
+}
+
+// A forked child has the parent's registration or registers again: either
+// way its scans work and its records are freed (a failed membarrier aborts).
+TEST_CASE("epoch: a forked child frees what it retires", "[epoch]") {
+  reclaim_all();
+  { EpochGuard g; }
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    CanaryAllocator alloc;
+    for (int i = 0; i < 5'000; ++i) {
+      EpochGuard g;
+      alloc.retire_canary(alloc.new_canary());
+    }
+    _exit(drain() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -7,6 +7,7 @@
 // then holds its probe (access to its internals) and its own scenarios.
 #pragma once
 
+#include "epoch.h"
 #include "map.h"
 
 #include <memlayout/seg.h>
@@ -94,6 +95,10 @@ template <class Tree> void churn_sixteen_keys(Tree &tree, int rounds) {
       REQUIRE(tree.remove(k));
   }
 }
+
+// What one thread's retired records that wait for the epoch may number: the
+// buckets of its last three epochs (trees/epoch.h), and the tree's own.
+inline uint64_t limbo_bound() { return 3 * epoch_retires_per_scan() + 100; }
 
 // Live records of a pool: what it allocated and has not freed.
 struct PoolCount {

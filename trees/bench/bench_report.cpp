@@ -1,5 +1,7 @@
 #include "bench_report.h"
 
+#include "epoch.h"
+
 #include "htm_report.h"
 #include "json_write.h"
 #include "tree_options.h"
@@ -138,6 +140,7 @@ void print_json(const BenchOptions &o, const BenchResult &r, std::ostream &out) 
   j["noise"] = o.noise;
   j["pin"] = o.pin;
   j["seed"] = o.seed;
+  j["epoch_announcement"] = epoch_announcement();
   Json &records = j["records"] = Json::array();
   for (const RecordKind &k : r.records)
     records.push_back({{"kind", k.kind}, {"size", k.size}});
