@@ -76,6 +76,17 @@ bool choose_plain_announcement() {
 #endif
 }
 
+// g_plain_announcement, set once by whichever thread asks first: a thread
+// registering, or a query. The guard's fast path reads the flag itself,
+// after its thread registered.
+bool announcement_decided() {
+  static const bool plain = [] {
+    g_plain_announcement = choose_plain_announcement();
+    return g_plain_announcement;
+  }();
+  return plain;
+}
+
 // Every running thread of the process executes a full fence (the heavy half
 // of the asymmetric fence; the guard's compiler barrier is the light half).
 void fence_every_thread() {
@@ -135,11 +146,7 @@ ThreadRecord *acquire_record() {
 } // namespace
 
 ThreadRecord *epoch_detail::register_thread() {
-  static const bool decided = [] {
-    g_plain_announcement = choose_plain_announcement();
-    return true;
-  }();
-  (void)decided;
+  announcement_decided();
   ThreadRecord *rec = acquire_record();
   rec->ops_per_advance = g_plain_announcement ? kOpsPerMembarrierAdvance : kOpsPerAdvance;
   rec->retires_per_advance =
@@ -286,12 +293,9 @@ size_t retired_pending() {
 }
 
 size_t epoch_retires_per_scan() {
-  // Decided with the announcement, by the first thread to register.
-  if (!t_record)
-    register_thread();
-  return g_plain_announcement ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
+  return announcement_decided() ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
 }
 
-const char *epoch_announcement() { return g_plain_announcement ? "membarrier" : "fence"; }
+const char *epoch_announcement() { return announcement_decided() ? "membarrier" : "fence"; }
 
 } // namespace memlayout::trees
