@@ -87,6 +87,19 @@ bool announcement_decided() {
   return plain;
 }
 
+unsigned retires_per_advance() {
+  return announcement_decided() ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
+}
+
+// The caller's unlink is visible everywhere before it reads the epoch for
+// the record's tag (the safety argument above). ThreadSanitizer models no
+// fences (and warns of them): its builds order by the atomics alone.
+void make_unlink_visible() {
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // Every running thread of the process executes a full fence (the heavy half
 // of the asymmetric fence; the guard's compiler barrier is the light half).
 void fence_every_thread() {
@@ -148,9 +161,6 @@ ThreadRecord *acquire_record() {
 ThreadRecord *epoch_detail::register_thread() {
   announcement_decided();
   ThreadRecord *rec = acquire_record();
-  rec->ops_per_advance = g_plain_announcement ? kOpsPerMembarrierAdvance : kOpsPerAdvance;
-  rec->retires_per_advance =
-      g_plain_announcement ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
   rec->seen_epoch = g_epoch.load(std::memory_order_acquire);
   t_exit.rec = rec;
   t_record = rec;
@@ -233,7 +243,7 @@ void release_record(ThreadRecord *rec) {
 
 } // namespace
 
-// Every kOpsPerAdvance operations: records waiting here or left by exited
+// Every ops_per_advance() operations: records waiting here or left by exited
 // threads are worth a scan; a thread with nothing to free skips it.
 void epoch_detail::periodic_advance(ThreadRecord *rec) {
   if (rec->pending.load(std::memory_order_relaxed) != 0 ||
@@ -247,15 +257,10 @@ void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, bool
   ThreadRecord *rec = t_record;
   if (!rec) [[unlikely]]
     rec = register_thread();
-    // The epoch now, not the one announced: the unlink happened in it or before.
-    // One later with one_more_epoch (no more: three buckets hold the tags
-    // e - 2 .. e + 1, and the bucket of e + 1 can only hold e - 2, expired).
-    // The fence makes the caller's unlink visible before the epoch is read
-    // (the safety argument at the top of this file). ThreadSanitizer models no
-    // fences (and warns of them): its builds order by the atomics alone.
-#if !defined(__SANITIZE_THREAD__)
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
+  make_unlink_visible();
+  // The epoch now, not the one announced: the unlink happened in it or before.
+  // One later with one_more_epoch (no more: three buckets hold the tags
+  // e - 2 .. e + 1, and the bucket of e + 1 can only hold e - 2, expired).
   uint64_t e = g_epoch.load(std::memory_order_seq_cst) + (one_more_epoch ? 1 : 0);
   LimboBucket &b = rec->limbo[e % 3];
   if (b.epoch != e) {
@@ -268,7 +273,7 @@ void retire(const RecordAllocator &alloc, RecordAllocator::Kind k, void *p, bool
   }
   b.records.push_back(Retired{&alloc, k, p});
   rec->pending.store(rec->pending.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (++rec->retires_since_advance >= rec->retires_per_advance)
+  if (++rec->retires_since_advance >= retires_per_advance())
     advance_and_free(rec);
 }
 
@@ -292,9 +297,7 @@ size_t retired_pending() {
   return n;
 }
 
-size_t epoch_retires_per_scan() {
-  return announcement_decided() ? kRetiresPerMembarrierAdvance : kRetiresPerAdvance;
-}
+size_t epoch_retires_per_scan() { return retires_per_advance(); }
 
 const char *epoch_announcement() { return announcement_decided() ? "membarrier" : "fence"; }
 

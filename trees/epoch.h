@@ -57,7 +57,7 @@ size_t epoch_retires_per_scan();
 // store; scanners fence for them) or "fence" (a sequentially consistent
 // store: no membarrier(2), ThreadSanitizer, which cannot see membarrier's
 // ordering, or MEMLAYOUT_EPOCH_FENCE=1 in the environment). Fixed by the
-// first thread to register.
+// first thread to register or ask.
 const char *epoch_announcement();
 
 // ---- The guard's fast path, inline into every operation ---------------------
@@ -94,15 +94,13 @@ struct alignas(64) ThreadRecord {
   uint64_t seen_epoch = 0;        // the epoch of the last free pass
   unsigned ops_since_advance = 0;
   unsigned retires_since_advance = 0;
-  unsigned ops_per_advance = kOpsPerAdvance; // by the announcement (register_thread)
-  unsigned retires_per_advance = 0;
   std::array<LimboBucket, 3> limbo;
   std::atomic<size_t> pending{0}; // written by the owner, read by retired_pending()
 };
 
 extern std::atomic<uint64_t> g_epoch;
-// True once the first thread registered with membarrier(2): never changes
-// afterwards, and no guard runs before it is set.
+// The process announces with plain stores (membarrier registered): decided
+// once, before any thread registers, and never changed afterwards.
 extern bool g_plain_announcement;
 // __thread, not thread_local: an extern thread_local is reached through a
 // wrapper call.
@@ -111,6 +109,10 @@ extern __thread ThreadRecord *t_record;
 ThreadRecord *register_thread();
 void free_expired(ThreadRecord *rec, uint64_t epoch);
 void periodic_advance(ThreadRecord *rec);
+
+inline unsigned ops_per_advance() {
+  return g_plain_announcement ? kOpsPerMembarrierAdvance : kOpsPerAdvance;
+}
 
 } // namespace epoch_detail
 
@@ -141,7 +143,7 @@ inline EpochGuard::~EpochGuard() {
   if (--rec->depth != 0)
     return;
   rec->announced.store(rec->entered_epoch << 1, std::memory_order_release);
-  if (++rec->ops_since_advance >= rec->ops_per_advance) [[unlikely]]
+  if (++rec->ops_since_advance >= ops_per_advance()) [[unlikely]]
     periodic_advance(rec);
 }
 

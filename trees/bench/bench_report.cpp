@@ -1,7 +1,6 @@
 #include "bench_report.h"
 
 #include "epoch.h"
-
 #include "htm_report.h"
 #include "json_write.h"
 #include "tree_options.h"
