@@ -4,6 +4,7 @@
 #include "htm/htm_map.h"
 
 #include "key_permutation.h"
+#include "phase_clock.h"
 #include "random.h"
 #include "ycsb_lite_table.h"
 #include "zipf.h"
@@ -20,21 +21,20 @@
 namespace memlayout::trees::ycsb {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 using bench::KeyPermutation;
 using bench::KeyScrambler;
+using bench::phase_seconds;
+using bench::PhaseSpan;
+using bench::seconds_between;
 using bench::Xoshiro256;
 using bench::ZipfGenerator;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 struct alignas(64) Worker {
   ThreadTxns result;
   // The worker's own load, timed by the workers: the main thread may not
   // run again until theirs is nearly done (1,000 rows "loaded in 6 us").
-  Clock::time_point load_begin, load_end;
+  PhaseSpan load;
 };
 
 class Run {
@@ -68,10 +68,10 @@ void Run::work(unsigned t) {
   sync_.arrive_and_wait();
   // Each thread loads its share of the rows, in random key order (sorted
   // order would make an unbalanced tree a list).
-  workers_[t].load_begin = Clock::now();
+  workers_[t].load.begin = Clock::now();
   for (uint64_t i = t; i < o_.rows; i += o_.threads)
     table_.load(static_cast<Key>(load_order_(i) + 1));
-  workers_[t].load_end = Clock::now();
+  workers_[t].load.end = Clock::now();
   sync_.arrive_and_wait(); // loaded
   sync_.arrive_and_wait(); // marked: go
   if (o_.duration_s > 0) {
@@ -142,14 +142,7 @@ YcsbResult Run::operator()() {
     threads.emplace_back(&Run::work, this, t);
   sync_.arrive_and_wait();
   sync_.arrive_and_wait();
-  auto first =
-      std::min_element(workers_.begin(), workers_.end(), [](const Worker &a, const Worker &b) {
-        return a.load_begin < b.load_begin;
-      });
-  auto last =
-      std::max_element(workers_.begin(), workers_.end(),
-                       [](const Worker &a, const Worker &b) { return a.load_end < b.load_end; });
-  res.load_s = seconds_between(first->load_begin, last->load_end);
+  res.load_s = phase_seconds(workers_, &Worker::load);
   memlayout_mark("loaded"); // memlayout report --at mark:loaded
   // The run's transactions, not the load's (a load-only run keeps the
   // load's, as memlayout-bench keeps the prefill's). The workers wait at

@@ -128,8 +128,7 @@ bool is_make_function(const clang::FunctionDecl &fd) {
   if (!fd.isInStdNamespace() || !fd.getIdentifier())
     return false;
   llvm::StringRef n = fd.getName();
-  return n == "make_unique" || n == "make_shared" || n == "allocate_shared" ||
-         n == "make_unique_for_overwrite" || n == "make_shared_for_overwrite";
+  return is_std_factory(std::string_view(n.data(), n.size()));
 }
 
 // A name with "alloc" in it also names bookkeeping (track_allocation,

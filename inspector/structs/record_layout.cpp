@@ -259,4 +259,13 @@ SyncKind sync_kind_of_type(std::string_view spelled, std::string_view canonical)
   return s != SyncKind::kNone ? s : classify(canonical);
 }
 
+bool is_std_shared_factory(std::string_view call) {
+  return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
+}
+
+bool is_std_factory(std::string_view call) {
+  return is_std_shared_factory(call) || call == "make_unique" ||
+         call == "make_unique_for_overwrite";
+}
+
 } // namespace memlayout::inspector

@@ -132,6 +132,13 @@ struct AllocSite {
   uint32_t variant = 0;   // the type's RecordLayout::variant in the site's translation unit
 };
 
+// The standard library's factories an AllocSite's `call` may name (std::
+// make_unique, make_shared, ...): their sites allocate inside the library's
+// frames. The shared ones (make_shared, allocate_shared) put the object in
+// one allocation with its reference counts.
+bool is_std_factory(std::string_view call);
+bool is_std_shared_factory(std::string_view call);
+
 // Whether two layouts of a record are the same: size, alignment and every
 // member's name, place, size and kind (lock, atomic), whatever its type's
 // spelling (C's and C++'s differ); where and from what they came aside.

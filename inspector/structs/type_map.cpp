@@ -197,16 +197,6 @@ std::string constructed_class(std::string_view f) {
   return f.substr(scope + 2) == own ? std::string(cls) : std::string();
 }
 
-bool makes_shared(const std::string &call) {
-  return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
-}
-
-// The standard library's factories (alloc_sites.cpp's is_make_function):
-// their sites allocate inside the library's frames.
-bool is_factory_call(const std::string &call) {
-  return makes_shared(call) || call == "make_unique" || call == "make_unique_for_overwrite";
-}
-
 // The one type `sites` allocate (none when several or none), in a control
 // block when every one of them is a make_shared.
 TypeMap::SiteType single_type(const std::vector<const AllocSite *> &sites) {
@@ -215,7 +205,7 @@ TypeMap::SiteType single_type(const std::vector<const AllocSite *> &sites) {
     if (!t.type.empty() && s->type != t.type)
       return {};
     t.type = s->type;
-    t.in_control_block = t.in_control_block && makes_shared(s->call);
+    t.in_control_block = t.in_control_block && is_std_shared_factory(s->call);
     if (s->variant != t.variant)
       t.variant = 0; // a header's site in translation units that disagree
   }
@@ -404,7 +394,7 @@ TypeMap::SiteType TypeMap::site_type(const std::string &recorded, const std::str
   std::vector<const AllocSite *> all;
   all.reserve(sites_.size());
   for (const AllocSite &s : sites_)
-    if (!in_library || is_factory_call(s.call))
+    if (!in_library || is_std_factory(s.call))
       all.push_back(&s);
   std::optional<SiteType> t = match(all, recorded, file, line, column);
   return t ? *t : factory_type(recorded);

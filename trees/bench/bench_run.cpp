@@ -6,6 +6,7 @@
 #include "htm/lockstep.h"
 #include "key_permutation.h"
 #include "linearizability.h"
+#include "phase_clock.h"
 #include "random.h"
 #include "zipf.h"
 
@@ -23,12 +24,6 @@
 
 namespace memlayout::trees::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // Operation times for --linearizable: one clock all CPUs share, read with a
 // full fence after an invocation's reading and before a return's, so that
@@ -109,7 +104,7 @@ struct alignas(64) Worker {
   bool prefill_failed = false;
   // The worker's own prefill: timed by the workers, since the main thread
   // may not run again until theirs is nearly done (2 CPUs, 2 workers).
-  Clock::time_point prefill_begin, prefill_end;
+  PhaseSpan prefill;
 };
 
 // What the measured loop keeps besides its counters: nothing (the
@@ -158,7 +153,7 @@ void Run::work(unsigned t, int cpu) {
     noise.emplace();
 
   sync_.arrive_and_wait(); // start the prefill together
-  w.prefill_begin = Clock::now();
+  w.prefill.begin = Clock::now();
   uint64_t prefill = o_.prefill_keys();
   for (uint64_t i = t; i < prefill; i += o_.threads) {
     Key k = static_cast<Key>(prefill_order_(i) + 1);
@@ -167,7 +162,7 @@ void Run::work(unsigned t, int cpu) {
     if (noise)
       noise->churn(rng);
   }
-  w.prefill_end = Clock::now();
+  w.prefill.end = Clock::now();
   sync_.arrive_and_wait(); // prefill done
   sync_.arrive_and_wait(); // the main thread has marked it: go
   if (o_.duration_s == 0) {
@@ -292,15 +287,7 @@ BenchResult Run::operator()() {
 
   sync_.arrive_and_wait();
   sync_.arrive_and_wait();
-  auto first =
-      std::min_element(workers_.begin(), workers_.end(), [](const Worker &a, const Worker &b) {
-        return a.prefill_begin < b.prefill_begin;
-      });
-  auto last =
-      std::max_element(workers_.begin(), workers_.end(), [](const Worker &a, const Worker &b) {
-        return a.prefill_end < b.prefill_end;
-      });
-  r.prefill_s = seconds_between(first->prefill_begin, last->prefill_end);
+  r.prefill_s = phase_seconds(workers_, &Worker::prefill);
   r.prefilled = o_.prefill_keys();
   memlayout_mark("prefilled"); // memlayout report --at mark:prefilled
   if (htm_tree_ && o_.duration_s > 0)
