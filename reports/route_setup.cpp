@@ -143,11 +143,7 @@ bool RouteSetup::prepare(const LoadedRules &rules, const std::vector<std::string
   // A script or a missing program has no code to label: the loader's
   // modules are matched by their symbol tables when they load, and a missing
   // program is reported by the launch.
-  for (const std::string &path : program_modules(programs)) {
-    std::string error;
-    if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
-      impl_->modules.push_back(std::move(code));
-  }
+  impl_->modules = load_code(program_modules(programs));
   // One call graph: the program's call sites are evidence for its
   // libraries' wrappers.
   std::vector<const inspector::ModuleCode *> with_dwarf;

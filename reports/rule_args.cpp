@@ -2,6 +2,7 @@
 
 #include "preload_launch.h"
 
+#include "code_map.h"
 #include "cxx_names.h"
 #include "rule_match.h"
 #include "type_map.h"
@@ -180,6 +181,55 @@ std::string find_library(const std::string &name, const std::vector<std::string>
 
 // Functions (normalized names) with code at `file` (a path suffix) and, when
 // line is not 0, that line, in one module.
+// Whether a line table's file `index` is `file` (a path suffix at a
+// component boundary, or the whole absolute path); its path in *path.
+bool file_of(const llvm::DWARFDebugLine::LineTable &lt, llvm::DWARFUnit &cu, uint64_t index,
+             const std::string &file, std::string &path) {
+  if (!lt.getFileNameByIndex(index, cu.getCompilationDir(),
+                             llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath, path))
+    return false;
+  if (path.size() < file.size() || path.compare(path.size() - file.size(), file.size(), file))
+    return false;
+  return path.size() == file.size() || file[0] == '/' || path[path.size() - file.size() - 1] == '/';
+}
+
+// The functions that call an inlined function at file:line: a line whose
+// code is all inlined from elsewhere (std::make_shared's, a header's inline
+// helper) has no rows of its own, or only empty ones, yet a report names the
+// caller at that line when what it inlined is looked through. The caller is
+// the innermost enclosing function or inlined copy, a lambda's body standing
+// for the function it is part of (as in functions_at).
+void functions_calling_inline_at(llvm::DWARFContext &ctx, const std::string &file, uint32_t line,
+                                 std::set<std::string> &out) {
+  for (const auto &cu : ctx.compile_units()) {
+    const llvm::DWARFDebugLine::LineTable *lt = ctx.getLineTableForUnit(cu.get());
+    if (!lt)
+      continue;
+    for (const auto &entry : cu->dies()) {
+      llvm::DWARFDie die(cu.get(), &entry);
+      if (die.getTag() != llvm::dwarf::DW_TAG_inlined_subroutine ||
+          llvm::dwarf::toUnsigned(die.find(llvm::dwarf::DW_AT_call_line), 0) != line)
+        continue;
+      auto call_file = llvm::dwarf::toUnsigned(die.find(llvm::dwarf::DW_AT_call_file));
+      std::string path;
+      if (!call_file || !file_of(*lt, *cu, *call_file, file, path))
+        continue;
+      for (llvm::DWARFDie p = die.getParent(); p; p = p.getParent()) {
+        if (p.getTag() != llvm::dwarf::DW_TAG_subprogram &&
+            p.getTag() != llvm::dwarf::DW_TAG_inlined_subroutine)
+          continue;
+        char norm[rules::kMaxName];
+        if (!rules::normalize_function(inspector::dwarf_function_name(p).c_str(), norm,
+                                       sizeof norm) ||
+            std::string_view(norm) == "operator" || std::strstr(norm, "lambda"))
+          continue;
+        out.insert(norm);
+        break;
+      }
+    }
+  }
+}
+
 void functions_at(const std::string &module, const std::string &file, uint32_t line,
                   std::set<std::string> &out) {
   auto bin = llvm::object::ObjectFile::createObjectFile(module);
@@ -209,6 +259,7 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
   }
   std::sort(funcs.begin(), funcs.end());
   auto ctx = llvm::DWARFContext::create(obj);
+  bool found = false;
   for (const auto &cu : ctx->compile_units()) {
     const llvm::DWARFDebugLine::LineTable *lt = ctx->getLineTableForUnit(cu.get());
     if (!lt)
@@ -217,13 +268,7 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       if (row.EndSequence || (line && row.Line != line))
         continue;
       std::string path;
-      if (!lt->getFileNameByIndex(row.File, cu->getCompilationDir(),
-                                  llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
-                                  path))
-        continue;
-      if (path.size() < file.size() || path.compare(path.size() - file.size(), file.size(), file))
-        continue;
-      if (path.size() > file.size() && file[0] != '/' && path[path.size() - file.size() - 1] != '/')
+      if (!file_of(*lt, *cu, row.File, file, path))
         continue;
       uint64_t a = row.Address.Address;
       // The code at that line is the innermost function there, inlined or
@@ -274,13 +319,78 @@ void functions_at(const std::string &module, const std::string &file, uint32_t l
       char norm[rules::kMaxName];
       if (rules::normalize_function(inspector::demangle(name).c_str(), norm, sizeof norm))
         out.insert(norm);
+      found = true;
     }
   }
+  if (!found && line)
+    functions_calling_inline_at(*ctx, file, line, out);
 }
 
-// Replaces rule i by one rule per function (same size key and actions).
+// The functions of the modules as the route table names them: their debug
+// information's, inlined-only ones included (a template member inlined
+// everywhere has no symbol), else their symbol tables'.
+std::vector<std::string> code_functions(const std::vector<std::string> &modules) {
+  std::vector<std::string> out;
+  for (const auto &code : load_code(modules))
+    for (const auto &f : code->functions())
+      out.push_back(f.name);
+  return out;
+}
+
+// The bytes an allocation of `rec` at `site` asks for, where the site's call
+// fixes them: sizeof for new and make_unique; for make_shared, libstdc++'s
+// control block (its reference counts on 16 bytes, then the object at its
+// alignment) when the program uses libstdc++. 0 where the arguments decide
+// (malloc, new[], allocate_shared's allocator) or the layout is not one.
+uint64_t site_request_bytes(const inspector::AllocSite &site, const inspector::RecordLayout *rec,
+                            bool libstdcxx) {
+  if (!rec || !rec->size || !rec->align || site.dependent || site.variant != 0)
+    return 0;
+  if (site.call == "new" || site.call == "make_unique" || site.call == "make_unique_for_overwrite")
+    return rec->size;
+  if (libstdcxx && (site.call == "make_shared" || site.call == "make_shared_for_overwrite")) {
+    auto round_up = [](uint64_t n, uint64_t a) { return (n + a - 1) / a * a; };
+    return round_up(round_up(16, rec->align) + rec->size, std::max<uint64_t>(rec->align, 8));
+  }
+  return 0;
+}
+
+// Whether the modules' C++ library is libstdc++ (and not libc++).
+bool uses_libstdcxx(const std::vector<std::string> &modules) {
+  auto has = [&](const char *lib) {
+    return std::any_of(modules.begin(), modules.end(),
+                       [&](const std::string &m) { return m.find(lib) != std::string::npos; });
+  };
+  return has("/libstdc++.so") && !has("/libc++.so");
+}
+
+// The function key a type= rule routes for a site in `function` (as the
+// type map names it): with its template arguments where the program defines
+// a function of that name, so that `SkipList<int, long>::insert` routes that
+// instantiation and not every SkipList's; else without them (the map spells
+// arguments as clang prints them, which a demangled name need not), which
+// names every instantiation. "" when it is no function name.
+std::string type_rule_key(const std::string &function,
+                          const std::vector<std::string> &program_functions) {
+  char norm[rules::kMaxName];
+  if (!rules::normalize_function(function.c_str(), norm, sizeof norm))
+    return "";
+  if (function.find('<') == std::string::npos || function.size() >= rules::kMaxName)
+    return norm;
+  std::string_view last(norm);
+  if (size_t colon = last.rfind("::"); colon != std::string_view::npos)
+    last.remove_prefix(colon + 2);
+  for (const auto &d : program_functions)
+    if (d.find(last) != std::string::npos &&
+        rules::function_key_matches(d.c_str(), function.c_str()))
+      return function;
+  return norm;
+}
+
+// Replaces rule i by one rule per function (same size key and actions), with
+// size=N where the function maps to N and the rule has no size key.
 bool replace_with_functions(LoadedRules *rules, unsigned i,
-                            const std::set<std::string> &functions) {
+                            const std::map<std::string, uint64_t> &functions) {
   rules::RuleSet &set = *rules->set;
   if (set.count - 1 + functions.size() > rules::kMaxRules) {
     std::fprintf(stderr,
@@ -293,9 +403,13 @@ bool replace_with_functions(LoadedRules *rules, unsigned i,
   base.file_line = 0;
   std::string origin = rules->origin[i];
   std::vector<rules::Rule> expanded;
-  for (const auto &f : functions) {
+  for (const auto &[f, bytes] : functions) {
     rules::Rule r = base;
     std::snprintf(r.function, sizeof r.function, "%s", f.c_str());
+    if (bytes && !r.has_size) {
+      r.has_size = true;
+      r.size_min = r.size_max = bytes;
+    }
     expanded.push_back(r);
   }
   std::vector<rules::Rule> all(set.rules, set.rules + set.count);
@@ -360,6 +474,17 @@ std::vector<std::string> program_modules(const std::string &program) {
   return out;
 }
 
+std::vector<std::unique_ptr<inspector::ModuleCode>>
+load_code(const std::vector<std::string> &modules) {
+  std::vector<std::unique_ptr<inspector::ModuleCode>> out;
+  for (const std::string &path : modules) {
+    std::string error;
+    if (auto code = inspector::ModuleCode::load(path, {"/usr/lib/debug"}, &error))
+      out.push_back(std::move(code));
+  }
+  return out;
+}
+
 std::vector<std::string> program_modules(const std::vector<std::string> &programs) {
   std::vector<std::string> out;
   std::set<std::string> seen;
@@ -407,13 +532,16 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
     return false;
   }
   std::vector<std::string> modules;
+  std::optional<std::vector<std::string>> program_functions; // for type= rules
   std::optional<inspector::TypeMap> types;
   bool types_tried = false;
   for (unsigned i = 0; i < rules->set->count; ++i) {
     rules::Rule &r = rules->set->rules[i];
     if (r.function[0] || (!r.file[0] && !r.type[0]))
       continue;
-    std::set<std::string> functions;
+    // Each function the rule resolves to, with the bytes every allocation
+    // of the type there asks for (0: not one size, or not known).
+    std::map<std::string, uint64_t> functions;
     std::string type; // the record a type= rule names, as the map names it
     if (r.type[0]) {
       if (!types_tried) {
@@ -446,17 +574,34 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
       }
       const inspector::RecordLayout *rec = types->record(r.type);
       type = rec ? rec->name : r.type;
-      for (const auto &site : types->sites())
-        if (site.type == type && !site.function.empty()) {
-          char norm[rules::kMaxName];
-          if (rules::normalize_function(site.function.c_str(), norm, sizeof norm))
-            functions.insert(norm);
-        }
+      if (!program_functions) {
+        if (modules.empty())
+          modules = program_modules(programs);
+        program_functions = code_functions(modules);
+      }
+      // The interposer knows call sites, not types; where every allocation
+      // of the type in a function is of one size, size= keeps that
+      // function's other allocations (a string's, a container's) out.
+      bool libstdcxx = uses_libstdcxx(modules);
+      for (const auto &site : types->sites()) {
+        if (site.type != type || site.function.empty())
+          continue;
+        std::string key = type_rule_key(site.function, *program_functions);
+        if (key.empty())
+          continue;
+        uint64_t bytes = site_request_bytes(site, rec, libstdcxx);
+        auto [it, added] = functions.emplace(key, bytes);
+        if (!added && it->second != bytes)
+          it->second = 0;
+      }
     } else {
       if (modules.empty())
         modules = program_modules(programs);
+      std::set<std::string> at;
       for (const auto &m : modules)
-        functions_at(m, r.file, r.file_line, functions);
+        functions_at(m, r.file, r.file_line, at);
+      for (const auto &f : at)
+        functions.emplace(f, 0);
     }
     if (functions.empty()) {
       if (r.type[0])
@@ -473,21 +618,25 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
       continue;
     }
     if (r.type[0]) {
-      // The interposer knows call sites, not types: where the map has those
-      // functions allocate other types too, the rule routes them as well.
+      // Where the map has those functions allocate other types too, and no
+      // size tells them apart, the rule routes them as well.
       std::map<std::string, std::string> others; // type -> its first site
+      std::set<std::string> names_unsized;
       for (const auto &site : types->sites()) {
-        char norm[rules::kMaxName];
-        if (site.type == type || site.function.empty() ||
-            !rules::normalize_function(site.function.c_str(), norm, sizeof norm) ||
-            !functions.count(norm))
+        if (site.type == type || site.function.empty())
+          continue;
+        auto it = functions.find(type_rule_key(site.function, *program_functions));
+        if (it == functions.end() || (it->second && !r.has_size &&
+                                      site_request_bytes(site, types->record(site.type),
+                                                         uses_libstdcxx(modules)) != it->second))
           continue;
         others.emplace(site.type.empty() ? "untyped memory" : site.type,
                        site.file + ":" + std::to_string(site.line));
+        names_unsized.insert(it->first);
       }
       if (!others.empty()) {
         std::string names, also;
-        for (const auto &f : functions)
+        for (const auto &f : names_unsized)
           names += (names.empty() ? "" : ", ") + f;
         size_t shown = 0;
         for (const auto &[t, where] : others)
@@ -500,7 +649,7 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
                      "says also allocate%s %s: the interposer routes by allocation site, so the "
                      "rule routes those too (memlayout replay TRACE --rules RULES counts them%s)\n",
                      rules->origin[i].c_str(), r.type, names.c_str(),
-                     functions.size() == 1 ? "s" : "", also.c_str(),
+                     names_unsized.size() == 1 ? "s" : "", also.c_str(),
                      r.has_size ? "" : "; a size= key may tell them apart");
       }
     }

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace memlayout::inspector {
+class ModuleCode;
+}
+
 namespace memlayout::cli {
 
 struct RuleArgs {
@@ -50,6 +54,12 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
 std::vector<std::string> program_modules(const std::string &program);
 // The same for several programs, each module once.
 std::vector<std::string> program_modules(const std::vector<std::string> &programs);
+
+// The code maps of those modules, separate debug files found under the
+// system's debug directory: what the route table labels, and what type=
+// rules are resolved against. Modules that cannot be read are left out.
+std::vector<std::unique_ptr<inspector::ModuleCode>>
+load_code(const std::vector<std::string> &modules);
 
 // The programs a command line names: its program, then every word of its
 // arguments that is a path to an executable file (`sh -c './a; ./b'`, `env

@@ -166,8 +166,68 @@ TEST_CASE("a type rule whose functions allocate only its type routes without a w
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.err.find("also allocate") == std::string::npos);
-  CHECK(r.err.find("function=make_node,pool=nodes (--segregate type=typed::Node") !=
-        std::string::npos);
+  // `new typed::Node` asks for sizeof(Node): the rule says so.
+  CHECK(r.err.find("function=make_node,size=" + std::to_string(sizeof(typed::Node)) +
+                   ",pool=nodes (--segregate type=typed::Node") != std::string::npos);
+}
+
+// A class template's instantiations are functions of their own: a type=
+// rule for Item<int> routes Box<int>::put's and not Box<long>::put's, though
+// one line allocates both. make_shared<Entry> asks for its control block
+// (libstdc++: 16 bytes of counts, then the Entry), which size= says, so
+// the string make_entry also allocates stays out. A file:line rule on the
+// make_shared line, whose code is all inlined from <memory> and
+// <basic_string.h> (GCC leaves the line one empty row), names make_entry.
+TEST_CASE("type rules tell instantiations and sizes apart, file rules find inlined lines",
+          "[rules]") {
+  const std::string dir = scratch_dir("report_type_keys." + std::to_string(getpid()));
+  const std::string source = dir + "/keys.cpp";
+  write_text(source,
+             "#include <cstdio>\n#include <memory>\n#include <string>\n#include <vector>\n"
+             "template <class T> struct Item {\n  T key;\n  Item *next;\n  char pad[24];\n};\n"
+             "template <class T> struct Box {\n  Item<T> *head = nullptr;\n"
+             "  void put(T k) { head = new Item<T>{k, head, {}}; }\n"
+             "  ~Box() {\n    while (head) {\n      Item<T> *n = head->next;\n"
+             "      delete head;\n      head = n;\n    }\n  }\n};\n"
+             "struct Entry {\n  Entry(std::string n, long v) : name(std::move(n)), value(v) {}\n"
+             "  std::string name;\n  long value;\n};\n"
+             "std::shared_ptr<Entry> make_entry(long v) {\n"
+             "  return std::make_shared<Entry>(\"an entry name longer than fifteen \" + "
+             "std::to_string(v), v);\n}\n"
+             "int main() {\n  Box<int> a;\n  Box<long> b;\n"
+             "  for (int i = 0; i < 300; ++i)\n    a.put(i);\n"
+             "  for (long i = 0; i < 200; ++i)\n    b.put(i);\n"
+             "  std::vector<std::shared_ptr<Entry>> es;\n"
+             "  for (long i = 0; i < 100; ++i)\n    es.push_back(make_entry(i));\n"
+             "  long sum = 0;\n  for (auto &e : es)\n"
+             "    sum += e->value + static_cast<long>(e->name.size());\n"
+             "  std::printf(\"%ld\\n\", sum);\n}\n");
+  const std::string program = dir + "/keys";
+  ToolRun cc = run_tool({"/usr/bin/c++", "-std=c++20", "-O2", "-g", source, "-o", program});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  const std::string map = program + ".memlayout-types.json";
+  ToolRun s = run_tool(
+      {MEMLAYOUT_BIN, "structs", source, "--format", "json", "-o", map, "--", "-std=c++20", "-O2"});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  auto run_with = [&](const std::string &spec) {
+    ToolRun r = run_tool({MEMLAYOUT_BIN, "run", "--segregate", spec, "--", program});
+    INFO(spec << "\n" << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "8540\n");
+    return r.err;
+  };
+  std::string item = run_with("type=Item<int>,pool=items");
+  CHECK(item.find("function=Box<int>::put,size=40,pool=items") != std::string::npos);
+  CHECK(item.find("): 300 allocations") != std::string::npos);
+  CHECK(item.find("also allocate") == std::string::npos);
+  std::string entry = run_with("type=Entry,pool=entries");
+  CHECK(entry.find("function=make_entry,size=56,pool=entries") != std::string::npos);
+  CHECK(entry.find("): 100 allocations") != std::string::npos);
+  std::string line = run_with("file=keys.cpp:27,pool=line");
+  CHECK(line.find("function=make_entry,pool=line") != std::string::npos);
+  CHECK(line.find("): 200 allocations") != std::string::npos);
 }
 
 // A function that allocates two types: the rule for one routes the other
