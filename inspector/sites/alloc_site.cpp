@@ -38,12 +38,16 @@ Group::Site site_of(const SymbolizedAddress &a, const SourceFrame &f) {
   return s;
 }
 
-// A function's name from its name proper on (no return type): what wrapper
-// patterns are compared with. Found once per function, not once per pattern:
-// finding it parses the whole demangled name, and a C++ program's module
-// holds thousands of them against some 80 patterns.
+// A function's name from its name proper on (no return type), without a
+// clone's suffix (a symbol table names GCC's `xcalloc.constprop.0`, which is
+// xcalloc): what wrapper patterns are compared with. Found once per
+// function, not once per pattern: finding it parses the whole demangled
+// name, and a C++ program's module holds thousands of them against some 80
+// patterns.
 std::string_view from_name_proper(const std::string &function) {
-  return std::string_view(function).substr(rules::function_name_offset(function.c_str()));
+  std::string_view name =
+      std::string_view(function).substr(rules::function_name_offset(function.c_str()));
+  return name.substr(0, rules::without_clone_suffix(name.data(), name.size()));
 }
 
 bool name_matches_pattern(std::string_view f, std::string_view e) {

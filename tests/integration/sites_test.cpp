@@ -907,3 +907,46 @@ TEST_CASE("sites.wrappers_in_a_shared_library", "[sites]") {
              "function=make_desc,pool=descs", "--", program(prog), n});
   CHECK(routed_by(ran.err, "make_desc") == 5000);
 }
+
+// A release build without debug information: GCC specializes a wrapper
+// called with constant arguments into a clone, which the symbol table names
+// `xcalloc.constprop.0`. It is xcalloc: looked through like it, so that the
+// table is main's, as it is with -g (it was a group of its own named after
+// the clone, and --wrapper xcalloc did not reach it).
+TEST_CASE("sites.a_wrappers_clone_is_the_wrapper", "[sites]") {
+  std::string dir = work_dir("sites_wrapper_clone");
+  std::string source = dir + "/clone.c", prog = dir + "/clone", trace = dir + "/t.trace";
+  {
+    std::ofstream out(source);
+    out << "#include <stdio.h>\n#include <stdlib.h>\n"
+           "__attribute__((noinline)) static void *xcalloc(size_t n, size_t size) {\n"
+           "  void *p = calloc(n, size);\n"
+           "  if (!p) {\n    fputs(\"xcalloc: out of memory\\n\", stderr);\n    abort();\n  }\n"
+           "  return p;\n}\n"
+           "int main(void) {\n"
+           "  long *table = xcalloc(1000, sizeof *table);\n"
+           "  for (int i = 0; i < 1000; ++i)\n    table[i] = i;\n"
+           "  long sum = 0;\n  for (int i = 0; i < 1000; ++i)\n    sum += table[i];\n"
+           "  printf(\"%ld\\n\", sum);\n  free(table);\n  return 0;\n}\n";
+  }
+  RunResult cc = run({"/usr/bin/cc", "-O2", "-g0", source, "-o", prog});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code() == 0);
+  RunResult nm = run({"/usr/bin/nm", prog});
+  INFO(nm.out);
+  REQUIRE(nm.out.find("xcalloc.constprop.") != std::string::npos); // what this test is about
+  RunResult rec = record({"-o", trace}, {prog});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == "499500\n");
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const llvm::json::Object *table = nullptr;
+  for (const auto &g : *v.getAsObject()->getArray("groups"))
+    if (g.getAsObject()->getInteger("requested_size").getValueOr(0) == 8000)
+      table = g.getAsObject();
+  REQUIRE(table != nullptr);
+  CHECK(table->getString("name").getValueOr("") == "main");
+  std::vector<std::string> through = looked_through(*table);
+  REQUIRE(through.size() == 1);
+  CHECK(through[0].rfind("xcalloc.constprop.", 0) == 0);
+}
