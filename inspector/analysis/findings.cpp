@@ -32,11 +32,14 @@ std::string num(double v) {
 }
 
 // How a rule names a group for `memlayout advise` / --segregate.
-// An unresolved site ("??") cannot be named by function: match its size.
+// An unresolved site ("??"), or one whose every frame was looked through
+// (the interposer looks through it too), cannot be named by function: match
+// its size.
 // A name longer than a rule holds (a libstdc++ hashtable's node allocator:
 // 600 characters) is given by the scopes rules compare anyway.
 std::string rule_match(const Group &g) {
-  if (!g.site.function.empty() && g.site.function.find("??") == std::string::npos) {
+  if (!g.site.function.empty() && g.site.function.find("??") == std::string::npos &&
+      !g.site.every_frame_looked_through) {
     // A clone's suffix names code, not the function rules route by.
     std::string function = g.site.function.substr(
         0, rules::without_clone_suffix(g.site.function.c_str(), g.site.function.size()));

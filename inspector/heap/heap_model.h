@@ -104,6 +104,11 @@ struct Group {
     // Of the allocating call, where the debug info has columns (0 when not):
     // two allocations on one line are two sites.
     uint32_t column = 0;
+    // Every frame of the stack was allocator code or a wrapper (stacks
+    // recorded too shallow to reach a caller): the site is the outermost of
+    // them, standing for callers the trace does not show. No rule can name
+    // it by function: the interposer looks through it.
+    bool every_frame_looked_through = false;
   } site;
   uint64_t size_class = 0;     // usable size most of its objects got
   uint64_t requested_size = 0; // the most common requested size

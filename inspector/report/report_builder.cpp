@@ -439,6 +439,23 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
                           " stays its site (a function is looked through as a wrapper with two "
                           "callers or more), --wrapper " +
                           g.site.function + " makes the caller the site");
+  // Stacks that end in wrappers: the site is not in the trace.
+  std::string unfound;
+  for (const Group &g : groups)
+    if (g.site.every_frame_looked_through)
+      unfound += (unfound.empty() ? "" : ", ") + std::to_string(g.id);
+  if (!unfound.empty()) {
+    std::optional<uint32_t> depth = r.header().stack_depth;
+    out.notes.push_back(
+        std::string(unfound.find(',') == std::string::npos ? "group " : "groups ") + unfound +
+        ": every frame of the recorded stacks is allocator code or a wrapper" +
+        (depth ? " (recorded " + std::to_string(*depth) + (*depth == 1 ? " frame" : " frames") +
+                     " deep)"
+               : std::string()) +
+        ", so the callers that decide what the objects are for are not in the trace: each is "
+        "named after its outermost wrapper and may hold several callers' objects, and its fixes "
+        "match by size; record again with a larger --stack-depth to find the sites");
+  }
   out.groups_total = groups.size();
   // A module rebuilt since recording: its names are another build's.
   out.symbol_warnings = sym.take_warnings();

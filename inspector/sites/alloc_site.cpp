@@ -368,6 +368,7 @@ Group::Site alloc_site(std::span<const uint64_t> stack, Symbolizer &sym, const W
   }
   Group::Site &s = have_unresolved ? unresolved : last;
   s.looked_through = std::move(through);
+  s.every_frame_looked_through = !have_unresolved && !stack.empty();
   return s;
 }
 

@@ -950,3 +950,59 @@ TEST_CASE("sites.a_wrappers_clone_is_the_wrapper", "[sites]") {
   REQUIRE(through.size() == 1);
   CHECK(through[0].rfind("xcalloc.constprop.", 0) == 0);
 }
+
+// Stacks recorded one frame deep end in the wrapper: the callers that tell
+// the sites apart are not in the trace. The report says so, and its fixes
+// match by size, since a rule naming the wrapper would route nothing (the
+// interposer looks through it): advise's rule must route under record what
+// replay says it does. It used to be function=xmalloc, which replay counted
+// and record refused.
+TEST_CASE("sites.stacks_too_shallow_to_leave_the_wrapper", "[sites]") {
+  std::string dir = work_dir("sites_shallow_stacks");
+  std::string source = dir + "/shallow.c", prog = dir + "/shallow", trace = dir + "/t.trace",
+              advised = dir + "/advised.rules";
+  {
+    std::ofstream out(source);
+    out << "#include <stdio.h>\n#include <stdlib.h>\n"
+           "__attribute__((noinline)) void *xmalloc(size_t n) {\n"
+           "  void *p = malloc(n);\n  if (!p)\n    abort();\n  return p;\n}\n"
+           "struct node { long key; struct node *next; char pad[40]; };\n"
+           "__attribute__((noinline)) struct node *new_node(long key, struct node *next) {\n"
+           "  struct node *n = xmalloc(sizeof *n);\n  n->key = key;\n  n->next = next;\n"
+           "  return n;\n}\n"
+           "int main(void) {\n  struct node *list = NULL;\n"
+           "  for (long i = 0; i < 3000; ++i)\n    list = new_node(i, list);\n"
+           "  long sum = 0;\n  for (struct node *n = list; n; n = n->next)\n"
+           "    sum += n->key;\n  printf(\"%ld\\n\", sum);\n  return 0;\n}\n";
+  }
+  RunResult cc = run({"/usr/bin/cc", "-O2", "-g", source, "-o", prog});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code() == 0);
+  RunResult rec = record({"-o", trace, "--stack-depth", "1"}, {prog});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code() == 0);
+  llvm::json::Value v = json_of({memlayout_bin(), "report", trace, "--format", "json"});
+  const llvm::json::Object *nodes = nullptr;
+  for (const auto &g : *v.getAsObject()->getArray("groups"))
+    if (g.getAsObject()->getInteger("objects").getValueOr(0) == 3000)
+      nodes = g.getAsObject();
+  REQUIRE(nodes != nullptr);
+  CHECK(nodes->getString("name").getValueOr("").startswith("xmalloc"));
+  bool said = false;
+  for (const auto &n : *v.getAsObject()->getArray("notes"))
+    said = said || n.getAsString().getValueOr("").contains(
+                       "every frame of the recorded stacks is allocator code or a wrapper "
+                       "(recorded 1 frame deep)");
+  CHECK(said);
+  RunResult adv = run({memlayout_bin(), "advise", trace, "-o", advised});
+  INFO(adv.err);
+  REQUIRE(adv.exit_code() == 0);
+  std::string rules = read_file(advised);
+  INFO(rules);
+  CHECK(rules.find("function=xmalloc") == std::string::npos);
+  CHECK(rules.find("size=56,") != std::string::npos);
+  RunResult applied = record({"-o", dir + "/applied.trace", "--rules", advised}, {prog});
+  INFO(applied.err);
+  REQUIRE(applied.exit_code() == 0);
+  CHECK(applied.err.find("): 3000 allocations") != std::string::npos);
+}
