@@ -14,7 +14,7 @@ ML_EXPORT void memlayout_mark_impl(const char *name) {
   ThreadState &ts = tl_state;
   if (!name || ts.busy || !initialize())
     return;
-  ts.busy = 1;
+  enter_busy(ts);
   record_mark(ts, name);
   // `report --at mark:NAME` wants the page frames of this moment.
   if (uint32_t id = record_memory_map())
@@ -26,7 +26,7 @@ ML_EXPORT void memlayout_tag_impl(const void *ptr, const char *type_name) {
   ThreadState &ts = tl_state;
   if (!ptr || !type_name || ts.busy || !initialize())
     return;
-  ts.busy = 1;
+  enter_busy(ts);
   record_tag(ts, ptr, type_name);
   ts.busy = 0;
 }
@@ -48,7 +48,7 @@ ML_EXPORT void memlayout_htm_aborts_impl(const struct memlayout_htm_abort *a, si
   ThreadState &ts = tl_state;
   if (!a || !n || ts.busy || !initialize() || !ensure_trace_open())
     return;
-  ts.busy = 1;
+  enter_busy(ts);
   constexpr size_t kFlushAt = 16 << 10;
   constexpr size_t kEntryMax = 2 + 13 * kMaxVarintBytes + kMaxHtmSetLines * kMaxVarintBytes;
   uint8_t buf[kFlushAt + kEntryMax];

@@ -23,9 +23,15 @@ namespace seg = memlayout::seg;
 
 namespace {
 
-bool begin_slow(ThreadState &ts) {
-  if (ts.busy || !initialize())
+bool begin_slow(ThreadState &ts, uintptr_t sp) {
+  if (ts.busy) {
+    if (busy_left_behind(ts, sp))
+      count_lost_event();
     return false;
+  }
+  if (!initialize())
+    return false;
+  ts.busy_sp = sp;
   ts.busy = 1;
   return true;
 }
@@ -33,11 +39,13 @@ bool begin_slow(ThreadState &ts) {
 // Enters the recorder for one event. On true the caller records and then
 // clears ts.busy; on false it only forwards.
 inline bool begin(ThreadState &ts) {
+  uintptr_t sp = stack_pointer(); // the entry point's: begin is inline
   if (ML_LIKELY(!ts.busy && g_state.load(std::memory_order_relaxed) == State::kRecording)) {
+    ts.busy_sp = sp;
     ts.busy = 1;
     return true;
   }
-  return begin_slow(ts);
+  return begin_slow(ts, sp);
 }
 
 bool have_real() {
@@ -119,7 +127,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
                                      size_t align, bool zero, const UnwindStart &start) {
   if (align < r.align)
     align = r.align;
-  seg::Pool *pool = route_pool(r, ts.busy);
+  seg::Pool *pool = route_pool(r, ts);
   auto [p, usable, in_pool] = place_routed(api, r, pool, n, align, zero);
   if (!p) {
     errno = ENOMEM;
@@ -144,7 +152,7 @@ Placed place_routed(Api api, const Route &r, seg::Pool *pool, size_t n, size_t a
 // says how many bytes the old block holds (realloc_impl checks).
 [[gnu::noinline]] void *routed_realloc(ThreadState &ts, Api api, const Route &r, void *old,
                                        size_t n, const UnwindStart &start) {
-  seg::Pool *pool = route_pool(r, ts.busy);
+  seg::Pool *pool = route_pool(r, ts);
   auto [p, usable, in_pool] = place_routed(api, r, pool, n, r.align, false);
   if (!p) {
     errno = ENOMEM;

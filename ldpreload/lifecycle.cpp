@@ -475,7 +475,7 @@ bool default_becomes_ours(int sig, __sighandler_t handler, int flags) {
 }
 
 void before_fork() {
-  tl_state.busy = 1;
+  pin_busy(tl_state); // until after_fork_parent or after_fork_child
   recorder_prepare_fork();
   process_info_prepare_fork();
   g_dictionary.prepare_fork();
@@ -563,7 +563,7 @@ bool initialize() {
   if (!g_state.compare_exchange_strong(s, State::kInitializing))
     return initialize();
   uint8_t was_busy = tl_state.busy;
-  tl_state.busy = 1;
+  enter_busy(tl_state);
   sys::KeepErrno keep_errno;
   load_options(&g_options);
   g_memo_depth = unwind_memo_depth(g_options.unwind, g_options.stack_depth);
@@ -572,7 +572,7 @@ bool initialize() {
     g_real.free(g_real.malloc(1)); // jemalloc's fork handlers must precede ours
   g_arm_thread_exit = [] {
     uint8_t busy = tl_state.busy;
-    tl_state.busy = 1; // pthread_setspecific may allocate
+    enter_busy(tl_state); // pthread_setspecific may allocate
     arm_thread_exit(tl_state.log);
     tl_state.busy = busy;
   };
@@ -623,7 +623,7 @@ void finish_trace(trace::EndReason reason, int exit_status) {
   // (exit() from a handler), and the interrupted code may hold the thread's
   // log or the loader's lock: finish as from a signal, waiting for nothing.
   bool from_signal = reason == trace::EndReason::kSignal || was_busy;
-  tl_state.busy = 1;
+  pin_busy(tl_state);
   sys::KeepErrno keep_errno;
   if (from_signal) {
     g_writer.stop_compressing();
@@ -765,7 +765,7 @@ char **prepare_exec(char *const *envp, const char *program, bool checkable, bool
   *noted = command_mode() && note_exec(program, checkable);
   if (!command_process())
     return const_cast<char **>(envp);
-  tl_state.busy = 1;
+  enter_busy(tl_state);
   size_t bytes; // not unmapped: the image is replaced, or it fails rarely
   char **env = child_environment(envp, true, &bytes);
   tl_state.busy = 0;
@@ -885,7 +885,7 @@ static int spawn_with(SpawnFn real, pid_t *pid, const char *path,
   size_t bytes = 0;
   if (command_process()) {
     uint8_t was = tl_state.busy;
-    tl_state.busy = 1;
+    enter_busy(tl_state);
     env = child_environment(envp, false, &bytes);
     tl_state.busy = was;
   }
@@ -995,7 +995,7 @@ ML_EXPORT pid_t fork() {
   static auto real = next_symbol<ForkFn>("fork");
   pid_t pid = real();
   if (pid > 0 && recording_process() && !tl_state.busy) {
-    tl_state.busy = 1;
+    enter_busy(tl_state);
     record_ext(tl_state, memlayout::trace::ExtKind::kFork, static_cast<uint64_t>(pid));
     tl_state.busy = 0;
   }
@@ -1057,7 +1057,7 @@ void before_setting_file_size_limit(int resource, uint64_t soft, uint64_t hard) 
   // and block in progress were lost). What threads record after is
   // refused anyway.
   if (g_writer.stops_at(soft) && recording_process() && !tl_state.busy) {
-    tl_state.busy = 1;
+    enter_busy(tl_state);
     flush_all_threads();
     tl_state.busy = 0;
   }
@@ -1155,7 +1155,7 @@ ML_EXPORT void *dlopen(const char *file, int flags) {
     router_modules_changed();
   }
   if (h && recording_process() && !tl_state.busy) {
-    tl_state.busy = 1;
+    enter_busy(tl_state);
     record_module_changes();
     tl_state.busy = 0;
   }
@@ -1167,7 +1167,7 @@ ML_EXPORT int dlclose(void *handle) {
   int r = real(handle);
   unwind_modules_changed();
   if (recording_process() && !tl_state.busy) {
-    tl_state.busy = 1;
+    enter_busy(tl_state);
     record_module_changes();
     tl_state.busy = 0;
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -692,11 +693,24 @@ Totals totals(bool from_signal) {
   return t;
 }
 
+bool busy_left_behind(ThreadState &ts, uintptr_t sp) {
+  if (ts.busy_sp == UINTPTR_MAX || sp < ts.busy_sp)
+    return false; // pinned, or called from below the owner: memlayout's own
+  if (ts.left_behind)
+    return true;
+  sys::KeepErrno keep_errno;
+  stack_t alt;
+  if (sigaltstack(nullptr, &alt) != 0 || (alt.ss_flags & SS_ONSTACK))
+    return false;
+  ts.left_behind = 1;
+  return true;
+}
+
 void thread_exit(ThreadState &ts) {
   ThreadLog *log = ts.log;
   if (!log)
     return;
-  ts.busy = 1;
+  enter_busy(ts);
   // Destructors of other keys may still allocate after ours: stay armed for
   // a couple more rounds (glibc runs up to four while values are re-set).
   if (++ts.exit_rounds < 3) {

@@ -91,10 +91,18 @@ struct ThreadLog {
 // lazy TLS resolution on the hot path).
 struct ThreadState {
   ThreadLog *log;
-  uint8_t busy;        // inside memlayout: nested allocations pass through
+  // Inside memlayout: nested allocations pass through. Set by enter_busy,
+  // pin_busy or the entry points' begin, which note the owning frame.
+  uint8_t busy;
   uint8_t exit_rounds; // TLS destructor rounds seen
   uint8_t retired;     // past its last TLS destructor: no more recording
   uint8_t unwatched;   // the program registers its rseq area itself: no switch watch
+  uint8_t left_behind; // busy_left_behind found the mark abandoned (not on a signal stack)
+  // The stack pointer of the function that set busy (UINTPTR_MAX: no frame
+  // owns it). Everything memlayout calls runs below it; an entry point at or
+  // above it finds a mark left behind by a jump out of a signal handler that
+  // interrupted memlayout (busy_left_behind).
+  uintptr_t busy_sp;
 };
 extern __thread ThreadState tl_state __attribute__((tls_model("initial-exec")));
 
@@ -183,6 +191,39 @@ inline void sample_clock_at_next_event(ThreadState &ts) {
   if (ThreadLog *log = ts.log)
     log->tick_countdown = 1;
 }
+
+// The calling function's stack pointer: read in its own frame.
+ML_HOT inline uintptr_t stack_pointer() {
+  uintptr_t sp;
+  asm volatile("mov %%rsp, %0" : "=r"(sp));
+  return sp;
+}
+
+// Marks the thread inside memlayout for the rest of the calling function; a
+// nested mark leaves the outermost one's frame the owner.
+ML_HOT inline void enter_busy(ThreadState &ts) {
+  if (!ts.busy)
+    ts.busy_sp = stack_pointer();
+  ts.busy = 1;
+}
+
+// A mark that outlives the calling function (fork's prepare handler until
+// the parent's and child's, the process's end): no frame owns it.
+inline void pin_busy(ThreadState &ts) {
+  ts.busy_sp = UINTPTR_MAX;
+  ts.busy = 1;
+}
+
+// Whether the busy mark was left behind by code that never came back to
+// clear it: a program's signal handler that interrupted memlayout (or the
+// allocator it called) and siglongjmp'ed out, to a frame at or above the
+// mark's owner. `sp`: the entry point's stack pointer. A handler running on
+// the thread's alternate signal stack is not judged by address (that stack
+// is anywhere). The mark stays: the code jumped out of may have held a lock
+// of the recorder's, which nothing will release, so the thread's events
+// from then on are counted lost rather than recorded (the summary and the
+// report say how many).
+bool busy_left_behind(ThreadState &ts, uintptr_t sp);
 
 ML_HOT inline uint64_t *stage_begin(ThreadLog *log) {
   if (ML_UNLIKELY(--log->tick_countdown == 0) ||

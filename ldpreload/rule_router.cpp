@@ -1,5 +1,6 @@
 #include "rule_router.h"
 
+#include "recorder.h"
 #include "route_table_format.h"
 #include "rules.h"
 #include "spinlock.h"
@@ -653,7 +654,7 @@ SpinLock g_pool_lock;
 std::atomic<bool> g_pool_failed[rules::kMaxRules];
 } // namespace
 
-seg::Pool *make_route_pool(const Route &cr, uint8_t &busy) {
+seg::Pool *make_route_pool(const Route &cr, ThreadState &ts) {
   if (g_pool_failed[cr.index].load(std::memory_order_relaxed))
     return nullptr;
   Route &r = g_routes[cr.index];
@@ -663,8 +664,8 @@ seg::Pool *make_route_pool(const Route &cr, uint8_t &busy) {
   // Its system calls are ours: the allocation that makes the pool, when it
   // succeeds, leaves the program's errno as it was.
   sys::KeepErrno keep_errno;
-  uint8_t was = busy;
-  busy = 1;
+  uint8_t was = ts.busy;
+  enter_busy(ts);
   seg::Pool *p;
   {
     LockGuard g(g_pool_lock);
@@ -684,7 +685,7 @@ seg::Pool *make_route_pool(const Route &cr, uint8_t &busy) {
       }
     }
   }
-  busy = was;
+  ts.busy = was;
   return p;
 }
 

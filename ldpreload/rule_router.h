@@ -22,6 +22,8 @@
 
 namespace memlayout::preload {
 
+struct ThreadState;
+
 // What to do with a matched allocation.
 struct Route {
   std::atomic<seg::Pool *> pool; // made at the route's first allocation (route_pool)
@@ -111,14 +113,14 @@ extern void (*g_arm_thread_exit)();
 // allocator with the rule's pad and align; a warning says so once). Not at
 // start: each pool reserves 64 GiB of address space, which a program that
 // lowers its RLIMIT_AS afterwards would find spent, every allocation of its
-// own failing. `busy`: the calling thread's recorder flag, set while the
-// pool is made, so what that allocates passes through unrouted.
-seg::Pool *make_route_pool(const Route &r, uint8_t &busy);
-inline seg::Pool *route_pool(const Route &r, uint8_t &busy) {
+// own failing. `ts`: the calling thread's recorder state, marked busy while
+// the pool is made, so what that allocates passes through unrouted.
+seg::Pool *make_route_pool(const Route &r, ThreadState &ts);
+inline seg::Pool *route_pool(const Route &r, ThreadState &ts) {
   seg::Pool *p = r.pool.load(std::memory_order_acquire);
   if (__builtin_expect(p != nullptr, 1) || !r.name)
     return p;
-  return make_route_pool(r, busy);
+  return make_route_pool(r, ts);
 }
 
 // Counts an allocation a rule routed (per thread, summed at exit).

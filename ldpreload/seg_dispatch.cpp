@@ -20,7 +20,7 @@ namespace {
 bool enter(ThreadState &ts) {
   if (ts.busy || !initialize())
     return false;
-  ts.busy = 1;
+  enter_busy(ts);
   return true;
 }
 

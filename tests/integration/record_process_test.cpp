@@ -1037,3 +1037,51 @@ TEST_CASE("record.one_file_one_recording", "[record]") {
   CHECK(d.run.exit_code() == 0);
   CHECK(d.end_lines == 1);
 }
+
+// A signal handler that siglongjmps out of an allocation the recorder was
+// inside leaves its mark set: the thread is never recorded again (the code
+// jumped out of may hold a lock of the recorder's, which nobody will
+// release). That must be counted, not silent: every event of the thread
+// from then on is lost, and the summary and report say how many. (It said
+// "0 lost" with nearly all of the last 200 000 events missing.) Where no
+// jump happened to land inside the recorder, all of them are in the trace.
+TEST_CASE("signals.siglongjmp_out_of_an_allocation_counts_what_it_loses", "[record][signal]") {
+  std::string dir = work_dir("signals_siglongjmp");
+  std::string source = dir + "/jump.c", prog = dir + "/jump", trace = dir + "/t.trace";
+  {
+    std::ofstream out(source);
+    out << "#include <setjmp.h>\n#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+           "#include <sys/time.h>\n"
+           "void *volatile sink;\nstatic sigjmp_buf jb;\nstatic volatile int jumps;\n"
+           "static void on_prof(int s) {\n  (void)s;\n  jumps++;\n  siglongjmp(jb, 1);\n}\n"
+           "int main(void) {\n  signal(SIGPROF, on_prof);\n"
+           "  struct itimerval t = {{0, 100}, {0, 100}};\n  setitimer(ITIMER_PROF, &t, 0);\n"
+           "  long done = 0;\n  while (jumps < 50)\n    if (sigsetjmp(jb, 1) == 0)\n"
+           "      for (;;) {\n        void *p = malloc(done % 1000 + 1);\n        sink = p;\n"
+           "        free(p);\n        done++;\n      }\n"
+           "  struct itimerval off = {{0, 0}, {0, 0}};\n  setitimer(ITIMER_PROF, &off, 0);\n"
+           "  for (int i = 0; i < 100000; i++) {\n    void *q = malloc(7777);\n    sink = q;\n"
+           "    free(q);\n  }\n  printf(\"jumps=%d\\n\", jumps);\n  return 0;\n}\n";
+  }
+  RunResult cc = run({"/usr/bin/cc", "-O2", source, "-o", prog});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code() == 0);
+  RunResult rec = record({"-o", trace}, {prog});
+  INFO(rec.err);
+  REQUIRE(rec.exit_code() == 0);
+  CHECK(rec.out == "jumps=50\n");
+  RunResult d = run({memlayout_bin(), "dump", trace});
+  REQUIRE(d.exit_code() == 0);
+  long last = 0; // the 7777-byte allocations and frees in the trace
+  for (size_t at = d.out.find(" 7777/"); at != std::string::npos; at = d.out.find(" 7777/", at + 1))
+    ++last;
+  long lost = 0;
+  if (size_t at = rec.err.find(" lost)"); at != std::string::npos) {
+    size_t from = rec.err.rfind(", ", at) + 2;
+    double v = std::atof(rec.err.c_str() + from);
+    char unit = rec.err[rec.err.find(' ', from) + 1];
+    lost = static_cast<long>(v * (unit == 'k' ? 1e3 : unit == 'M' ? 1e6 : 1));
+  }
+  INFO("7777-byte events in the trace: " << last << ", lost: " << lost);
+  CHECK(last + lost >= 200000);
+}
