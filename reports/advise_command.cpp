@@ -189,6 +189,7 @@ int advise_main(int argc, char **argv) {
       "memlayout replay FILE --rules RULES.");
   app->add_option("FILE", input, "a trace or a JSON report")->required();
   app->add_option("-o,--output", output, "write the rules to RULES instead of stdout (- is stdout)")
+      ->check(a_path())
       ->type_name("RULES");
   app->add_option("--min-severity", min_severity, "the least severe findings to fix")
       ->check(one_of({"low", "medium", "high"}))

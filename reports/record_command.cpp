@@ -70,6 +70,7 @@ int parse(int argc, char **argv, Options &o) {
   std::vector<CLI::Option *> record_only = {
       app->add_option("-o,--output", o.output, "trace file (default memlayout.PROGRAM.PID.trace)")
           ->type_name("FILE")
+          ->check(a_path())
           ->group(group),
       app->add_option("--stack-depth", o.stack_depth, "frames recorded per call site")
           ->check(CLI::Range(1, 64).description(""))

@@ -66,7 +66,9 @@ int structs_main(int argc, char **argv) {
       ->type_name("BUILD_DIR");
   add_format_option(*app, format, {"text", "json"},
                     "json is the type map `memlayout report --types` reads");
-  app->add_option("-o,--output", output, "write to FILE instead of stdout")->type_name("FILE");
+  app->add_option("-o,--output", output, "write to FILE instead of stdout")
+      ->type_name("FILE")
+      ->check(a_path());
   app->add_option("-C,--class", classes,
                   "only the record NAME (full name, or without its namespaces and classes) and "
                   "its sites; repeatable")

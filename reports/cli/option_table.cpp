@@ -265,6 +265,11 @@ CLI::Validator positive_number() {
       "");
 }
 
+CLI::Validator a_path() {
+  return CLI::Validator(
+      [](std::string &v) -> std::string { return v.empty() ? "takes a path, not ''" : ""; }, "");
+}
+
 void add_format_option(CLI::App &app, std::string &format, std::vector<std::string> choices,
                        const std::string &what) {
   std::string type;
@@ -278,7 +283,9 @@ void add_format_option(CLI::App &app, std::string &format, std::vector<std::stri
 }
 
 void add_output_option(CLI::App &app, std::string &output) {
-  app.add_option("-o,--output", output, "write to OUT instead of stdout")->type_name("OUT");
+  app.add_option("-o,--output", output, "write to OUT instead of stdout")
+      ->type_name("OUT")
+      ->check(a_path());
 }
 
 void add_count_option(CLI::App &app, const std::string &name, size_t &value,

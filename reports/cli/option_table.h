@@ -49,6 +49,8 @@ int usage_error(const CLI::App &app, const std::string &message);
 // from 1 to 1024, not '0'".
 CLI::Validator one_of(std::vector<std::string> choices);
 CLI::Validator positive_number();
+// A file's path: not empty (`-o ""` is a mistake, not "the default").
+CLI::Validator a_path();
 CLI::Validator whole_number(uint64_t lo, uint64_t hi, const std::string &what = "a number");
 CLI::Validator real_number(double lo, double hi, const std::string &what = "a number");
 // The message of a value an option's own callback refuses, in the same words.

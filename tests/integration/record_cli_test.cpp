@@ -54,7 +54,8 @@ TEST_CASE("cli.usage_errors", "[record][cli]") {
                std::vector<std::string>{"--stack-depth", "0", "--", kTouch, "M"},
                std::vector<std::string>{"--stack-depth", "65", "--", kTouch, "M"},
                std::vector<std::string>{"--unwind", "guess", "--", kTouch, "M"},
-               std::vector<std::string>{"-o"}, std::vector<std::string>{},
+               std::vector<std::string>{"-o"},
+               std::vector<std::string>{"-o", "", "--", kTouch, "M"}, std::vector<std::string>{},
                std::vector<std::string>{"--"}, std::vector<std::string>{"-o", "x.trace"});
   std::vector<std::string> argv = {memlayout_bin(), "record"};
   for (const std::string &a : args)

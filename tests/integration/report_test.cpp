@@ -271,6 +271,18 @@ TEST_CASE("report.outputs_never_overwrite_what_is_read", "[report]") {
   }
   CHECK(read_file(prog) == binary);
   CHECK(read_file(map) == map_text);
+  // An empty -o is a mistake, not "stdout" or "the default name".
+  for (const char *command : {"report", "advise", "diff"}) {
+    std::vector<std::string> argv = {memlayout_bin(), command, trace};
+    if (std::string(command) == "diff")
+      argv.push_back(trace);
+    argv.insert(argv.end(), {"-o", ""});
+    RunResult r = run(argv);
+    INFO(command << ": " << r.err);
+    CHECK(r.exit_code() == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--output: takes a path, not ''") != std::string::npos);
+  }
 }
 
 TEST_CASE("report.bad_input", "[report]") {
