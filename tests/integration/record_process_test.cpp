@@ -1047,25 +1047,22 @@ TEST_CASE("record.one_file_one_recording", "[record]") {
 // jump happened to land inside the recorder, all of them are in the trace.
 TEST_CASE("signals.siglongjmp_out_of_an_allocation_counts_what_it_loses", "[record][signal]") {
   std::string dir = work_dir("signals_siglongjmp");
-  std::string source = dir + "/jump.c", prog = dir + "/jump", trace = dir + "/t.trace";
-  {
-    std::ofstream out(source);
-    out << "#include <setjmp.h>\n#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
-           "#include <sys/time.h>\n"
-           "void *volatile sink;\nstatic sigjmp_buf jb;\nstatic volatile int jumps;\n"
-           "static void on_prof(int s) {\n  (void)s;\n  jumps++;\n  siglongjmp(jb, 1);\n}\n"
-           "int main(void) {\n  signal(SIGPROF, on_prof);\n"
-           "  struct itimerval t = {{0, 100}, {0, 100}};\n  setitimer(ITIMER_PROF, &t, 0);\n"
-           "  long done = 0;\n  while (jumps < 50)\n    if (sigsetjmp(jb, 1) == 0)\n"
-           "      for (;;) {\n        void *p = malloc(done % 1000 + 1);\n        sink = p;\n"
-           "        free(p);\n        done++;\n      }\n"
-           "  struct itimerval off = {{0, 0}, {0, 0}};\n  setitimer(ITIMER_PROF, &off, 0);\n"
-           "  for (int i = 0; i < 100000; i++) {\n    void *q = malloc(7777);\n    sink = q;\n"
-           "    free(q);\n  }\n  printf(\"jumps=%d\\n\", jumps);\n  return 0;\n}\n";
-  }
-  RunResult cc = run({"/usr/bin/cc", "-O2", source, "-o", prog});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code() == 0);
+  std::string trace = dir + "/t.trace";
+  std::string prog = build_c_program(
+      dir, "jump",
+      "#include <setjmp.h>\n#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+      "#include <sys/time.h>\n"
+      "void *volatile sink;\nstatic sigjmp_buf jb;\nstatic volatile int jumps;\n"
+      "static void on_prof(int s) {\n  (void)s;\n  jumps++;\n  siglongjmp(jb, 1);\n}\n"
+      "int main(void) {\n  signal(SIGPROF, on_prof);\n"
+      "  struct itimerval t = {{0, 100}, {0, 100}};\n  setitimer(ITIMER_PROF, &t, 0);\n"
+      "  long done = 0;\n  while (jumps < 50)\n    if (sigsetjmp(jb, 1) == 0)\n"
+      "      for (;;) {\n        void *p = malloc(done % 1000 + 1);\n        sink = p;\n"
+      "        free(p);\n        done++;\n      }\n"
+      "  struct itimerval off = {{0, 0}, {0, 0}};\n  setitimer(ITIMER_PROF, &off, 0);\n"
+      "  for (int i = 0; i < 100000; i++) {\n    void *q = malloc(7777);\n    sink = q;\n"
+      "    free(q);\n  }\n  printf(\"jumps=%d\\n\", jumps);\n  return 0;\n}\n",
+      {"-O2"});
   RunResult rec = record({"-o", trace}, {prog});
   INFO(rec.err);
   REQUIRE(rec.exit_code() == 0);

@@ -915,23 +915,20 @@ TEST_CASE("sites.wrappers_in_a_shared_library", "[sites]") {
 // the clone, and --wrapper xcalloc did not reach it).
 TEST_CASE("sites.a_wrappers_clone_is_the_wrapper", "[sites]") {
   std::string dir = work_dir("sites_wrapper_clone");
-  std::string source = dir + "/clone.c", prog = dir + "/clone", trace = dir + "/t.trace";
-  {
-    std::ofstream out(source);
-    out << "#include <stdio.h>\n#include <stdlib.h>\n"
-           "__attribute__((noinline)) static void *xcalloc(size_t n, size_t size) {\n"
-           "  void *p = calloc(n, size);\n"
-           "  if (!p) {\n    fputs(\"xcalloc: out of memory\\n\", stderr);\n    abort();\n  }\n"
-           "  return p;\n}\n"
-           "int main(void) {\n"
-           "  long *table = xcalloc(1000, sizeof *table);\n"
-           "  for (int i = 0; i < 1000; ++i)\n    table[i] = i;\n"
-           "  long sum = 0;\n  for (int i = 0; i < 1000; ++i)\n    sum += table[i];\n"
-           "  printf(\"%ld\\n\", sum);\n  free(table);\n  return 0;\n}\n";
-  }
-  RunResult cc = run({"/usr/bin/cc", "-O2", "-g0", source, "-o", prog});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code() == 0);
+  std::string trace = dir + "/t.trace";
+  std::string prog = build_c_program(
+      dir, "clone",
+      "#include <stdio.h>\n#include <stdlib.h>\n"
+      "__attribute__((noinline)) static void *xcalloc(size_t n, size_t size) {\n"
+      "  void *p = calloc(n, size);\n"
+      "  if (!p) {\n    fputs(\"xcalloc: out of memory\\n\", stderr);\n    abort();\n  }\n"
+      "  return p;\n}\n"
+      "int main(void) {\n"
+      "  long *table = xcalloc(1000, sizeof *table);\n"
+      "  for (int i = 0; i < 1000; ++i)\n    table[i] = i;\n"
+      "  long sum = 0;\n  for (int i = 0; i < 1000; ++i)\n    sum += table[i];\n"
+      "  printf(\"%ld\\n\", sum);\n  free(table);\n  return 0;\n}\n",
+      {"-O2", "-g0"});
   RunResult nm = run({"/usr/bin/nm", prog});
   INFO(nm.out);
   REQUIRE(nm.out.find("xcalloc.constprop.") != std::string::npos); // what this test is about
@@ -959,25 +956,21 @@ TEST_CASE("sites.a_wrappers_clone_is_the_wrapper", "[sites]") {
 // and record refused.
 TEST_CASE("sites.stacks_too_shallow_to_leave_the_wrapper", "[sites]") {
   std::string dir = work_dir("sites_shallow_stacks");
-  std::string source = dir + "/shallow.c", prog = dir + "/shallow", trace = dir + "/t.trace",
-              advised = dir + "/advised.rules";
-  {
-    std::ofstream out(source);
-    out << "#include <stdio.h>\n#include <stdlib.h>\n"
-           "__attribute__((noinline)) void *xmalloc(size_t n) {\n"
-           "  void *p = malloc(n);\n  if (!p)\n    abort();\n  return p;\n}\n"
-           "struct node { long key; struct node *next; char pad[40]; };\n"
-           "__attribute__((noinline)) struct node *new_node(long key, struct node *next) {\n"
-           "  struct node *n = xmalloc(sizeof *n);\n  n->key = key;\n  n->next = next;\n"
-           "  return n;\n}\n"
-           "int main(void) {\n  struct node *list = NULL;\n"
-           "  for (long i = 0; i < 3000; ++i)\n    list = new_node(i, list);\n"
-           "  long sum = 0;\n  for (struct node *n = list; n; n = n->next)\n"
-           "    sum += n->key;\n  printf(\"%ld\\n\", sum);\n  return 0;\n}\n";
-  }
-  RunResult cc = run({"/usr/bin/cc", "-O2", "-g", source, "-o", prog});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code() == 0);
+  std::string trace = dir + "/t.trace", advised = dir + "/advised.rules";
+  std::string prog = build_c_program(
+      dir, "shallow",
+      "#include <stdio.h>\n#include <stdlib.h>\n"
+      "__attribute__((noinline)) void *xmalloc(size_t n) {\n"
+      "  void *p = malloc(n);\n  if (!p)\n    abort();\n  return p;\n}\n"
+      "struct node { long key; struct node *next; char pad[40]; };\n"
+      "__attribute__((noinline)) struct node *new_node(long key, struct node *next) {\n"
+      "  struct node *n = xmalloc(sizeof *n);\n  n->key = key;\n  n->next = next;\n"
+      "  return n;\n}\n"
+      "int main(void) {\n  struct node *list = NULL;\n"
+      "  for (long i = 0; i < 3000; ++i)\n    list = new_node(i, list);\n"
+      "  long sum = 0;\n  for (struct node *n = list; n; n = n->next)\n"
+      "    sum += n->key;\n  printf(\"%ld\\n\", sum);\n  return 0;\n}\n",
+      {"-O2", "-g"});
   RunResult rec = record({"-o", trace, "--stack-depth", "1"}, {prog});
   INFO(rec.err);
   REQUIRE(rec.exit_code() == 0);

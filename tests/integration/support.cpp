@@ -124,6 +124,19 @@ std::string work_dir(const std::string &name) {
   return dir;
 }
 
+std::string build_c_program(const std::string &dir, const std::string &name,
+                            const std::string &source, const std::vector<std::string> &flags) {
+  const std::string src = dir + "/" + name + ".c", out = dir + "/" + name;
+  std::ofstream(src) << source;
+  std::vector<std::string> argv = {"/usr/bin/cc"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {src, "-o", out});
+  RunResult r = run(argv);
+  if (r.exit_code() != 0)
+    throw std::runtime_error("cc " + src + ": " + r.describe() + "\n" + r.err);
+  return out;
+}
+
 bool file_exists(const std::string &path) { return access(path.c_str(), F_OK) == 0; }
 
 std::string read_file(const std::string &path) {

@@ -54,6 +54,12 @@ struct RunResult {
 
 RunResult run(const std::vector<std::string> &argv, const RunOptions &opts = {});
 
+// `source` written to DIR/NAME.c and built by cc with `flags` into DIR/NAME,
+// whose path it returns: a program shaped for one test, built as the field
+// builds. Throws with the compiler's message when it does not build.
+std::string build_c_program(const std::string &dir, const std::string &name,
+                            const std::string &source, const std::vector<std::string> &flags);
+
 // `memlayout record [record_args] -- argv`.
 RunResult record(const std::vector<std::string> &record_args, const std::vector<std::string> &argv,
                  const RunOptions &opts = {});
