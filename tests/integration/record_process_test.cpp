@@ -1045,6 +1045,9 @@ TEST_CASE("record.one_file_one_recording", "[record]") {
 // from then on is lost, and the summary and report say how many. (It said
 // "0 lost" with nearly all of the last 200 000 events missing.) Where no
 // jump happened to land inside the recorder, all of them are in the trace.
+// Jumping out of glibc's malloc is undefined, and the program alone dies of
+// it now and then (SIGSEGV, more often on a loaded machine): a run that did
+// not finish says nothing, and the next one is tried.
 TEST_CASE("signals.siglongjmp_out_of_an_allocation_counts_what_it_loses", "[record][signal]") {
   std::string dir = work_dir("signals_siglongjmp");
   std::string trace = dir + "/t.trace";
@@ -1063,7 +1066,10 @@ TEST_CASE("signals.siglongjmp_out_of_an_allocation_counts_what_it_loses", "[reco
       "  for (int i = 0; i < 100000; i++) {\n    void *q = malloc(7777);\n    sink = q;\n"
       "    free(q);\n  }\n  printf(\"jumps=%d\\n\", jumps);\n  return 0;\n}\n",
       {"-O2"});
-  RunResult rec = record({"-o", trace}, {prog});
+  RunResult rec;
+  for (int attempt = 0; attempt < 8; ++attempt)
+    if (rec = record({"-o", trace}, {prog}); rec.exited())
+      break;
   INFO(rec.err);
   REQUIRE(rec.exit_code() == 0);
   CHECK(rec.out == "jumps=50\n");
