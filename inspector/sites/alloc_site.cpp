@@ -499,7 +499,8 @@ CallGraph::CallGraph(std::span<const ModuleCode *const> modules) {
   std::unordered_map<std::string, uint32_t> defined, undefined;
   std::vector<std::vector<uint32_t>> id(modules.size());
   auto add = [&](const std::string &name, const ModuleCode *m) {
-    fns_.push_back({name, Tri::kUnknown, is_allocator_frame(name), false, m});
+    fns_.push_back(
+        {name, Tri::kUnknown, is_allocator_frame(name), false, m, is_allocation_call(name)});
     return static_cast<uint32_t>(fns_.size() - 1);
   };
   for (size_t mi = 0; mi < modules.size(); ++mi) {
@@ -576,8 +577,9 @@ CallGraph::CallGraph(std::span<const ModuleCode *const> modules) {
                    [&](uint32_t a, uint32_t b) { return scopes[a].depth > scopes[b].depth; });
   auto untyped = [&](uint32_t f) { return fns_[f].returns_untyped == Tri::kYes; };
 
-  // Functions that make an allocation call: to plumbing, or to a function
-  // that itself allocates and returns untyped memory (transitively), so a
+  // Functions that make an allocation call: to plumbing that obtains memory
+  // (not free, nor a query such as seg_pool_of), or to a function that
+  // itself allocates and returns untyped memory (transitively), so a
   // wrapper calling a wrapper allocates before either is known as one.
   std::vector<char> scope_allocates(scopes.size());
   for (bool changed = true; changed;) {
@@ -585,7 +587,7 @@ CallGraph::CallGraph(std::span<const ModuleCode *const> modules) {
     for (uint32_t s : order) {
       bool a = false;
       for (const Callee &c : calls_of[s])
-        a = a || fns_[c.function].plumbing || (fns_[c.function].allocates && untyped(c.function));
+        a = a || fns_[c.function].obtains || (fns_[c.function].allocates && untyped(c.function));
       for (uint32_t child : inlined_of[s]) {
         uint32_t f = scopes[child].function;
         a = a || (scope_allocates[child] && (fns_[f].plumbing || untyped(f)));

@@ -151,9 +151,11 @@ public:
     std::string name;
     Tri returns_untyped = Tri::kUnknown;
     bool plumbing = false;              // is_allocator_frame
-    bool allocates = false;             // makes an allocation call: to plumbing, or to an
-                                        // allocating function returning untyped memory
+    bool allocates = false;             // makes an allocation call: to plumbing that obtains
+                                        // memory, or to an allocating function returning
+                                        // untyped memory
     const ModuleCode *module = nullptr; // holding its code; nullptr: none here
+    bool obtains = false;               // a call to it obtains memory (is_allocation_call)
   };
   struct Callee {
     uint32_t function;

@@ -72,6 +72,25 @@ bool is_allocator_frame(const std::string &function) {
   return false;
 }
 
+bool is_allocation_call(const std::string &function) {
+  if (!is_allocator_frame(function))
+    return false;
+  const std::string_view f =
+      std::string_view(function).substr(rules::function_name_offset(function.c_str()));
+  std::string_view name = f.substr(0, f.find('('));
+  for (std::string_view w : {"free", "delete", "dealloc", "dalloc", "usable_size", "sallocx",
+                             "nallocx", "mallctl", "pool_of", "stats", "construct", "destroy"})
+    if (name.find(w) != std::string_view::npos)
+      return false;
+  // What obtains says so (malloc, operator new, pool_alloc, mallocx,
+  // allocate, memalign), but for libc's growing buffers; the rest of the
+  // allocator's code (a dispatch's resolve, a lock) obtains nothing.
+  for (std::string_view w : {"alloc", "new", "memalign", "scratch_buffer_", "dynarray_"})
+    if (name.find(w) != std::string_view::npos)
+      return true;
+  return false;
+}
+
 struct Symbolizer::Impl {
   struct ModuleState {
     bool checked = false; // build-id compared

@@ -70,5 +70,10 @@ private:
 // Allocator plumbing (malloc, operator new, std::allocator, the recorder) as
 // opposed to the code that asked for memory; reports name the latter.
 bool is_allocator_frame(const std::string &function);
+// Allocator code a call to which obtains memory: is_allocator_frame named
+// for it (malloc, operator new, a pool's alloc), not what gives memory back
+// (free, operator delete) or answers about it (malloc_usable_size, sallocx,
+// seg_pool_of, a pool's stats), nor the rest (a dispatch's resolve).
+bool is_allocation_call(const std::string &function);
 
 } // namespace memlayout::inspector

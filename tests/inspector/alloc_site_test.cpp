@@ -261,6 +261,36 @@ TEST_CASE("wrappers from debug info across modules: the program's calls into a l
   CHECK(sites_called_by("make_node", graph, p).empty()); // through a wrapper: routed
 }
 
+// A rule naming main that routed nothing: what main calls that gives memory
+// back (free) or asks about it (seg_pool_of, into the pool's code) is no
+// site its memory may have come from. The summary named seg_pool_of,
+// seg_pool_stats and seg_usable_size "a site of its own that allocates".
+TEST_CASE("functions that only free or ask about memory are no sites", "[alloc_site]") {
+  ModuleCode exe;
+  uint32_t pool_of = exe.add_function("memlayout::seg::pool_of(void const*)", Tri::kNo);
+  uint32_t e_free = exe.add_function("free", Tri::kNo);
+  uint32_t e_malloc = exe.add_function("malloc", Tri::kYes);
+  uint32_t query = exe.add_function("seg_pool_of", Tri::kNo);
+  uint32_t drop = exe.add_function("drop_all", Tri::kNo);
+  uint32_t make = exe.add_function("make_buffer", Tri::kNo);
+  uint32_t main_fn = exe.add_function("main", Tri::kNo);
+  exe.add_scope(pool_of, ModuleCode::kNoScope, {{0x80, 0xa0}});
+  exe.add_call(exe.add_scope(query, ModuleCode::kNoScope, {{0x100, 0x120}}), pool_of, false);
+  exe.add_call(exe.add_scope(drop, ModuleCode::kNoScope, {{0x120, 0x140}}), e_free, false);
+  exe.add_call(exe.add_scope(make, ModuleCode::kNoScope, {{0x140, 0x160}}), e_malloc, false);
+  uint32_t m = exe.add_scope(main_fn, ModuleCode::kNoScope, {{0x200, 0x280}});
+  exe.add_call(m, query, false);
+  exe.add_call(m, drop, false);
+  exe.add_call(m, make, false);
+
+  const ModuleCode *mods[] = {&exe};
+  CallGraph graph(mods);
+  WrapperPolicy p;
+  std::vector<SiteCallee> through = sites_called_by("main", graph, p);
+  REQUIRE(through.size() == 1);
+  CHECK(through[0].callee == "make_buffer");
+}
+
 TEST_CASE("the route table labels the return addresses of tail-called constructors",
           "[alloc_site]") {
   // new_node's body is `jmp malloc`: its allocations' first frame returns

@@ -93,6 +93,26 @@ TEST_CASE("allocator frames are told apart from callers", "[symbolizer]") {
   CHECK_FALSE(is_allocator_frame("make_node(int)"));
 }
 
+// A call into the allocator's code obtains memory only where it is no
+// release and no question about memory already had.
+TEST_CASE("allocation calls are allocator code that obtains memory", "[symbolizer]") {
+  CHECK(is_allocation_call("malloc"));
+  CHECK(is_allocation_call("operator new(unsigned long)"));
+  CHECK(is_allocation_call("realloc"));
+  CHECK(is_allocation_call("memlayout::seg::pool_alloc(memlayout::seg::Pool*, unsigned long)"));
+  CHECK(is_allocation_call("std::__new_allocator<int>::allocate(unsigned long, void const*)"));
+  CHECK_FALSE(is_allocation_call("free"));
+  CHECK_FALSE(is_allocation_call("operator delete(void*, unsigned long)"));
+  CHECK_FALSE(is_allocation_call("std::__new_allocator<int>::deallocate(int*, unsigned long)"));
+  CHECK_FALSE(is_allocation_call("je_sdallocx"));
+  CHECK_FALSE(is_allocation_call("memlayout::seg::pool_of(void const*)"));
+  CHECK_FALSE(is_allocation_call("memlayout::seg::pool_usable_size(void const*)"));
+  CHECK_FALSE(is_allocation_call("memlayout::seg::(anonymous namespace)::resolve()"));
+  CHECK(is_allocation_call("memalign"));
+  CHECK(is_allocation_call("__libc_scratch_buffer_grow"));
+  CHECK_FALSE(is_allocation_call("make_node(int)")); // not the allocator's code at all
+}
+
 TEST_CASE("demangle: names LLVM 14 cannot demangle get libstdc++'s reading", "[symbolizer]") {
   // std::make_shared<Session>(Session&&): llvm-cxxfilt-14 returns it as it is.
   const std::string make_shared = "_ZSt11make_sharedI7SessionJS0_EESt10shared_ptrINSt9enable_"
