@@ -130,8 +130,8 @@ void summary(std::ostream &out, const in::RecordLayout &r, uint32_t line) {
   uint64_t hole_bytes = 0, members_count = 0;
   for (const in::Hole &h : r.holes)
     hole_bytes += h.size;
-  for (const in::FieldLayout &f : r.fields)
-    members_count += f.role == in::FieldRole::kField;
+  // As pahole counts them: base subobjects and the vptr are members too.
+  members_count = r.fields.size();
   out << "\n\t/* size: " << r.size << ", cachelines: " << (r.size + line - 1) / line
       << ", members: " << members_count << ", align: " << r.align << (r.packed ? ", packed" : "")
       << " */\n";

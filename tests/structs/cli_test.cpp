@@ -62,6 +62,14 @@ TEST_CASE("text output: pahole's columns and comments, the allocators' lines", "
   CHECK(r.out.find("/* XXX 7 bytes hole, try to pack */") != std::string::npos);
   CHECK(r.out.find("/*     8     8 */") != std::string::npos);
   CHECK(r.out.find("/* size: 32, cachelines: 1, members: 5") != std::string::npos);
+  // Base subobjects and the vptr are members, as pahole counts them
+  // (Derived: Base, y, z; Diamond: its vptr, w and the virtual VBase).
+  for (const char *derived : {"Derived", "Diamond"}) {
+    ToolRun d =
+        structs({kFixtures + "/layouts.hpp", "-C", derived, "--", "-x", "c++", "-std=c++20"});
+    INFO(derived << "\n" << d.out);
+    CHECK(d.out.find("/* size: 24, cachelines: 1, members: 3,") != std::string::npos);
+  }
   // Asked for a record none of the files has: said, and exit 1 (as grep).
   ToolRun none =
       structs({kFixtures + "/layouts.hpp", "-C", "NoSuchRecord", "--", "-x", "c++", "-std=c++20"});
