@@ -348,10 +348,8 @@ uint64_t site_request_bytes(const inspector::AllocSite &site, const inspector::R
     return 0;
   if (site.call == "new" || site.call == "make_unique" || site.call == "make_unique_for_overwrite")
     return rec->size;
-  if (libstdcxx && (site.call == "make_shared" || site.call == "make_shared_for_overwrite")) {
-    auto round_up = [](uint64_t n, uint64_t a) { return (n + a - 1) / a * a; };
-    return round_up(round_up(16, rec->align) + rec->size, std::max<uint64_t>(rec->align, 8));
-  }
+  if (libstdcxx && (site.call == "make_shared" || site.call == "make_shared_for_overwrite"))
+    return inspector::shared_block_bytes(*rec);
   return 0;
 }
 
@@ -535,6 +533,7 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
   std::optional<std::vector<std::string>> program_functions; // for type= rules
   std::optional<inspector::TypeMap> types;
   bool types_tried = false;
+  bool libstdcxx = false; // the program's C++ library, once its modules are known
   for (unsigned i = 0; i < rules->set->count; ++i) {
     rules::Rule &r = rules->set->rules[i];
     if (r.function[0] || (!r.file[0] && !r.type[0]))
@@ -578,11 +577,11 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
         if (modules.empty())
           modules = program_modules(programs);
         program_functions = code_functions(modules);
+        libstdcxx = uses_libstdcxx(modules);
       }
       // The interposer knows call sites, not types; where every allocation
       // of the type in a function is of one size, size= keeps that
       // function's other allocations (a string's, a container's) out.
-      bool libstdcxx = uses_libstdcxx(modules);
       for (const auto &site : types->sites()) {
         if (site.type != type || site.function.empty())
           continue;
@@ -626,9 +625,9 @@ bool expand_match_keys(LoadedRules *rules, const std::vector<std::string> &progr
         if (site.type == type || site.function.empty())
           continue;
         auto it = functions.find(type_rule_key(site.function, *program_functions));
-        if (it == functions.end() || (it->second && !r.has_size &&
-                                      site_request_bytes(site, types->record(site.type),
-                                                         uses_libstdcxx(modules)) != it->second))
+        if (it == functions.end() ||
+            (it->second && !r.has_size &&
+             site_request_bytes(site, types->record(site.type), libstdcxx) != it->second))
           continue;
         others.emplace(site.type.empty() ? "untyped memory" : site.type,
                        site.file + ":" + std::to_string(site.line));

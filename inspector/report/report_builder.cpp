@@ -405,9 +405,7 @@ bool build_report(const std::string &trace_path, const ReportOptions &o, Report 
         return GroupingOptions::SiteType{t.type};
       if (!rec)
         return GroupingOptions::SiteType{};
-      // libstdc++'s control block: a vtable pointer and two counts, then
-      // the record at its own alignment.
-      uint64_t offset = t.in_control_block ? std::max<uint64_t>(16, rec->align) : 0;
+      uint64_t offset = t.in_control_block ? shared_object_offset(*rec) : 0;
       GroupingOptions::SiteType g{t.type, rec->size, offset, rec->variant};
       if (const FieldLayout *last = trailing_array(*rec); last && !offset) {
         g.trailing_array = true;

@@ -263,6 +263,13 @@ bool is_std_shared_factory(std::string_view call) {
   return call == "make_shared" || call == "allocate_shared" || call == "make_shared_for_overwrite";
 }
 
+uint64_t shared_object_offset(const RecordLayout &r) { return std::max<uint64_t>(16, r.align); }
+
+uint64_t shared_block_bytes(const RecordLayout &r) {
+  uint64_t align = std::max<uint64_t>(r.align, 8);
+  return (shared_object_offset(r) + r.size + align - 1) / align * align;
+}
+
 bool is_std_factory(std::string_view call) {
   return is_std_shared_factory(call) || call == "make_unique" ||
          call == "make_unique_for_overwrite";

@@ -139,6 +139,12 @@ struct AllocSite {
 bool is_std_factory(std::string_view call);
 bool is_std_shared_factory(std::string_view call);
 
+// Where libstdc++'s make_shared puts an object of `r` in the one block it
+// allocates (_Sp_counted_ptr_inplace: a vtable pointer and two counts, then
+// the object at its alignment), and that block's size.
+uint64_t shared_object_offset(const RecordLayout &r);
+uint64_t shared_block_bytes(const RecordLayout &r);
+
 // Whether two layouts of a record are the same: size, alignment and every
 // member's name, place, size and kind (lock, atomic), whatever its type's
 // spelling (C's and C++'s differ); where and from what they came aside.
